@@ -1,0 +1,417 @@
+"""The adapter interface: everything family-specific, behind one set of methods.
+
+The trainer, the rollout engines and the evaluator talk to a model only through an
+:class:`Adapter`. An adapter is bound to one checkpoint folder (or ``tiny:`` spec) and
+owns, for that family:
+
+- ``load_model()``          model (+ processor, loaded at construction) via ``from_pretrained``
+- ``render(problem)``       problem -> chat messages -> prompt text (the family's template)
+- ``prepare_images(...)``   path / bytes / PIL in any mode -> RGB, family resize rules
+- ``encode_prompts(...)``   left-padded generation batch with the family's tensors
+- ``encode_training(...)``  prompt + completion batch with masks, for a batched forward
+- ``completion_logprobs``   per-token log-probs of completion tokens, fp32, chunked over T
+- ``stop_token_ids()``      the end-of-turn ids generation must stop at
+- ``vllm_request(...)``     the prompt + ``multi_modal_data`` form of ``vllm.LLM.generate``
+- ``image_token_count``     how many prompt tokens an image of a given size costs
+
+Most of the work is the same for every family (transformers' processors are uniform
+enough); a family module overrides only what differs. Adding a family = one module with a
+subclass and one ``register`` line (see README, "Adding a model family").
+
+Dimension letters: B sequences, P prompt tokens, C completion tokens, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+import torch
+
+from vlcohort.problems import LETTERS, Problem
+
+from .images import ImageLimits, ProblemInputError, open_image
+
+# ``<image>``, ``<image1>``, ``<image 2>`` mark where an image goes in a question.
+IMAGE_PLACEHOLDER = re.compile(r"<image\s*(\d*)>")
+
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+
+
+@dataclass(frozen=True)
+class AdapterOptions:
+    """Loading and preprocessing settings a user may set per model (config: ``model.*``).
+
+    Family-specific limits are here too, named by what they mean; an adapter reads the
+    ones that apply to its family and ignores the rest.
+    """
+
+    dtype: str = "float32"
+    """Weights dtype: float32 | bfloat16 | float16 | auto (the checkpoint's own)."""
+    attn_implementation: str = "sdpa"
+    """eager | sdpa | flash_attention_2 (the latter needs a GPU and the flash-attn package)."""
+    trust_remote_code: bool = False
+    """Run code shipped inside a checkpoint. Off: every supported family is native."""
+    min_pixels: int | None = None
+    """Qwen2.5-VL: lower pixel budget per image (qwen-vl-utils default 4 x 28 x 28)."""
+    max_pixels: int | None = None
+    """Qwen2.5-VL: upper pixel budget per image (None: the checkpoint's processor value)."""
+    max_tiles: int | None = None
+    """InternVL3.5: most tiles per image in dynamic tiling (None: the checkpoint's, 12)."""
+    pan_and_scan: bool = False
+    """Gemma-3: add pan-and-scan crops for large non-square images."""
+    image_limits: ImageLimits = field(default_factory=ImageLimits)
+    """Decompression-bomb and minimum-size guards, applied before family preprocessing."""
+    logprob_chunk_tokens: int = 256
+    """Completion positions per chunk when computing log-probs ([B, chunk, V] at a time)."""
+
+
+@dataclass
+class RenderedPrompt:
+    """A problem after the chat template: prompt text and its images, in placeholder order."""
+
+    problem_id: str
+    text: str
+    images: list  # list[PIL.Image.Image], RGB, family-resized
+
+
+@dataclass
+class PromptBatch:
+    """A left-padded generation batch.
+
+    ``inputs`` holds exactly what ``model.generate`` / ``model.forward`` take:
+    ``input_ids`` [B, P], ``attention_mask`` [B, P] and the family tensors
+    (``pixel_values``, ``image_grid_thw``, ``token_type_ids``...).
+    """
+
+    inputs: dict[str, torch.Tensor]
+    problem_ids: list[str]
+    image_token_counts: list[list[int]]  # per sequence, per image: prompt tokens it costs
+
+    @property
+    def prompt_len(self) -> int:
+        return int(self.inputs["input_ids"].shape[1])
+
+
+@dataclass
+class TrainingBatch:
+    """Prompt + completion sequences for one batched forward pass.
+
+    ``inputs``: ``input_ids`` [B, P + C] (prompt left-padded, completion right-padded),
+    ``attention_mask`` [B, P + C], family tensors extended over the completion.
+    ``completion_ids`` [B, C] and ``completion_mask`` [B, C] (1 on real completion tokens).
+    """
+
+    inputs: dict[str, torch.Tensor]
+    completion_ids: torch.Tensor
+    completion_mask: torch.Tensor
+    prompt_len: int
+
+
+class Adapter:
+    """Base class of the family adapters. Subclasses set the class attributes and override
+    the few hooks marked *family hook*; the rest is shared."""
+
+    family: ClassVar[str] = ""
+    """Human-readable family name (README table, messages)."""
+    model_types: ClassVar[tuple[str, ...]] = ()
+    """``config.model_type`` values this adapter serves (the registry key)."""
+    is_multimodal: ClassVar[bool] = True
+    stop_tokens: ClassVar[tuple[str, ...]] = ()
+    """Token strings that end a turn, besides the tokenizer's and generation config's eos."""
+    per_token_keys: ClassVar[tuple[str, ...]] = ()
+    """Family per-token inputs ([B, P]) that a training batch extends over the completion
+    with zeros (``attention_mask`` is always extended, with the completion mask)."""
+
+    def __init__(self, path: str | Path, options: AdapterOptions | None = None,
+                 processor: Any | None = None):
+        self.path = str(path)
+        self.options = options or AdapterOptions()
+        self.processor = processor if processor is not None else self._load_processor()
+
+    # ----------------------------------------------------------------------- loading
+
+    def _load_processor(self):
+        from transformers import AutoProcessor
+
+        return AutoProcessor.from_pretrained(
+            self.path, trust_remote_code=self.options.trust_remote_code
+        )
+
+    @property
+    def tokenizer(self):
+        return getattr(self.processor, "tokenizer", self.processor)
+
+    def _model_class(self):
+        from transformers import AutoModelForImageTextToText
+
+        return AutoModelForImageTextToText
+
+    def load_model(self, **overrides):
+        """The policy model, loaded through ``from_pretrained`` with the options' dtype and
+        attention implementation. Returned in eval mode; the trainer switches modes."""
+        dtype = self.options.dtype
+        kwargs = dict(
+            dtype=dtype if dtype == "auto" else getattr(torch, dtype),
+            attn_implementation=self.options.attn_implementation,
+            trust_remote_code=self.options.trust_remote_code,
+        )
+        kwargs.update(overrides)
+        model = self._model_class().from_pretrained(self.path, **kwargs)
+        return model.eval()
+
+    # ----------------------------------------------------------------------- rendering
+
+    def messages(self, problem: Problem, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+                 instruction: str | None = None) -> list[dict]:
+        """Problem -> chat messages in the HF content-list form.
+
+        Images are placed where the question's placeholders are (``<image>``, ``<image1>``);
+        with no placeholder they go before the text. Options are listed after the question
+        unless the question already lists them. The answer-format ``instruction`` (e.g.
+        "put your final answer within \\boxed{}") ends the user turn.
+        """
+        text = problem.text if problem.text is not None else ""
+        if not text.strip():
+            raise ProblemInputError(f"problem {problem.id!r}: field 'text' is empty; every "
+                                    "problem needs a question. Fix or drop the record.")
+        pieces = _interleave(problem, text, self.is_multimodal)
+        if problem.options:
+            pieces.append({"type": "text", "text": "\n" + format_options(problem.options)})
+        if instruction:
+            pieces.append({"type": "text", "text": "\n" + instruction})
+        pieces = _merge_adjacent_text(pieces)
+        msgs: list[dict] = []
+        if system_prompt:
+            msgs.append({"role": "system", "content": [{"type": "text", "text": system_prompt}]})
+        msgs.append({"role": "user", "content": pieces})
+        return msgs
+
+    def render(self, problem: Problem, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+               instruction: str | None = None) -> RenderedPrompt:
+        """Problem -> prompt text through the family's own chat template, plus its images
+        opened, checked and preprocessed by the family's rules."""
+        msgs = self.messages(problem, system_prompt, instruction)
+        text = self.processor.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        images = self.prepare_images(problem.images, problem_id=problem.id,
+                                     base_dir=problem.meta.get("base_dir"))
+        return RenderedPrompt(problem_id=problem.id, text=text, images=images)
+
+    # ----------------------------------------------------------------------- images
+
+    def prepare_images(self, images: Sequence[Any], *, problem_id: str,
+                       base_dir: str | None = None) -> list:
+        """Open, check and convert every image, then apply the family's resize rule."""
+        if images and not self.is_multimodal:
+            raise ProblemInputError(
+                f"problem {problem_id!r}: has {len(images)} image(s) but {self.family} is a "
+                "text-only model. Use a vision-language model, or drop the images."
+            )
+        out = []
+        for i, src in enumerate(images):
+            image = open_image(src, problem_id=problem_id, index=i,
+                               limits=self.options.image_limits, base_dir=base_dir)
+            out.append(self.resize_image(image, problem_id=problem_id, index=i))
+        return out
+
+    def resize_image(self, image, *, problem_id: str, index: int):
+        """*Family hook*: resize one RGB image before the processor sees it."""
+        return image
+
+    def image_token_count(self, width: int, height: int) -> int:
+        """*Family hook*: prompt tokens one image of this (already prepared) size costs,
+        delimiters included. Derived from the family's rules and the processor config."""
+        raise NotImplementedError
+
+    def processor_image_kwargs(self) -> dict:
+        """*Family hook*: extra keyword arguments for the processor's image preprocessing."""
+        return {}
+
+    # ----------------------------------------------------------------------- encoding
+
+    def encode_prompts(self, rendered: Sequence[RenderedPrompt]) -> PromptBatch:
+        """Rendered prompts -> one left-padded batch with the family's tensors."""
+        texts = [r.text for r in rendered]
+        kwargs: dict[str, Any] = dict(padding=True, padding_side="left", return_tensors="pt",
+                                      add_special_tokens=False)  # templates add BOS themselves
+        if self.is_multimodal:
+            if any(r.images for r in rendered):
+                kwargs["images"] = [list(r.images) for r in rendered]
+                kwargs.update(self.processor_image_kwargs())
+            inputs = self.processor(text=texts, **kwargs)
+        else:
+            inputs = self.tokenizer(texts, **kwargs)
+        inputs = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+        counts = [[self.image_token_count(*im.size) for im in r.images] for r in rendered]
+        return PromptBatch(inputs=inputs, problem_ids=[r.problem_id for r in rendered],
+                           image_token_counts=counts)
+
+    def encode_training(self, prompts: PromptBatch,
+                        completions: Sequence[Sequence[int]]) -> TrainingBatch:
+        """Append completions (token ids, stop token included, no padding) to a prompt batch.
+
+        Row i of ``prompts`` pairs with ``completions[i]``; for G rollouts per prompt,
+        encode each rendered prompt G times (``encode_prompts([r for r in rs for _ in
+        range(G)])``), which keeps every family's per-image tensors in step. Completions are right-padded to
+        the longest; per-token family tensors are extended with zeros.
+        """
+        ids = prompts.inputs["input_ids"]  # [B, P]
+        B = ids.shape[0]
+        if len(completions) != B:
+            raise ValueError(f"{len(completions)} completions for {B} prompt rows")
+        C = max(1, max((len(c) for c in completions), default=1))
+        pad_id = self.pad_token_id()
+        comp = torch.full((B, C), pad_id, dtype=ids.dtype)  # [B, C]
+        comp_mask = torch.zeros((B, C), dtype=prompts.inputs["attention_mask"].dtype)
+        for i, c in enumerate(completions):
+            if len(c):
+                comp[i, : len(c)] = torch.as_tensor(list(c), dtype=ids.dtype)
+                comp_mask[i, : len(c)] = 1
+        inputs = dict(prompts.inputs)
+        inputs["input_ids"] = torch.cat([ids, comp], dim=1)  # [B, P + C]
+        inputs["attention_mask"] = torch.cat([prompts.inputs["attention_mask"], comp_mask], 1)
+        for key in self.per_token_keys:
+            if key in inputs:
+                t = inputs[key]  # [B, P]
+                inputs[key] = torch.cat([t, torch.zeros((B, C), dtype=t.dtype)], dim=1)
+        return TrainingBatch(inputs=inputs, completion_ids=comp, completion_mask=comp_mask,
+                             prompt_len=prompts.prompt_len)
+
+    def pad_token_id(self) -> int:
+        tok = self.tokenizer
+        return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+    # ----------------------------------------------------------------------- log-probs
+
+    def completion_logprobs(self, model, batch: TrainingBatch, temperature: float = 1.0,
+                            chunk_tokens: int | None = None) -> torch.Tensor:
+        """Per-token log-probabilities of the completion tokens under ``model``.
+
+        One forward pass through the decoder to hidden states; the LM head and
+        ``log_softmax`` then run over chunks of completion positions, in float32, so that
+        [B, C, V] logits never exist whole. ``temperature`` divides the logits first (the
+        distribution the sampler drew from). Returns [B, C]; padded positions hold 0.
+        Differentiable: the trainer calls it with grad enabled for the policy loss.
+        """
+        hidden = self.decoder_hidden_states(model, batch.inputs)  # [B, P + C, H]
+        P, C = batch.prompt_len, batch.completion_ids.shape[1]
+        h = hidden[:, P - 1: P + C - 1]  # [B, C, H]: position t predicts completion token t
+        head = model.get_output_embeddings()
+        softcap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+        chunk = chunk_tokens or self.options.logprob_chunk_tokens
+        out = []
+        for s in range(0, C, chunk):
+            logits = head(h[:, s: s + chunk]).float()  # [B, c, V]
+            if softcap:
+                logits = torch.tanh(logits / softcap) * softcap
+            if temperature != 1.0:
+                logits = logits / temperature
+            logp = torch.log_softmax(logits, dim=-1)
+            out.append(logp.gather(-1, batch.completion_ids[:, s: s + chunk, None]).squeeze(-1))
+        return torch.cat(out, dim=1) * batch.completion_mask  # [B, C]
+
+    def decoder_hidden_states(self, model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Final hidden states [B, T, H] of the language model (vision features merged in),
+        without the LM head. Every supported family exposes its base as ``model.model``."""
+        base = model.model
+        out = base(**inputs, use_cache=False)
+        return out.last_hidden_state
+
+    # ----------------------------------------------------------------------- generation
+
+    def stop_token_ids(self) -> list[int]:
+        """Token ids that end a completion: the family's end-of-turn tokens, the tokenizer's
+        eos and the checkpoint's generation-config eos, deduplicated, in that order."""
+        tok = self.tokenizer
+        vocab = tok.get_vocab()
+        ids: list[int] = [int(vocab[t]) for t in self.stop_tokens if t in vocab]
+        if tok.eos_token_id is not None:
+            ids.append(int(tok.eos_token_id))
+        gen_eos = _generation_eos(self.path)
+        ids.extend(gen_eos)
+        return list(dict.fromkeys(ids))
+
+    def vllm_request(self, rendered: RenderedPrompt) -> dict:
+        """The request form ``vllm.LLM.generate`` takes (vLLM's documented multimodal API):
+        ``{"prompt": text, "multi_modal_data": {"image": [PIL, ...]}}``.
+
+        The prompt text carries one unexpanded image placeholder per image (the chat
+        template's); vLLM's own processor for the family expands it. Images are the
+        adapter-prepared ones, so the family resize rule applies exactly once.
+        Written against vLLM's API; it cannot be run without a GPU.
+        """
+        request: dict[str, Any] = {"prompt": rendered.text}
+        if rendered.images:
+            request["multi_modal_data"] = {
+                "image": rendered.images[0] if len(rendered.images) == 1 else list(rendered.images)
+            }
+        mm_kwargs = self.vllm_processor_kwargs()
+        if mm_kwargs and rendered.images:
+            request["mm_processor_kwargs"] = mm_kwargs
+        return request
+
+    def vllm_processor_kwargs(self) -> dict:
+        """*Family hook*: per-request ``mm_processor_kwargs`` for vLLM."""
+        return {}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def format_options(options: Sequence[str]) -> str:
+    """``["3", "4"]`` -> ``"Choices:\\nA. 3\\nB. 4"`` (the form the grader maps back)."""
+    return "Choices:\n" + "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
+
+
+def _interleave(problem: Problem, text: str, multimodal: bool) -> list[dict]:
+    """Split the question at its image placeholders into image / text content pieces."""
+    n_images = len(problem.images or [])
+    marks = list(IMAGE_PLACEHOLDER.finditer(text))
+    if marks and len(marks) != n_images:
+        raise ProblemInputError(
+            f"problem {problem.id!r}: field 'text' has {len(marks)} image placeholder(s) "
+            f"({', '.join(m.group(0) for m in marks)}) but 'images' holds {n_images}. "
+            "Make them match, or remove the placeholders to put all images before the text."
+        )
+    if not marks:
+        return [{"type": "image"} for _ in range(n_images)] + [{"type": "text", "text": text}]
+    numbered = [m.group(1) for m in marks]
+    if all(numbered) and sorted(int(n) for n in numbered) != list(range(1, n_images + 1)):
+        raise ProblemInputError(
+            f"problem {problem.id!r}: numbered placeholders {numbered} do not cover "
+            f"<image1>..<image{n_images}> exactly once each."
+        )
+    pieces: list[dict] = []
+    pos = 0
+    for m in marks:
+        if text[pos: m.start()]:
+            pieces.append({"type": "text", "text": text[pos: m.start()]})
+        pieces.append({"type": "image"})
+        pos = m.end()
+    if text[pos:]:
+        pieces.append({"type": "text", "text": text[pos:]})
+    return pieces
+
+
+def _merge_adjacent_text(pieces: list[dict]) -> list[dict]:
+    out: list[dict] = []
+    for p in pieces:
+        if p["type"] == "text" and out and out[-1]["type"] == "text":
+            out[-1] = {"type": "text", "text": out[-1]["text"] + p["text"]}
+        else:
+            out.append(p)
+    return out
+
+
+def _generation_eos(path: str) -> list[int]:
+    cfg = Path(path) / "generation_config.json"
+    if not cfg.is_file():
+        return []
+    import json
+
+    eos = json.loads(cfg.read_text()).get("eos_token_id")
+    if eos is None:
+        return []
+    return [int(e) for e in (eos if isinstance(eos, list) else [eos])]

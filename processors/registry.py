@@ -1,0 +1,82 @@
+"""Which adapter serves a checkpoint: a registry keyed by ``config.model_type``.
+
+``adapter_for("tiny:gemma3")``, ``adapter_for("/path/to/checkpoint")`` and
+``adapter_for("Qwen/Qwen2.5-VL-3B-Instruct")`` (hub id, when the hub is reachable) all
+read the checkpoint's ``config.json`` and pick the adapter registered for its
+``model_type``. To add a family: write ``processors/<family>.py`` with an
+:class:`~processors.base.Adapter` subclass and call :func:`register` for it below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .base import Adapter, AdapterOptions
+from .gemma3 import Gemma3Adapter
+from .internvl import InternVLAdapter
+from .qwen2_5_vl import Qwen2_5_VLAdapter
+from .text_lm import TextLMAdapter
+from .tiny import is_tiny_spec, tiny_model_path
+
+ADAPTERS: dict[str, type[Adapter]] = {}
+
+
+class UnknownFamilyError(ValueError):
+    """The checkpoint's ``model_type`` has no registered adapter."""
+
+
+def register(cls: type[Adapter]) -> type[Adapter]:
+    for mt in cls.model_types:
+        if mt in ADAPTERS and ADAPTERS[mt] is not cls:
+            raise ValueError(f"model_type {mt!r} is already served by {ADAPTERS[mt].__name__}")
+        ADAPTERS[mt] = cls
+    return cls
+
+
+for _cls in (Qwen2_5_VLAdapter, InternVLAdapter, Gemma3Adapter, TextLMAdapter):
+    register(_cls)
+
+
+def resolve_model_path(spec: str | os.PathLike) -> str:
+    """``tiny:<name>`` -> its built folder; a local folder -> itself; else a hub id."""
+    if is_tiny_spec(spec):
+        return str(tiny_model_path(str(spec)))
+    return str(spec)
+
+
+def read_model_type(path: str) -> str:
+    """``model_type`` from a local folder's config.json, or through the hub cache."""
+    local = Path(path)
+    if local.is_dir():
+        cfg = local / "config.json"
+        if not cfg.is_file():
+            raise FileNotFoundError(
+                f"{path}: no config.json in this folder; point the model setting at a "
+                "checkpoint folder written by save_pretrained (or a hub id)."
+            )
+        try:
+            return str(json.loads(cfg.read_text())["model_type"])
+        except (json.JSONDecodeError, KeyError) as e:
+            raise UnknownFamilyError(f"{cfg}: cannot read 'model_type' ({e}).") from e
+    if local.exists() or path.startswith((".", "/")):
+        raise FileNotFoundError(f"{path}: not a folder; give a checkpoint folder or a hub id.")
+    from transformers import AutoConfig
+
+    return str(AutoConfig.from_pretrained(path).model_type)
+
+
+def adapter_for(path_or_spec: str | os.PathLike, options: AdapterOptions | None = None) -> Adapter:
+    """The adapter for a checkpoint, with its processor loaded (the model is not)."""
+    path = resolve_model_path(path_or_spec)
+    model_type = read_model_type(path)
+    cls = ADAPTERS.get(model_type)
+    if cls is None:
+        supported = ", ".join(f"{mt} ({c.family})" for mt, c in sorted(ADAPTERS.items()))
+        raise UnknownFamilyError(
+            f"{path_or_spec}: model_type {model_type!r} has no adapter. Supported: {supported}. "
+            "To add a family, write processors/<family>.py with an Adapter subclass and "
+            "register it in processors/registry.py (README: 'Adding a model family')."
+        )
+    return cls(path, options)
