@@ -11,6 +11,7 @@ from .base import (
     PromptBatch,
     RenderedPrompt,
     TrainingBatch,
+    cut_at_stop,
     format_options,
 )
 from .images import ImageInputError, ImageLimits, ProblemInputError
@@ -20,6 +21,6 @@ from .tiny import TINY_MODELS, tiny_model_path
 __all__ = [
     "ADAPTERS", "Adapter", "AdapterOptions", "ImageInputError", "ImageLimits",
     "ProblemInputError", "PromptBatch", "RenderedPrompt", "TINY_MODELS", "TrainingBatch",
-    "UnknownFamilyError", "adapter_for", "format_options", "register", "resolve_model_path",
+    "UnknownFamilyError", "adapter_for", "cut_at_stop", "format_options", "register", "resolve_model_path",
     "tiny_model_path",
 ]

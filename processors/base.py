@@ -173,6 +173,11 @@ class Adapter:
         unless the question already lists them. The answer-format ``instruction`` (e.g.
         "put your final answer within \\boxed{}") ends the user turn.
         """
+        if problem.images and not self.is_multimodal:
+            raise ProblemInputError(
+                f"problem {problem.id!r}: has {len(problem.images)} image(s) but {self.family} "
+                "is a text-only model. Use a vision-language model, or drop the images."
+            )
         text = problem.text if problem.text is not None else ""
         if not text.strip():
             raise ProblemInputError(f"problem {problem.id!r}: field 'text' is empty; every "
@@ -204,11 +209,6 @@ class Adapter:
     def prepare_images(self, images: Sequence[Any], *, problem_id: str,
                        base_dir: str | None = None) -> list:
         """Open, check and convert every image, then apply the family's resize rule."""
-        if images and not self.is_multimodal:
-            raise ProblemInputError(
-                f"problem {problem_id!r}: has {len(images)} image(s) but {self.family} is a "
-                "text-only model. Use a vision-language model, or drop the images."
-            )
         out = []
         for i, src in enumerate(images):
             image = open_image(src, problem_id=problem_id, index=i,
@@ -402,6 +402,22 @@ def _merge_adjacent_text(pieces: list[dict]) -> list[dict]:
             out[-1] = {"type": "text", "text": out[-1]["text"] + p["text"]}
         else:
             out.append(p)
+    return out
+
+
+def cut_at_stop(token_ids: Sequence[int], stop_ids: Sequence[int], pad_id: int | None = None) -> list[int]:
+    """A generated row -> its completion: up to and including the first stop token, with
+    trailing padding dropped when generation never stopped."""
+    stops = set(stop_ids)
+    out: list[int] = []
+    for t in token_ids:
+        t = int(t)
+        out.append(t)
+        if t in stops:
+            return out
+    if pad_id is not None:
+        while out and out[-1] == pad_id:
+            out.pop()
     return out
 
 

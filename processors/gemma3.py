@@ -39,18 +39,30 @@ class Gemma3Adapter(Adapter):
     stop_tokens = ("<end_of_turn>", "<eos>")
     per_token_keys = ("token_type_ids",)
 
+    def pan_and_scan_settings(self) -> dict:
+        """The checkpoint image processor's pan-and-scan constants, passed explicitly.
+
+        ``Gemma3Processor`` has its own call defaults for these (min crop 256 px...) that
+        would otherwise override the values saved in the image processor's config.
+        """
+        defaults = type(self.processor).images_kwargs
+        ip = self.processor.image_processor
+        keys = ("pan_and_scan_min_crop_size", "pan_and_scan_max_num_crops",
+                "pan_and_scan_min_ratio_to_activate")
+        return {k: getattr(ip, k, None) or defaults[k] for k in keys}
+
     def processor_image_kwargs(self) -> dict:
-        return {"do_pan_and_scan": bool(self.options.pan_and_scan)}
+        if not self.options.pan_and_scan:
+            return {"do_pan_and_scan": False}
+        return {"do_pan_and_scan": True, **self.pan_and_scan_settings()}
 
     def crops_for(self, width: int, height: int) -> int:
         if not self.options.pan_and_scan:
             return 0
-        defaults = type(self.processor).images_kwargs
-        ip = self.processor.image_processor
-        get = lambda k: getattr(ip, k, None) or defaults[k]  # noqa: E731
-        return pan_and_scan_crops(width, height, int(get("pan_and_scan_min_crop_size")),
-                                  int(get("pan_and_scan_max_num_crops")),
-                                  float(get("pan_and_scan_min_ratio_to_activate")))
+        s = self.pan_and_scan_settings()
+        return pan_and_scan_crops(width, height, int(s["pan_and_scan_min_crop_size"]),
+                                  int(s["pan_and_scan_max_num_crops"]),
+                                  float(s["pan_and_scan_min_ratio_to_activate"]))
 
     def image_token_count(self, width: int, height: int) -> int:
         return int(self.processor.image_seq_length) * (1 + self.crops_for(width, height))
@@ -60,4 +72,4 @@ class Gemma3Adapter(Adapter):
         return int(self.tokenizer.image_token_id)
 
     def vllm_processor_kwargs(self) -> dict:
-        return {"do_pan_and_scan": True} if self.options.pan_and_scan else {}
+        return self.processor_image_kwargs() if self.options.pan_and_scan else {}

@@ -69,7 +69,7 @@ def open_image(src: Any, *, problem_id: str, index: int, limits: ImageLimits = I
     elif isinstance(src, (bytes, bytearray, memoryview)):
         if len(src) == 0:
             raise ImageInputError(f"{where}: image bytes are empty; fix the record or drop it.")
-        image = _open_lazily(io.BytesIO(bytes(src)), where, what="image bytes")
+        image = _open_lazily(io.BytesIO(bytes(src)), where, "image bytes", limits)
     elif isinstance(src, (str, os.PathLike)):
         path = Path(src)
         if not path.is_absolute() and base_dir is not None:
@@ -79,7 +79,7 @@ def open_image(src: Any, *, problem_id: str, index: int, limits: ImageLimits = I
                 f"{where}: image file not found: {path}. Check the path (relative paths are "
                 f"resolved against the data file's folder) or drop the record."
             )
-        image = _open_lazily(path, where, what=f"image file {path}")
+        image = _open_lazily(path, where, f"image file {path}", limits)
     else:
         raise ImageInputError(
             f"{where}: unsupported image type {type(src).__name__}; give a path, bytes, a PIL "
@@ -94,14 +94,23 @@ def open_image(src: Any, *, problem_id: str, index: int, limits: ImageLimits = I
     return to_rgb(image)
 
 
-def _open_lazily(fp, where: str, what: str) -> Image.Image:
-    """Read only the header: size checks happen before any pixel is decoded."""
+def _open_lazily(fp, where: str, what: str, limits: ImageLimits) -> Image.Image:
+    """Read only the header: size checks happen before any pixel is decoded.
+
+    Our ``max_source_pixels`` is the guard. PIL's own (a warning at 89 MP, an error at
+    179 MP) is raised to it when a user raises the budget above PIL's default.
+    """
+    if Image.MAX_IMAGE_PIXELS is not None and Image.MAX_IMAGE_PIXELS < limits.max_source_pixels:
+        Image.MAX_IMAGE_PIXELS = limits.max_source_pixels
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             return Image.open(fp)
     except Image.DecompressionBombError as e:
-        raise ImageInputError(f"{where}: {what} is a decompression bomb ({e}).") from e
+        raise ImageInputError(
+            f"{where}: {what} declares more pixels than the decompression-bomb guard allows "
+            f"({e}). Downscale it, or raise `max_source_pixels` if it is genuine."
+        ) from e
     except (UnidentifiedImageError, OSError) as e:
         raise ImageInputError(f"{where}: {what} is not a readable image ({e}); re-export it "
                               "as PNG or JPEG, or drop the record.") from e
