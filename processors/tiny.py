@@ -405,6 +405,10 @@ TINY_MODELS: dict[str, TinySpec] = {
 }
 
 
+# The embedded default cohort (``vlcohort train`` with no arguments): two families.
+DEFAULT_TINY_COHORT = ("tiny:qwen2_5_vl", "tiny:internvl3_5")
+
+
 def is_tiny_spec(spec: str | os.PathLike) -> bool:
     return isinstance(spec, str) and spec.startswith(TINY_PREFIX)
 

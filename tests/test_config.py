@@ -1,0 +1,85 @@
+"""Config: defaults <- YAML <- overrides; errors name the key and what is allowed."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from vlcohort.config import (
+    ConfigError,
+    default_config,
+    derived_totals,
+    field_docs,
+    load_config,
+    save_resolved,
+)
+
+
+def test_default_is_a_two_family_cohort():
+    cfg = default_config()
+    assert len(cfg.agents) == 2
+    assert cfg.agents[0].path != cfg.agents[1].path
+    assert cfg.reward.source == "peer_vote"  # filled in from method=co_rl
+
+
+def test_yaml_then_overrides(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({"run": {"steps": 7}, "rollout": {"rollouts_per_prompt": 4}}))
+    cfg = load_config(f, ["run.steps=9", "agents.1.max_tiles=6", "prompt.instruction=Box it."])
+    assert cfg.run.steps == 9 and cfg.rollout.rollouts_per_prompt == 4
+    assert cfg.agents[1].max_tiles == 6 and cfg.agents[1].name == "B"
+    assert cfg.prompt.instruction == "Box it."
+
+
+def test_saved_config_loads_back_identically(tmp_path):
+    cfg = load_config(None, ["method=ttrl", "agents.0.dtype=bfloat16"])
+    path = save_resolved(cfg, tmp_path)
+    assert load_config(path) == cfg
+
+
+def test_derived_totals():
+    cfg = load_config(None, ["rollout.prompts_per_step=3", "rollout.rollouts_per_prompt=5"])
+    assert derived_totals(cfg)["sequences_per_step (A x B x G)"] == 2 * 3 * 5
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (["run.stepz=3"], r"run\.stepz: unknown key\. Allowed under run: steps, seed, output_dir"),
+    (["run.steps=many"], r"run\.steps: expected an integer"),
+    (["rollout.temperature=hot"], r"rollout\.temperature: expected a number"),
+    (["agents.0.trust_remote_code=yes please"], r"agents\.0\.trust_remote_code: expected true or false"),
+    (["method=magic"], r"method: 'magic' is not one of: co_rl, ttrl, gt_reward"),
+    (["reward.topology=star"], r"reward\.topology: 'star' is not one of"),
+    (["method=ttrl", "reward.source=peer_vote"], r"contradicts method='ttrl'"),
+    (["rollout.rollouts_per_prompt=0"], r"rollout\.rollouts_per_prompt: must be >= 1"),
+    (["agents.0.min_pixels=5000", "agents.0.max_pixels=100"], r"agents\.0: min_pixels=5000 > max_pixels=100"),
+    (["agents.1.name=A"], r"names must be unique"),
+    (["agents.1.path="], r"agents\.1\.path: empty"),
+    (["steps"], r"write it as key\.sub=value"),
+])
+def test_bad_config_names_the_key(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(None, overrides)
+
+
+def test_peer_vote_with_one_agent_is_an_error(tmp_path):
+    f = tmp_path / "one.yaml"
+    f.write_text(yaml.safe_dump({"agents": [{"name": "solo", "path": "tiny:qwen2"}]}))
+    with pytest.raises(ConfigError, match="peer_vote needs at least 2 agents"):
+        load_config(f)
+    assert load_config(f, ["method=ttrl"]).reward.source == "self_vote"
+
+
+def test_bad_yaml_files(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(tmp_path / "list.yaml")
+    (tmp_path / "broken.yaml").write_text("run: {steps: [}\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(tmp_path / "broken.yaml")
+
+
+def test_every_field_is_documented():
+    undocumented = [key for key, _, doc in field_docs() if not doc]
+    assert not undocumented

@@ -1,0 +1,67 @@
+"""Command line: ``vlcohort train | config | tiny``.
+
+Configs are YAML files plus ``key.sub=value`` overrides, given as ``--set key=value`` or
+as bare ``key=value`` arguments::
+
+    vlcohort train                                   # the embedded default
+    vlcohort train --config configs/default.yaml run.steps=5
+    vlcohort config --set agents.1.path=tiny:gemma3  # print the resolved config
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .config import ConfigError, field_docs, load_config, resolved_text
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", help="YAML config file (default: the embedded default)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set run.steps=5 (repeatable)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="more overrides")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vlcohort", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("train", help="train a cohort (no arguments: the embedded default)")
+    _add_config_args(p)
+    p = sub.add_parser("config", help="print the resolved config and its derived totals")
+    _add_config_args(p)
+    p.add_argument("--fields", action="store_true", help="list every key with its meaning")
+    p = sub.add_parser("tiny", help="build tiny offline models and print their folders")
+    p.add_argument("names", nargs="*", help="tiny model names (default: all)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command in ("train", "config"):
+            cfg = load_config(args.config, [*args.sets, *args.overrides])
+            if args.command == "config":
+                if args.fields:
+                    for key, default, doc in field_docs():
+                        print(f"{key} = {default}\n    {doc}")
+                else:
+                    print(resolved_text(cfg))
+                return 0
+            from .train import main as train_main
+
+            return train_main(cfg)
+        if args.command == "tiny":
+            from processors.tiny import TINY_MODELS, tiny_model_path
+
+            for name in args.names or list(TINY_MODELS):
+                print(f"tiny:{name}\t{tiny_model_path('tiny:' + name)}")
+            return 0
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
