@@ -83,3 +83,15 @@ def test_bad_yaml_files(tmp_path):
 def test_every_field_is_documented():
     undocumented = [key for key, _, doc in field_docs() if not doc]
     assert not undocumented
+
+
+def test_shipped_configs_load_and_default_yaml_is_the_embedded_default():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "configs"
+    files = sorted(root.glob("*.yaml"))
+    assert files
+    for f in files:
+        assert f.read_text().startswith("#"), f"{f.name}: head it with the command that runs it"
+        load_config(f)
+    assert load_config(root / "default.yaml") == default_config()
