@@ -5,7 +5,7 @@ as bare ``key=value`` arguments::
 
     vlcohort train                                   # the embedded default
     vlcohort train --config configs/default.yaml run.steps=5
-    vlcohort config --set agents.1.path=tiny:gemma3  # print the resolved config
+    vlcohort config --set agents.1.max_tiles=6      # print the resolved config
 """
 
 from __future__ import annotations
