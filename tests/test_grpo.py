@@ -1,0 +1,530 @@
+"""Hand-computed checks of the pure GRPO functions, and the micro-batching property.
+
+Every expected number is worked out in the comment next to it, so a reader can check the
+formula without running anything. ln 2 = 0.693147, ln 3 = 1.098612, ln 1.5 = 0.405465.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vlcohort.grpo import (
+    ADVANTAGE_SCALES,
+    AGGREGATIONS,
+    IS_LEVELS,
+    IS_MODES,
+    KL_ESTIMATORS,
+    aggregate,
+    aggregate_denominator,
+    group_advantages,
+    importance_weights,
+    kl_penalty,
+    policy_loss,
+)
+
+LN = math.log
+NAN, INF = float("nan"), float("inf")
+
+
+def close(actual, expected, tol=1e-5):
+    """Assert a tensor (or float) equals a nested list (or float) within tol."""
+    expected = torch.as_tensor(expected, dtype=torch.float64)
+    actual = torch.as_tensor(actual, dtype=torch.float64)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    assert torch.allclose(actual, expected, atol=tol, rtol=0), (actual, expected)
+
+
+def test_registries_hold_the_documented_names_each_with_a_docstring():
+    assert set(ADVANTAGE_SCALES) == {"group", "none"}
+    assert set(IS_LEVELS) == {"token", "sequence"}
+    assert set(IS_MODES) == {"truncate", "mask"}
+    assert set(KL_ESTIMATORS) == {"k1", "k3"}
+    assert set(AGGREGATIONS) == {"token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"}
+    fns = [*ADVANTAGE_SCALES.values(), *IS_LEVELS.values(), *IS_MODES.values(), *KL_ESTIMATORS.values()]
+    assert all(f.__doc__ and f.__doc__.strip() for f in fns)
+    assert all(a.reference for a in AGGREGATIONS.values())
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: group_advantages(torch.zeros(2, 3), scale="zscore"), "allowed: group, none"),
+        (lambda: importance_weights(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), level="x"), "allowed: sequence, token"),
+        (lambda: importance_weights(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2), mode="x"), "allowed: mask, truncate"),
+        (lambda: kl_penalty(torch.zeros(1, 2), torch.zeros(1, 2), kind="k2"), "allowed: k1, k3"),
+        (lambda: aggregate(torch.zeros(1, 2), torch.ones(1, 2), mode="sum"), "allowed: seq_mean_token_mean"),
+    ],
+)
+def test_unknown_variant_names_list_what_is_allowed(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+# --------------------------------------------------------------------------------------
+# group_advantages
+# --------------------------------------------------------------------------------------
+
+
+def test_group_scale_uses_the_unbiased_std():
+    # [1, 0, 1, 0]: mean 0.5, centered +-0.5, unbiased var = 4 * 0.25 / 3 = 1/3,
+    # std = 0.577350, A = +-0.5 / 0.577350 = +-0.866025
+    # [1, 0]:       mean 0.5, var = 2 * 0.25 / 1 = 0.5, std = 0.707107, A = +-0.707107
+    adv = group_advantages(torch.tensor([[1.0, 0.0, 1.0, 0.0]]), eps=0.0)
+    close(adv, [[0.866025, -0.866025, 0.866025, -0.866025]])
+    close(group_advantages(torch.tensor([[1.0, 0.0]]), eps=0.0), [[0.707107, -0.707107]])
+
+
+def test_group_scale_adds_eps_to_the_std():
+    # 0.5 / (0.577350 + 0.1) = 0.738173
+    adv = group_advantages(torch.tensor([[1.0, 0.0, 1.0, 0.0]]), eps=0.1)
+    close(adv, [[0.738173, -0.738173, 0.738173, -0.738173]])
+
+
+def test_none_scale_is_dr_grpo_centering_only():
+    # [1, 0, 0, 0]: mean 0.25 -> [0.75, -0.25, -0.25, -0.25]
+    # [2, 0, 0, 0]: mean 0.5  -> [1.5, -0.5, -0.5, -0.5]  (reward scale is kept)
+    adv = group_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.0], [2.0, 0.0, 0.0, 0.0]]), scale="none")
+    close(adv, [[0.75, -0.25, -0.25, -0.25], [1.5, -0.5, -0.5, -0.5]])
+
+
+@pytest.mark.parametrize("scale", sorted(ADVANTAGE_SCALES))
+def test_zero_variance_groups_give_exactly_zero(scale):
+    # 0.1 * 3 / 3 is not exactly 0.1 in floats; the result must still be exactly 0
+    rewards = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.1, 0.1, 0.1], [1.0, 0.0, 0.0]])
+    adv = group_advantages(rewards, scale=scale)
+    assert torch.equal(adv[:3], torch.zeros(3, 3))
+    assert (adv[3] != 0).all()
+
+
+def test_invalid_groups_get_zero_advantage():
+    # row 1's teacher abstained: no signal; row 0 as in the unbiased-std test
+    rewards = torch.tensor([[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    adv = group_advantages(rewards, valid=torch.tensor([True, False]), eps=0.0)
+    close(adv, [[0.866025, -0.866025, 0.866025, -0.866025], [0, 0, 0, 0]])
+    assert torch.equal(adv[1], torch.zeros(4))
+
+
+def test_per_rollout_valid_mask_leaves_invalid_rollouts_out_of_the_statistics():
+    # valid [1, 0, 1] of [1, 0, 1, 5]: mean 2/3, centered [1/3, -2/3, 1/3],
+    # var = (1/9 + 4/9 + 1/9) / 2 = 1/3, std 0.577350 -> [0.577350, -1.154701, 0.577350, 0]
+    # a group with one valid rollout carries no preference -> 0
+    rewards = torch.tensor([[1.0, 0.0, 1.0, 5.0], [1.0, 0.0, 0.0, 0.0]])
+    valid = torch.tensor([[True, True, True, False], [True, False, False, False]])
+    adv = group_advantages(rewards, valid=valid, eps=0.0)
+    close(adv, [[0.577350, -1.154701, 0.577350, 0.0], [0, 0, 0, 0]])
+
+
+def test_group_of_one_rollout_is_an_error_for_group_scale_only():
+    with pytest.raises(ValueError, match="G >= 2"):
+        group_advantages(torch.tensor([[1.0], [0.0]]), scale="group")
+    assert torch.equal(group_advantages(torch.tensor([[1.0], [0.0]]), scale="none"), torch.zeros(2, 1))
+
+
+def test_advantage_input_checks():
+    with pytest.raises(ValueError, match=r"\[B, G\]"):
+        group_advantages(torch.zeros(4))
+    with pytest.raises(ValueError, match="valid must be"):
+        group_advantages(torch.zeros(2, 3), valid=torch.ones(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        group_advantages(torch.tensor([[1.0, NAN]]))
+    # a NaN in an invalid rollout is ignored
+    adv = group_advantages(torch.tensor([[1.0, 0.0, NAN]]), valid=torch.tensor([[True, True, False]]), eps=0.0)
+    close(adv, [[0.707107, -0.707107, 0.0]])
+
+
+def test_bool_rewards_are_cast_to_float():
+    adv = group_advantages(torch.tensor([[True, False]]), eps=0.0)
+    assert adv.dtype == torch.float32
+    close(adv, [[0.707107, -0.707107]])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 6).flatmap(
+    lambda g: st.lists(st.lists(st.integers(0, 1), min_size=g, max_size=g), min_size=1, max_size=5)))
+def test_advantages_sum_to_zero_within_each_group(rows):
+    for scale in ADVANTAGE_SCALES:
+        adv = group_advantages(torch.tensor(rows, dtype=torch.float64), scale=scale)
+        assert torch.allclose(adv.sum(dim=1), torch.zeros(len(rows), dtype=torch.float64), atol=1e-9)
+
+
+# --------------------------------------------------------------------------------------
+# importance_weights
+# --------------------------------------------------------------------------------------
+
+# token log-ratios old - rollout = [ln 0.25, 0, ln 1.5, ln 3] -> raw w = [0.25, 1, 1.5, 3]
+ROLL = torch.tensor([[-1.0, -2.0, -0.5, -3.0]])
+OLD = ROLL + torch.tensor([[LN(0.25), 0.0, LN(1.5), LN(3.0)]])
+FULL = torch.ones(1, 4, dtype=torch.bool)
+# k3 per token = w - l - 1:
+#   0.25 + 1.386294 - 1 = 0.636294;  1 - 0 - 1 = 0;  1.5 - 0.405465 - 1 = 0.094535;
+#   3 - 1.098612 - 1 = 0.901388;     mean = 1.632217 / 4 = 0.408054
+K3_MEAN = 0.408054
+
+
+def test_token_truncate_is_tis():
+    # cap 2: [0.25, 1, 1.5, min(3, 2) = 2]; 1 of 4 truncated
+    w, s = importance_weights(OLD, ROLL, FULL, level="token", mode="truncate", cap=2.0)
+    close(w, [[0.25, 1.0, 1.5, 2.0]])
+    close(s["is_weight/mean"], 5.75 / 4)  # raw, before truncation: 0.25 + 1 + 1.5 + 3
+    close(s["is_weight/min"], 0.25)
+    close(s["is_weight/max"], 3.0)  # raw: may exceed the cap
+    close(s["is_weight/applied_mean"], 4.75 / 4)
+    close(s["is_weight/frac_truncated"], 0.25)
+    close(s["is_weight/frac_masked"], 0.0)
+    assert s["is_weight/nonfinite_tokens"] == 0.0
+    close(s["rollout_k3"], K3_MEAN)
+
+
+def test_token_mask_is_mis():
+    # band [0.5, 2]: 0.25 and 3 fall outside -> [0, 1, 1.5, 0]; 2 of 4 masked
+    w, s = importance_weights(OLD, ROLL, FULL, level="token", mode="mask", low=0.5, high=2.0)
+    close(w, [[0.0, 1.0, 1.5, 0.0]])
+    close(s["is_weight/frac_masked"], 0.5)
+    close(s["is_weight/frac_truncated"], 0.0)
+    close(s["is_weight/applied_mean"], 2.5 / 4)
+    close(s["rollout_k3"], K3_MEAN)
+
+
+def test_sequence_level_is_the_geometric_mean_not_the_product():
+    # seq 0: log-ratios [ln 2, ln 8] -> mean ln 4 -> w = 4 on both tokens (product: 16)
+    # seq 1: [ln 0.5, ln 2, pad] -> mean 0 -> w = 1 on its two tokens, 0 on padding
+    roll = torch.tensor([[-1.0, -1.0, -1.0], [-2.0, -2.0, -2.0]])
+    old = roll + torch.tensor([[LN(2), LN(8), 0.0], [LN(0.5), LN(2), 123.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 0]], dtype=torch.bool)
+    w, _ = importance_weights(old, roll, mask, level="sequence", mode="truncate", cap=10.0)
+    close(w, [[4.0, 4.0, 0.0], [1.0, 1.0, 0.0]])
+    # truncated at cap 2: seq 0's tokens are both truncated (2 of 4 tokens)
+    w, s = importance_weights(old, roll, mask, level="sequence", mode="truncate", cap=2.0)
+    close(w, [[2.0, 2.0, 0.0], [1.0, 1.0, 0.0]])
+    close(s["is_weight/frac_truncated"], 0.5)
+    # masked to [0.5, 2]: seq 0 dropped whole
+    w, s = importance_weights(old, roll, mask, level="sequence", mode="mask", low=0.5, high=2.0)
+    close(w, [[0.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
+    close(s["is_weight/frac_masked"], 0.5)
+
+
+def test_nonfinite_log_probs_mask_their_token_and_are_counted():
+    # rollout NaN at t=1 and -inf at t=2, old +inf at t=3 (valid), NaN in padding (not counted)
+    roll = torch.tensor([[-1.0, NAN, -INF, -1.0, NAN]])
+    old = torch.tensor([[-1.0 + LN(1.5), -1.0, -1.0, INF, -1.0]])
+    mask = torch.tensor([[1, 1, 1, 1, 0]], dtype=torch.bool)
+    for level in IS_LEVELS:
+        for mode in IS_MODES:
+            w, s = importance_weights(old, roll, mask, level=level, mode=mode)
+            # the one good token has w = 1.5 (also the sequence's geometric mean)
+            close(w, [[1.5, 0.0, 0.0, 0.0, 0.0]])
+            assert torch.isfinite(w).all()
+            assert s["is_weight/nonfinite_tokens"] == 3.0
+            close(s["is_weight/frac_masked"], 3 / 4)
+            close(s["is_weight/mean"], 1.5)
+            close(s["rollout_k3"], 1.5 - LN(1.5) - 1)  # 0.094535
+            assert all(math.isfinite(v) for v in s.values())
+
+
+def test_weights_carry_no_gradient():
+    old = OLD.clone().requires_grad_(True)
+    roll = ROLL.clone().requires_grad_(True)
+    w, s = importance_weights(old, roll, FULL)
+    assert not w.requires_grad and w.grad_fn is None
+    assert all(type(v) is float for v in s.values())
+
+
+def test_huge_log_ratios_stay_finite_and_empty_masks_give_zero_stats():
+    w, s = importance_weights(torch.tensor([[500.0]]), torch.tensor([[0.0]]), torch.ones(1, 1))
+    close(w, [[2.0]])
+    assert math.isfinite(s["is_weight/max"]) and math.isfinite(s["rollout_k3"])
+    w, s = importance_weights(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3))
+    assert torch.equal(w, torch.zeros(2, 3))
+    assert all(v == 0.0 for v in s.values())
+
+
+def test_importance_weight_argument_checks():
+    with pytest.raises(ValueError, match="cap"):
+        importance_weights(OLD, ROLL, FULL, cap=0.0)
+    with pytest.raises(ValueError, match="low < high"):
+        importance_weights(OLD, ROLL, FULL, mode="mask", low=2.0, high=0.5)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        importance_weights(OLD, ROLL[:, :3], FULL)
+
+
+# --------------------------------------------------------------------------------------
+# kl_penalty
+# --------------------------------------------------------------------------------------
+
+
+def test_k1_and_k3_by_hand():
+    # token 0: logp ln 0.5, ref ln 0.25:  k1 = ln 2 = 0.693147
+    #          k3: d = ref - logp = -ln 2, exp(d) = 0.5 -> 0.5 + 0.693147 - 1 = 0.193147
+    # token 1: logp ln 0.25, ref ln 0.5:  k1 = -0.693147 (k1 can be negative)
+    #          k3: d = ln 2, exp(d) = 2 -> 2 - 0.693147 - 1 = 0.306853
+    # token 2: equal -> 0 for both
+    logp = torch.tensor([[LN(0.5), LN(0.25), -1.0]])
+    ref = torch.tensor([[LN(0.25), LN(0.5), -1.0]])
+    close(kl_penalty(logp, ref, "k1"), [[0.693147, -0.693147, 0.0]])
+    close(kl_penalty(logp, ref, "k3"), [[0.193147, 0.306853, 0.0]])
+
+
+def test_kl_gradient_flows_through_logp_only():
+    # d k1 / d logp = 1;  d k3 / d logp = 1 - exp(ref - logp) = 1 - 0.5 = 0.5 at token 0
+    logp = torch.tensor([[LN(0.5)]], requires_grad=True)
+    ref = torch.tensor([[LN(0.25)]], requires_grad=True)
+    kl_penalty(logp, ref.detach(), "k3").sum().backward()
+    close(logp.grad, [[0.5]])
+    logp.grad = None
+    kl_penalty(logp, ref.detach(), "k1").sum().backward()
+    close(logp.grad, [[1.0]])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(-30, 0), st.floats(-30, 0))
+def test_k3_is_never_negative(lp, rp):
+    assert kl_penalty(torch.tensor([[lp]]), torch.tensor([[rp]]), "k3").item() >= 0.0
+
+
+# --------------------------------------------------------------------------------------
+# aggregate
+# --------------------------------------------------------------------------------------
+
+# seq 0: 3 tokens [1, 2, 3] (sum 6, mean 2); seq 1: 1 token [4]; padding NaN must not leak
+X = torch.tensor([[1.0, 2.0, 3.0], [4.0, NAN, NAN]])
+M = torch.tensor([[1, 1, 1], [1, 0, 0]], dtype=torch.bool)
+
+
+def test_aggregation_modes_by_hand():
+    close(aggregate(X, M, "token_mean"), 2.5)  # (1 + 2 + 3 + 4) / 4
+    close(aggregate(X, M, "seq_mean_token_mean"), 3.0)  # (2 + 4) / 2
+    close(aggregate(X, M, "seq_mean_token_sum_norm", length_norm=4), 1.25)  # (6/4 + 4/4) / 2
+
+
+def test_denominators_and_passed_denom():
+    assert aggregate_denominator(M, "token_mean").item() == 4.0
+    assert aggregate_denominator(M, "seq_mean_token_mean").item() == 2.0
+    # an empty sequence does not count; an empty batch gives 1, never 0
+    M3 = torch.cat([M, torch.zeros(1, 3, dtype=torch.bool)])
+    assert aggregate_denominator(M3, "seq_mean_token_sum_norm").item() == 2.0
+    assert aggregate_denominator(torch.zeros(2, 3), "token_mean").item() == 1.0
+    close(aggregate(X, M, "token_mean", denom=8), 1.25)  # 10 / 8
+    close(aggregate(X, M, "seq_mean_token_mean", denom=torch.tensor(4.0)), 1.5)  # 6 / 4
+    close(aggregate(X, M, "seq_mean_token_sum_norm", denom=5, length_norm=2), 1.0)  # (3 + 2) / 5
+
+
+def test_aggregate_errors_and_empty_mask():
+    with pytest.raises(ValueError, match="length_norm"):
+        aggregate(X, M, "seq_mean_token_sum_norm")
+    with pytest.raises(ValueError, match="> 0"):
+        aggregate(X, M, "token_mean", denom=0)
+    for mode in AGGREGATIONS:
+        assert aggregate(X, torch.zeros_like(M), mode, length_norm=3).item() == 0.0
+
+
+# --------------------------------------------------------------------------------------
+# policy_loss
+# --------------------------------------------------------------------------------------
+
+# ratios r = [0.5, 1.0, 1.1, 1.5] in both sequences; clip range [1 - 0.2, 1 + 0.28] = [0.8, 1.28]
+# seq 0, A = +1: loss = -min(r, clip(r)) = [-0.5, -1, -1.1, -1.28]   (t=3 clipped)
+# seq 1, A = -1: loss = max(r, clip(r))  = [0.8, 1, 1.1, 1.5]        (t=0 clipped)
+R = torch.tensor([[0.5, 1.0, 1.1, 1.5], [0.5, 1.0, 1.1, 1.5]])
+OLD_LP = torch.full((2, 4), -1.0)
+LP = OLD_LP + R.log()
+ADV = torch.tensor([1.0, -1.0])
+M8 = torch.ones(2, 4, dtype=torch.bool)
+
+
+def test_clipped_surrogate_with_clip_higher_by_hand():
+    logp = LP.clone().requires_grad_(True)
+    loss, s = policy_loss(logp, OLD_LP, ADV, M8, clip_low=0.2, clip_high=0.28)
+    # sum = (-0.5 - 1 - 1.1 - 1.28) + (0.8 + 1 + 1.1 + 1.5) = -3.88 + 4.4 = 0.52; / 8
+    close(loss, 0.065)
+    close(s["loss"], 0.065)
+    close(s["pg_loss"], 0.065)
+    close(s["clip_frac"], 2 / 8)
+    close(s["ratio_mean"], 8.2 / 8)  # 2 * (0.5 + 1 + 1.1 + 1.5) / 8 = 1.025
+    assert "kl" not in s
+    # d(-r A)/d logp = -r A where the unclipped branch is active, 0 where clipped; / 8
+    loss.backward()
+    close(logp.grad, [[-0.5 / 8, -1 / 8, -1.1 / 8, 0.0], [0.0, 1 / 8, 1.1 / 8, 1.5 / 8]])
+
+
+def test_symmetric_clip_changes_which_tokens_clip():
+    # clip_high 0.2 -> upper bound 1.2: seq 0's r=1.5 still clipped (-1.2); seq 1 unchanged
+    # sum = (-0.5 - 1 - 1.1 - 1.2) + 4.4 = 0.6; / 8 = 0.075
+    loss, s = policy_loss(LP, OLD_LP, ADV, M8, clip_low=0.2, clip_high=0.2)
+    close(loss, 0.075)
+    close(s["clip_frac"], 0.25)
+
+
+def test_is_weights_multiply_the_surrogate():
+    # w seq 0 = [1, 1, 1, 2], seq 1 = [0.5, 1, 1, 1]
+    # seq 0: -0.5 - 1 - 1.1 - 2.56 = -5.16; seq 1: 0.4 + 1 + 1.1 + 1.5 = 4.0; sum -1.16 / 8
+    w = torch.tensor([[1.0, 1.0, 1.0, 2.0], [0.5, 1.0, 1.0, 1.0]], requires_grad=True)
+    loss, _ = policy_loss(LP, OLD_LP, ADV, M8, clip_high=0.28, is_weights=w)
+    close(loss, -0.145)
+
+
+@pytest.mark.parametrize("kind, per_token", [("k3", 0.193147), ("k1", 0.693147)])
+def test_kl_term_is_added_with_its_coefficient(kind, per_token):
+    # ref = logp + ln 0.5 on every token: k3 = 0.5 + ln 2 - 1 = 0.193147, k1 = ln 2
+    ref = LP + LN(0.5)
+    loss, s = policy_loss(LP, OLD_LP, ADV, M8, clip_high=0.28, ref_logp=ref, kl_coef=0.1, kl_kind=kind)
+    close(loss, 0.065 + 0.1 * per_token)
+    close(s["kl"], per_token)
+    close(s["pg_loss"], 0.065)
+    # ref given with kl_coef 0: KL is logged but not added
+    loss0, s0 = policy_loss(LP, OLD_LP, ADV, M8, clip_high=0.28, ref_logp=ref, kl_kind=kind)
+    close(loss0, 0.065)
+    close(s0["kl"], per_token)
+
+
+def test_kl_coef_without_ref_is_a_clear_error():
+    with pytest.raises(ValueError, match="needs ref_logp"):
+        policy_loss(LP, OLD_LP, ADV, M8, kl_coef=0.1)
+
+
+@pytest.mark.parametrize(
+    "agg, expected",
+    [
+        # seq 1's last token masked: seq 0 sum -3.88 (4 tokens), seq 1 [0.8, 1, 1.1] sum 2.9 (3)
+        ("token_mean", (-3.88 + 2.9) / 7),  # -0.14
+        ("seq_mean_token_mean", (-3.88 / 4 + 2.9 / 3) / 2),  # (-0.97 + 0.966667) / 2
+        ("seq_mean_token_sum_norm", (-3.88 / 4 + 2.9 / 4) / 2),  # length_norm 4: -0.1225
+    ],
+)
+def test_policy_loss_aggregations_by_hand(agg, expected):
+    mask = M8.clone()
+    mask[1, 3] = False
+    loss, s = policy_loss(LP, OLD_LP, ADV, mask, clip_high=0.28, agg=agg, length_norm=4)
+    close(loss, expected)
+    close(s["clip_frac"], 2 / 7)
+
+
+def test_gradient_flows_through_logp_only_and_padding_nan_does_not_leak():
+    logp = LP.clone()
+    old, ref = OLD_LP.clone(), LP + LN(0.5)
+    logp[1, 3] = old[1, 3] = ref[1, 3] = NAN  # padding garbage
+    mask = M8.clone()
+    mask[1, 3] = False
+    logp.requires_grad_(True)
+    old.requires_grad_(True)
+    ref.requires_grad_(True)
+    adv = ADV.clone().requires_grad_(True)
+    w = torch.ones(2, 4, requires_grad=True)
+    loss, s = policy_loss(logp, old, adv, mask, is_weights=w, ref_logp=ref, kl_coef=0.1)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
+    assert logp.grad[1, 3] == 0.0
+    assert old.grad is None and ref.grad is None and adv.grad is None and w.grad is None
+    assert all(type(v) is float and math.isfinite(v) for v in s.values())
+
+
+def test_low_precision_inputs_compute_in_float32():
+    loss, _ = policy_loss(LP.bfloat16(), OLD_LP.bfloat16(), ADV, M8, clip_high=0.28)
+    assert loss.dtype == torch.float32
+    close(loss, 0.065, tol=2e-2)
+
+
+def test_policy_loss_argument_checks():
+    with pytest.raises(ValueError, match=r"advantages must be \[N\]"):
+        policy_loss(LP, OLD_LP, torch.ones(3), M8)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        policy_loss(LP, OLD_LP[:, :3], ADV, M8)
+    with pytest.raises(ValueError, match="clip_low"):
+        policy_loss(LP, OLD_LP, ADV, M8, clip_low=1.0)
+    with pytest.raises(ValueError, match="kl_coef"):
+        policy_loss(LP, OLD_LP, ADV, M8, kl_coef=-1.0, ref_logp=LP)
+
+
+# --------------------------------------------------------------------------------------
+# micro-batching: summed micro-batch gradients == full-batch gradient
+# --------------------------------------------------------------------------------------
+
+N_SEQ, T_MAX, D, V = 7, 6, 5, 11
+
+
+def _toy_batch(seed: int = 0, dtype=torch.float64):
+    """A tiny shared 'model' W [D, V] and fixed per-token features, so gradients from
+    different micro-batches accumulate into one parameter, as in training."""
+    g = torch.Generator().manual_seed(seed)
+    feats = torch.randn(N_SEQ, T_MAX, D, generator=g, dtype=dtype)  # [N, T, D]
+    tokens = torch.randint(0, V, (N_SEQ, T_MAX), generator=g)  # [N, T]
+    lengths = torch.tensor([1, 6, 3, 2, 5, 4, 6])  # varied completion lengths
+    mask = torch.arange(T_MAX)[None, :] < lengths[:, None]  # [N, T]
+    W = torch.randn(D, V, generator=g, dtype=dtype)  # [D, V]
+    with torch.no_grad():
+        base = _logp(W, feats, tokens)  # [N, T]
+    old = base + 0.3 * torch.randn(N_SEQ, T_MAX, generator=g, dtype=dtype)  # ratios off 1: some clip
+    rollout = old + 0.4 * torch.randn(N_SEQ, T_MAX, generator=g, dtype=dtype)
+    ref = base + 0.2 * torch.randn(N_SEQ, T_MAX, generator=g, dtype=dtype)
+    adv = torch.randn(N_SEQ, generator=g, dtype=dtype)  # [N]
+    return W, feats, tokens, mask, old, rollout, ref, adv
+
+
+def _logp(W, feats, tokens):
+    logits = feats @ W  # [N, T, D] @ [D, V] -> [N, T, V]
+    return torch.log_softmax(logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)  # [N, T]
+
+
+def _loss(W, feats, tokens, mask, old, ref, adv, weights, agg, denom):
+    loss, _ = policy_loss(_logp(W, feats, tokens), old, adv, mask, clip_low=0.2, clip_high=0.28,
+                          is_weights=weights, ref_logp=ref, kl_coef=0.05, agg=agg, denom=denom,
+                          length_norm=T_MAX)
+    return loss
+
+
+def _grads_full_and_micro(agg, splits, level="token", dtype=torch.float64, use_full_denom=True):
+    W0, feats, tokens, mask, old, rollout, ref, adv = _toy_batch(dtype=dtype)
+    weights, _ = importance_weights(old, rollout, mask, level=level)  # [N, T], once per step
+
+    W = W0.clone().requires_grad_(True)
+    full = _loss(W, feats, tokens, mask, old, ref, adv, weights, agg, denom=None)
+    full.backward()
+    full_grad = W.grad.clone()
+
+    W = W0.clone().requires_grad_(True)
+    denom = aggregate_denominator(mask, agg) if use_full_denom else None
+    total, start = 0.0, 0
+    for size in splits:
+        sl = slice(start, start + size)
+        t = int(mask[sl].sum(dim=1).max())  # trim this micro-batch's padding: [n, T] -> [n, t]
+        loss = _loss(W, feats[sl, :t], tokens[sl, :t], mask[sl, :t], old[sl, :t], ref[sl, :t],
+                     adv[sl], weights[sl, :t], agg, denom)
+        loss.backward()  # gradients accumulate in W.grad
+        total += loss.item()
+        start += size
+    assert start == N_SEQ
+    return full.item(), full_grad, total, W.grad
+
+
+@pytest.mark.parametrize("agg", sorted(AGGREGATIONS))
+@pytest.mark.parametrize("splits", [(7,), (1, 2, 4), (1,) * 7])
+def test_micro_batches_with_the_full_denominator_give_the_full_batch_gradient(agg, splits):
+    full, full_grad, total, micro_grad = _grads_full_and_micro(agg, splits)
+    assert abs(full - total) < 1e-9
+    assert full_grad.abs().max() > 1e-3  # the check is not vacuous
+    assert torch.allclose(micro_grad, full_grad, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("agg", sorted(AGGREGATIONS))
+def test_micro_batching_holds_in_float32_and_at_sequence_level(agg):
+    _, full_grad, _, micro_grad = _grads_full_and_micro(agg, (2, 2, 3), level="sequence", dtype=torch.float32)
+    assert torch.allclose(micro_grad, full_grad, atol=1e-6, rtol=0)
+
+
+def test_micro_batches_with_their_own_denominator_do_not_match():
+    # the property above is not automatic: per-micro-batch token means weigh tokens unequally
+    _, full_grad, _, micro_grad = _grads_full_and_micro("token_mean", (3, 4), use_full_denom=False)
+    assert not torch.allclose(micro_grad, full_grad, atol=1e-3)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.sets(st.integers(1, N_SEQ - 1)), st.sampled_from(sorted(AGGREGATIONS)))
+def test_micro_batching_for_any_split(cuts, agg):
+    bounds = [0, *sorted(cuts), N_SEQ]
+    splits = tuple(b - a for a, b in zip(bounds, bounds[1:]))  # micro-batch sizes, sum N
+    _, full_grad, _, micro_grad = _grads_full_and_micro(agg, splits)
+    assert torch.allclose(micro_grad, full_grad, atol=1e-6, rtol=0)
