@@ -121,6 +121,10 @@ class Adapter:
     is_multimodal: ClassVar[bool] = True
     stop_tokens: ClassVar[tuple[str, ...]] = ()
     """Token strings that end a turn, besides the tokenizer's and generation config's eos."""
+    placeholder_tokens: ClassVar[tuple[str, ...]] = ()
+    """Multimodal placeholder / delimiter tokens. A completion must never contain one (the
+    model would read it as an image slot), so generation suppresses them and
+    ``completion_logprobs`` excludes them from the distribution the same way."""
     per_token_keys: ClassVar[tuple[str, ...]] = ()
     """Family per-token inputs ([B, P]) that a training batch extends over the completion
     with zeros (``attention_mask`` is always extended, with the completion mask)."""
@@ -295,17 +299,21 @@ class Adapter:
         distribution the sampler drew from). Returns [B, C]; padded positions hold 0.
         Differentiable: the trainer calls it with grad enabled for the policy loss.
         """
+        model = unwrap(model)
         hidden = self.decoder_hidden_states(model, batch.inputs)  # [B, P + C, H]
         P, C = batch.prompt_len, batch.completion_ids.shape[1]
         h = hidden[:, P - 1: P + C - 1]  # [B, C, H]: position t predicts completion token t
         head = model.get_output_embeddings()
         softcap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+        suppressed = self.suppressed_token_ids()
         chunk = chunk_tokens or self.options.logprob_chunk_tokens
         out = []
         for s in range(0, C, chunk):
             logits = head(h[:, s: s + chunk]).float()  # [B, c, V]
             if softcap:
                 logits = torch.tanh(logits / softcap) * softcap
+            if suppressed:
+                logits[..., suppressed] = float("-inf")
             if temperature != 1.0:
                 logits = logits / temperature
             logp = torch.log_softmax(logits, dim=-1)
@@ -320,6 +328,11 @@ class Adapter:
         return out.last_hidden_state
 
     # ----------------------------------------------------------------------- generation
+
+    def suppressed_token_ids(self) -> list[int]:
+        """Ids generation must never sample (the family's multimodal placeholders)."""
+        vocab = self.tokenizer.get_vocab()
+        return sorted({int(vocab[t]) for t in self.placeholder_tokens if t in vocab})
 
     def stop_token_ids(self) -> list[int]:
         """Token ids that end a completion: the family's end-of-turn tokens, the tokenizer's
@@ -358,6 +371,12 @@ class Adapter:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def unwrap(model):
+    """The transformers model inside a PEFT wrapper (LoRA layers stay injected in it)."""
+    get_base = getattr(model, "get_base_model", None)
+    return get_base() if callable(get_base) else model
 
 
 def format_options(options: Sequence[str]) -> str:

@@ -36,6 +36,7 @@ def pan_and_scan_crops(width: int, height: int, min_crop: int, max_crops: int,
 class Gemma3Adapter(Adapter):
     family = "Gemma-3"
     model_types = ("gemma3",)
+    placeholder_tokens = ("<image_soft_token>", "<start_of_image>", "<end_of_image>")
     stop_tokens = ("<end_of_turn>", "<eos>")
     per_token_keys = ("token_type_ids",)
 

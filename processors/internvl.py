@@ -21,6 +21,7 @@ from .base import Adapter
 class InternVLAdapter(Adapter):
     family = "InternVL3.5"
     model_types = ("internvl",)
+    placeholder_tokens = ("<IMG_CONTEXT>", "<img>", "</img>", "<video>")
     stop_tokens = ("<|im_end|>", "<|endoftext|>")
 
     @property

@@ -23,6 +23,8 @@ from .images import ImageInputError
 class Qwen2_5_VLAdapter(Adapter):
     family = "Qwen2.5-VL"
     model_types = ("qwen2_5_vl",)
+    placeholder_tokens = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>",
+                          "<|vision_pad|>")
     stop_tokens = ("<|im_end|>", "<|endoftext|>")
     per_token_keys = ("mm_token_type_ids", "token_type_ids")
 

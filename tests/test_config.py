@@ -38,12 +38,13 @@ def test_saved_config_loads_back_identically(tmp_path):
 
 
 def test_derived_totals():
-    cfg = load_config(None, ["rollout.prompts_per_step=3", "rollout.rollouts_per_prompt=5"])
+    cfg = load_config(None, ["rollout.prompts_per_step=3", "rollout.rollouts_per_prompt=5",
+                              "grpo.micro_batch_seqs=5"])
     assert derived_totals(cfg)["sequences_per_step (A x B x G)"] == 2 * 3 * 5
 
 
 @pytest.mark.parametrize("overrides,match", [
-    (["run.stepz=3"], r"run\.stepz: unknown key\. Allowed under run: steps, seed, output_dir"),
+    (["run.stepz=3"], r"run\.stepz: unknown key\. Allowed under run: name, steps, seed, output_dir"),
     (["run.steps=many"], r"run\.steps: expected an integer"),
     (["rollout.temperature=hot"], r"rollout\.temperature: expected a number"),
     (["agents.0.trust_remote_code=yes please"], r"agents\.0\.trust_remote_code: expected true or false"),
@@ -55,6 +56,10 @@ def test_derived_totals():
     (["agents.1.name=A"], r"names must be unique"),
     (["agents.1.path="], r"agents\.1\.path: empty"),
     (["steps"], r"write it as key\.sub=value"),
+    (["rollout.rollouts_per_prompt=1"], r"group normalisation needs G >= 2"),
+    (["grpo.micro_batch_seqs=5"], r"grpo\.micro_batch_seqs=5 must divide .* \(B x G = 32\)"),
+    (["grpo.loss_agg=sum"], r"grpo\.loss_agg: 'sum' is not one of"),
+    (["optim.betas=[0.9]"], r"optim\.betas: two numbers"),
 ])
 def test_bad_config_names_the_key(overrides, match):
     with pytest.raises(ConfigError, match=match):
@@ -85,7 +90,7 @@ def test_every_field_is_documented():
     assert not undocumented
 
 
-def test_shipped_configs_load_and_default_yaml_is_the_embedded_default():
+def test_shipped_configs_load_and_demo_yaml_is_the_embedded_default():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "configs"
@@ -94,4 +99,4 @@ def test_shipped_configs_load_and_default_yaml_is_the_embedded_default():
     for f in files:
         assert f.read_text().startswith("#"), f"{f.name}: head it with the command that runs it"
         load_config(f)
-    assert load_config(root / "default.yaml") == default_config()
+    assert load_config(root / "demo.yaml") == default_config()

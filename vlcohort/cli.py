@@ -4,7 +4,8 @@ Configs are YAML files plus ``key.sub=value`` overrides, given as ``--set key=va
 as bare ``key=value`` arguments::
 
     vlcohort train                                   # the embedded default
-    vlcohort train --config configs/default.yaml run.steps=5
+    vlcohort train configs/demo.yaml run.steps=5 --set grpo.clip_high=0.28
+    vlcohort train --resume runs/demo run.steps=40    # continue (and extend) a run
     vlcohort config --set agents.1.max_tiles=6      # print the resolved config
 """
 
@@ -20,7 +21,17 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", "-c", help="YAML config file (default: the embedded default)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set run.steps=5 (repeatable)")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="more overrides")
+    p.add_argument("overrides", nargs="*", metavar="[CONFIG] KEY=VALUE",
+                   help="a YAML config file (first, optional) and more overrides")
+
+
+def _split_positional(config: str | None, positional: list[str]) -> tuple[str | None, list[str]]:
+    """``vlcohort train CONFIG k=v ...``: a first positional without '=' is the config file."""
+    if positional and "=" not in positional[0]:
+        if config is not None:
+            raise ConfigError(f"two config files given: --config {config} and {positional[0]}")
+        return positional[0], positional[1:]
+    return config, positional
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("train", help="train a cohort (no arguments: the embedded default)")
     _add_config_args(p)
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR from its newest checkpoint (its saved "
+                        "config, with any overrides given here)")
     p = sub.add_parser("config", help="print the resolved config and its derived totals")
     _add_config_args(p)
     p.add_argument("--fields", action="store_true", help="list every key with its meaning")
@@ -40,7 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command in ("train", "config"):
-            cfg = load_config(args.config, [*args.sets, *args.overrides])
+            config_path, overrides = _split_positional(args.config, args.overrides)
+            overrides = [*overrides, *args.sets]
+            if getattr(args, "resume", None):
+                from .train import resume_config
+
+                cfg = resume_config(args.resume, overrides)
+            else:
+                cfg = load_config(config_path, overrides)
             if args.command == "config":
                 if args.fields:
                     for key, default, doc in field_docs():
@@ -50,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             from .train import main as train_main
 
-            return train_main(cfg)
+            return train_main(cfg, resume=args.resume)
         if args.command == "tiny":
             from processors.tiny import TINY_MODELS, tiny_model_path
 
@@ -60,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:  # TrainingError and friends: a message for people
+        if type(e).__name__ != "TrainingError":
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     return 1
 
 

@@ -60,6 +60,36 @@ class ModelConfig:
     """Refuse an image with a side shorter than this (a 1x1 image is a broken export)."""
     logprob_chunk_tokens: int = 256
     """Completion positions per chunk when computing log-probs ([B, chunk, V] at a time)."""
+    lr: float | None = None
+    """This agent's peak learning rate; None: ``optim.lr``."""
+    lora_rank: int = 0
+    """LoRA rank through PEFT; 0 trains all weights. With LoRA the KL reference is the base
+    model with adapters disabled (no second copy)."""
+    lora_alpha: int = 16
+    """LoRA scaling numerator (scale = alpha / rank)."""
+    lora_targets: str = "all-linear"
+    """Modules LoRA wraps: ``all-linear`` or a comma-separated list of module names."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, ~30% slower)."""
+    autocast_bf16: bool = False
+    """Run forward passes under bf16 autocast (weights stay in ``dtype``)."""
+
+
+@dataclass
+class DataConfig:
+    """Training problems."""
+
+    source: str = "synthetic"
+    """synthetic: the built-in drawn dataset (no files)."""
+    tasks: list[str] = field(default_factory=lambda: ["shape_colour", "count_shapes",
+                                                      "compare_bars", "read_chart"])
+    """synthetic: task families to mix (round-robin)."""
+    num_problems: int = 256
+    """synthetic: how many problems to draw (the stream cycles through them in epochs)."""
+    image_size: int = 56
+    """synthetic: image side in pixels."""
+    shuffle: bool = True
+    """Shuffle the order each epoch (seeded by run.seed and the epoch)."""
 
 
 @dataclass
@@ -101,18 +131,110 @@ class RewardConfig:
     """peer_vote teachers: ring (agent a taught by a-1) | all_peers."""
     grader: str = "corrected"
     """corrected (multiple-choice aware, the default) | legacy (plain math grader)."""
+    tie: str = "abstain"
+    """Vote tie rule: abstain | first | canonical (smallest canonical key)."""
+    min_share: float = 0.0
+    """A vote counts only when its winner holds at least this share of the G samples."""
+    format_weight: float = 0.0
+    """Weight of an added format term: +weight when an answer can be extracted."""
+    answer_style: str = "auto"
+    """How answers are extracted: auto (answer tag, then \\boxed{}, then "the answer is") |
+    answer_tag | boxed | phrase | last_letter | last_number (the last two only by name:
+    they read a guess into any text)."""
+
+
+@dataclass
+class GRPOConfig:
+    """The policy update."""
+
+    adv_scale: str = "group"
+    """group: (r - mean) / (std + eps) over the G rollouts; none: r - mean (Dr.GRPO)."""
+    clip_low: float = 0.2
+    """Lower clip of the probability ratio: 1 - clip_low."""
+    clip_high: float = 0.2
+    """Upper clip of the probability ratio: 1 + clip_high (clip-higher: set it larger)."""
+    kl_coef: float = 0.0
+    """KL-to-reference coefficient; 0 (Co-RL's default) loads no reference model."""
+    kl_kind: str = "k3"
+    """KL estimator: k1 | k3."""
+    loss_agg: str = "token_mean"
+    """token_mean | seq_mean_token_mean | seq_mean_token_sum_norm."""
+    ppo_epochs: int = 1
+    """Passes over each step's rollouts."""
+    micro_batch_seqs: int = 8
+    """Sequences per forward/backward; gradients accumulate to one full-batch step."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip; 0 disables."""
+    is_level: str = "token"
+    """Importance-sampling correction level: token | sequence (geometric mean)."""
+    is_mode: str = "truncate"
+    """truncate: w = min(w, is_cap) | mask: w outside [is_low, is_high] -> 0 | off."""
+    is_cap: float = 2.0
+    """Truncation cap of the IS weight."""
+    is_low: float = 0.5
+    """mask mode: lower bound of kept weights."""
+    is_high: float = 2.0
+    """mask mode: upper bound of kept weights."""
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with warm-up and cosine decay (Co-RL's defaults)."""
+
+    lr: float = 1e-6
+    """Peak learning rate (per agent: agents.N.lr)."""
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    """AdamW betas."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    warmup_ratio: float = 0.03
+    """Share of run.steps spent warming up linearly from 0."""
+    min_lr_ratio: float = 0.1
+    """Cosine decays to this fraction of the peak."""
+    schedule: str = "cosine"
+    """cosine | constant (after warm-up)."""
+
+
+@dataclass
+class LogConfig:
+    """Logging."""
+
+    tensorboard: bool = True
+    """Mirror metrics to TensorBoard when it is installed."""
+    plot: bool = True
+    """Write plots/dynamics.png at the end of the run."""
+    progress: bool = True
+    """Print a one-line summary per step."""
+
+
+@dataclass
+class CheckpointConfig:
+    """Checkpoints."""
+
+    every: int = 0
+    """Save every this many steps (0: only at the end)."""
+    keep_last: int = 2
+    """Keep only the newest this many checkpoints (0 keeps all)."""
+    at_end: bool = True
+    """Save after the last step."""
 
 
 @dataclass
 class RunConfig:
     """Bookkeeping of a run."""
 
+    name: str = "demo"
+    """Run name; the run folder defaults to runs/<name>."""
     steps: int = 20
     """RL steps."""
     seed: int = 0
     """Seed of data order, sampling and initialisation."""
-    output_dir: str = "runs/default"
-    """Run folder: resolved config, metrics.jsonl, checkpoints, plots."""
+    output_dir: str | None = None
+    """Run folder (config.yaml, metrics.jsonl, plots/, checkpoints/); None: runs/<name>."""
+    max_bad_steps: int = 3
+    """Stop with an error after this many consecutive steps with a NaN / inf loss."""
+    threads: int = 0
+    """torch CPU threads (0: torch's default)."""
 
 
 def _default_agents() -> list[ModelConfig]:
@@ -132,12 +254,22 @@ class Config:
     self_vote, gt_reward: ground_truth)."""
     agents: list[ModelConfig] = field(default_factory=_default_agents)
     """The cohort, A >= 1 agents; each trains its own model."""
+    data: DataConfig = field(default_factory=DataConfig)
+    """Training problems."""
     prompt: PromptConfig = field(default_factory=PromptConfig)
     """Prompt rendering."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """Rollout generation."""
     reward: RewardConfig = field(default_factory=RewardConfig)
     """Reward source."""
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    """Policy update."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """Optimizer and schedule."""
+    log: LogConfig = field(default_factory=LogConfig)
+    """Logging."""
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """Checkpoints."""
     run: RunConfig = field(default_factory=RunConfig)
     """Run bookkeeping."""
 
@@ -151,6 +283,15 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "reward.source": tuple(METHOD_SOURCES.values()),
     "reward.topology": ("ring", "all_peers"),
     "reward.grader": ("corrected", "legacy"),
+    "reward.tie": ("abstain", "first", "canonical"),
+    "reward.answer_style": ("auto", "answer_tag", "boxed", "phrase", "last_letter", "last_number"),
+    "data.source": ("synthetic",),
+    "grpo.adv_scale": ("group", "none"),
+    "grpo.kl_kind": ("k1", "k3"),
+    "grpo.loss_agg": ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"),
+    "grpo.is_level": ("token", "sequence"),
+    "grpo.is_mode": ("truncate", "mask", "off"),
+    "optim.schedule": ("cosine", "constant"),
 }
 
 
@@ -282,6 +423,11 @@ def _coerce(tp, value, key: str, default):
             raise ConfigError(f"{key}: expected an integer, got {value!r}")
         return value
     if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
         return float(value)
@@ -338,6 +484,45 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"rollout.top_p: must be in (0, 1], got {cfg.rollout.top_p}")
     if cfg.run.steps < 0:
         raise ConfigError(f"run.steps: must be >= 0, got {cfg.run.steps}")
+    if cfg.run.output_dir is None:
+        cfg.run.output_dir = f"runs/{cfg.run.name}"
+    for key in ("reward.tie", "reward.answer_style", "data.source", "grpo.adv_scale",
+                "grpo.kl_kind", "grpo.loss_agg", "grpo.is_level", "grpo.is_mode",
+                "optim.schedule"):
+        section, name = key.split(".")
+        _check_choice(key, getattr(getattr(cfg, section), name))
+    g = cfg.grpo
+    if g.adv_scale == "group" and cfg.rollout.rollouts_per_prompt < 2:
+        raise ConfigError("rollout.rollouts_per_prompt=1 with grpo.adv_scale=group: group "
+                          "normalisation needs G >= 2 rollouts per prompt")
+    seqs = cfg.rollout.prompts_per_step * cfg.rollout.rollouts_per_prompt
+    if g.micro_batch_seqs < 1 or seqs % g.micro_batch_seqs:
+        raise ConfigError(f"grpo.micro_batch_seqs={g.micro_batch_seqs} must divide the "
+                          f"sequences per agent per step (B x G = {seqs})")
+    if g.ppo_epochs < 1:
+        raise ConfigError(f"grpo.ppo_epochs: must be >= 1, got {g.ppo_epochs}")
+    if g.clip_low < 0 or g.clip_high < 0 or g.clip_low >= 1:
+        raise ConfigError("grpo.clip_low must be in [0, 1) and grpo.clip_high >= 0")
+    if g.kl_coef < 0:
+        raise ConfigError(f"grpo.kl_coef: must be >= 0, got {g.kl_coef}")
+    if g.is_mode == "mask" and not 0 <= g.is_low < 1 < g.is_high:
+        raise ConfigError("grpo.is_low must be in [0, 1) and grpo.is_high > 1 for is_mode=mask")
+    if g.is_mode == "truncate" and g.is_cap < 1:
+        raise ConfigError(f"grpo.is_cap: must be >= 1, got {g.is_cap}")
+    if not 0 <= cfg.reward.min_share <= 1:
+        raise ConfigError(f"reward.min_share: must be in [0, 1], got {cfg.reward.min_share}")
+    o = cfg.optim
+    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
+        raise ConfigError(f"optim.betas: two numbers in [0, 1), got {o.betas}")
+    if not 0 <= o.warmup_ratio < 1 or not 0 <= o.min_lr_ratio <= 1:
+        raise ConfigError("optim.warmup_ratio must be in [0, 1) and optim.min_lr_ratio in [0, 1]")
+    for i, a in enumerate(cfg.agents):
+        if a.lora_rank < 0:
+            raise ConfigError(f"agents.{i}.lora_rank: must be >= 0")
+    if cfg.data.num_problems < 1:
+        raise ConfigError("data.num_problems: must be >= 1")
+    if not cfg.data.tasks:
+        raise ConfigError("data.tasks: at least one task family")
 
 
 def _check_choice(pattern: str, value: str, key: str | None = None) -> None:

@@ -1,0 +1,107 @@
+"""The cohort trainer end to end on tiny real models (CPU, offline)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from vlcohort.cli import main
+from vlcohort.config import load_config
+from vlcohort.metrics import read_metrics
+
+# One agent, ground-truth reward on multiple-choice questions, answers read as the last
+# capital letter: a random tiny model then gets some answers right by chance, so rewards
+# vary within groups and updates really happen (a random model emits no <answer> tags).
+FAST = ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2_5_vl'}]",
+        "reward.answer_style=last_letter", "data.tasks=[shape_colour, shape_kind]",
+        "data.num_problems=16", "rollout.prompts_per_step=2", "rollout.rollouts_per_prompt=8",
+        "rollout.max_new_tokens=16", "grpo.micro_batch_seqs=8", "optim.lr=1e-3",
+        "optim.warmup_ratio=0", "log.plot=false", "log.tensorboard=false", "run.seed=4"]
+
+
+@pytest.fixture(autouse=True)
+def _tiny_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
+
+
+def _strip_timing(records):
+    return [{k: v for k, v in r.items() if not k.startswith("timing/")} for r in records]
+
+
+def test_resume_is_exact(tmp_path):
+    """6 straight steps == 3 steps, SIGKILL, resume for 3 more (metrics and final weights)."""
+    straight, parted = tmp_path / "straight", tmp_path / "parted"
+    common = [*FAST, "run.steps=6", "checkpoint.every=3"]
+    assert main(["train", *common, f"run.output_dir={straight}"]) == 0
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "vlcohort", "train", *common,
+                             f"run.output_dir={parted}"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = parted / "checkpoints" / "step-3" / "state.json"
+    deadline = time.time() + 300
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert marker.exists(), "the run died before its step-3 checkpoint"
+    done_at_kill = len(read_metrics(parted / "metrics.jsonl"))
+    assert done_at_kill < 6, "the run finished before it could be killed: weak test"
+
+    assert main(["train", "--resume", str(parted)]) == 0
+    a, b = read_metrics(straight / "metrics.jsonl"), read_metrics(parted / "metrics.jsonl")
+    assert [r["step"] for r in b] == [1, 2, 3, 4, 5, 6]
+    assert _strip_timing(a) == _strip_timing(b)
+    assert any("agent/A/loss" in r for r in a[3:]), "no update after the resume point: weak test"
+    wa = load_file(straight / "checkpoints/step-6/A/model.safetensors")
+    wb = load_file(parted / "checkpoints/step-6/A/model.safetensors")
+    w3 = load_file(parted / "checkpoints/step-3/A/model.safetensors")
+    assert wa.keys() == wb.keys()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert any(not torch.equal(wa[k], w3[k]) for k in wa)
+
+
+def test_checkpoint_loads_with_transformers(tmp_path):
+    from transformers import AutoModelForImageTextToText
+
+    run = tmp_path / "run"
+    assert main(["train", *FAST, "run.steps=1", f"run.output_dir={run}"]) == 0
+    model = AutoModelForImageTextToText.from_pretrained(run / "checkpoints/step-1/A")
+    assert type(model).__name__.endswith("ForConditionalGeneration")
+    assert (run / "checkpoints/latest").read_text().strip() == "step-1"
+    assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]
+
+
+def test_two_agent_peer_vote_runs_and_logs_every_metric(tmp_path):
+    run = tmp_path / "pair"
+    args = ["train", "method=co_rl", "reward.answer_style=last_letter",
+            "data.tasks=[shape_colour]", "data.num_problems=8", "rollout.prompts_per_step=2",
+            "rollout.rollouts_per_prompt=4", "rollout.max_new_tokens=8",
+            "grpo.micro_batch_seqs=4", "run.steps=2", "log.tensorboard=false",
+            f"run.output_dir={run}"]
+    assert main(args) == 0
+    recs = read_metrics(run / "metrics.jsonl")
+    assert len(recs) == 2
+    for name in ("A", "B"):
+        for key in ("reward/mean", "reward/std", "teacher_abstain", "parse_rate",
+                    "completion_len", "pseudo_label/acc" if recs[0].get(f"agent/{name}/pseudo_label/acc") is not None else "acc",
+                    "lr"):
+            assert f"agent/{name}/{key}" in recs[0], key
+    assert "cohort/agreement" in recs[0] and "timing/rollout" in recs[0]
+    assert (run / "plots/dynamics.png").stat().st_size > 1000
+    cfg = load_config(run / "config.yaml")
+    assert cfg.reward.source == "peer_vote" and len(cfg.agents) == 2
+
+
+def test_resume_without_checkpoint_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "config.yaml").write_text(
+        (load_config(None, FAST).__class__ and "") or "")  # an empty config: the defaults
+    assert main(["train", "--resume", str(tmp_path)]) == 1
+    assert "no complete checkpoint" in capsys.readouterr().err

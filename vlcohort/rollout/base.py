@@ -1,0 +1,81 @@
+"""What every rollout engine takes and returns.
+
+The trainer hands an engine B rendered prompts and asks for G completions each; the
+engine returns N = B x G sequences in prompt-major order (row b*G + g is rollout g of
+prompt b), with the token ids it sampled, their text, and the log-probability of each
+sampled token *under the distribution it sampled from* (logits / temperature) for the
+importance-sampling correction between rollout and policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import torch
+
+from processors import PromptBatch, RenderedPrompt
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: off
+
+
+@dataclass
+class Rollouts:
+    """N = B x G completions, prompt-major.
+
+    Attributes:
+        prompts: the prompt batch, each prompt repeated G times ([N, P] inputs), ready for
+            ``adapter.encode_training(prompts, completions)``.
+        completions: token ids per sequence, stop token included (list of N lists).
+        texts: decoded completions without special tokens (N strings).
+        logprobs: [N, C] sampling log-probs of each completion token (0 beyond its end);
+            C = the longest completion.
+        finished: [N] True when the completion ended with a stop token (False: cut at
+            max_new_tokens).
+        group_size: G.
+    """
+
+    prompts: PromptBatch
+    completions: list[list[int]]
+    texts: list[str]
+    logprobs: torch.Tensor
+    finished: list[bool]
+    group_size: int
+
+    @property
+    def num_prompts(self) -> int:
+        return len(self.completions) // self.group_size
+
+    def lengths(self) -> torch.Tensor:
+        return torch.tensor([len(c) for c in self.completions])  # [N]
+
+    def texts_by_prompt(self) -> list[list[str]]:
+        """[B][G] texts."""
+        G = self.group_size
+        return [self.texts[b * G:(b + 1) * G] for b in range(self.num_prompts)]
+
+
+class Engine(Protocol):
+    def generate(self, rendered: Sequence[RenderedPrompt], group_size: int,
+                 sampling: SamplingParams, seed: int | None = None) -> Rollouts: ...
+
+    def update_weights(self, model) -> None: ...
+
+
+def make_engine(kind: str, adapter, model) -> Engine:
+    """Engine by config name. ``vllm`` needs a GPU and the ``[vllm]`` extra."""
+    if kind == "hf":
+        from .hf import HFEngine
+
+        return HFEngine(adapter, model)
+    if kind == "vllm":
+        raise NotImplementedError(
+            "rollout.engine=vllm is not built yet (issue #7) and needs a GPU; use "
+            "rollout.engine=hf")
+    raise ValueError(f"rollout.engine={kind!r}: not one of hf, vllm")
