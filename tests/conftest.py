@@ -1,0 +1,59 @@
+"""Shared pytest fixtures.
+
+``benchmark_dir`` finds the real benchmark annotation files (MathVista, MATH-V, We-Math,
+MathVerse) that live outside the repository, in the shared data folder.
+
+Where they are looked for, in order:
+
+1. the directory named by the environment variable ``VLCOHORT_BENCHMARK_DATA``;
+2. ``../shared/data/benchmarks`` relative to the project root.
+
+When they are missing the tests that need them are *skipped* with a message naming
+the path that was tried, because a contributor without the shared folder should still
+be able to run the suite. In CI set ``VLCOHORT_REQUIRE_SHARED_DATA=1``: a missing
+folder or file then *fails* the test, so the data cannot silently drop out of coverage.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_BENCHMARK_DIR = PROJECT_ROOT.parent / "shared" / "data" / "benchmarks"
+
+
+def _missing(what: str) -> None:
+    """Skip the test, or fail it when the shared data is required."""
+    message = (
+        f"{what}; set VLCOHORT_BENCHMARK_DATA to the folder holding the shared "
+        f"benchmark annotation files (default {DEFAULT_BENCHMARK_DIR})"
+    )
+    if os.environ.get("VLCOHORT_REQUIRE_SHARED_DATA") == "1":
+        pytest.fail(message + " [VLCOHORT_REQUIRE_SHARED_DATA=1 makes this a failure]")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def benchmark_dir() -> Path:
+    """The folder of real benchmark annotation files (skip or fail when absent)."""
+    path = Path(os.environ.get("VLCOHORT_BENCHMARK_DATA") or DEFAULT_BENCHMARK_DIR)
+    if not path.is_dir():
+        _missing(f"shared benchmark data folder not found: {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def benchmark_file(benchmark_dir: Path) -> Callable[[str], Path]:
+    """A function ``name -> Path`` for one file in ``benchmark_dir`` (skip or fail when absent)."""
+
+    def find(name: str) -> Path:
+        path = benchmark_dir / name
+        if not path.is_file():
+            _missing(f"shared benchmark file not found: {path}")
+        return path
+
+    return find

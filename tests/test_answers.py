@@ -1,0 +1,107 @@
+"""Answer extraction: explicit markers only, linear time on adversarial text."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from vlcohort.answers import STYLES, extract_answer
+
+AUTO_CASES = [
+    # (completion, expected span)
+    ("<answer>C</answer>", "C"),
+    ("<answer> (C) 45° </answer>", "(C) 45°"),
+    ("<ANSWER>7</ANSWER>", "7"),
+    ("<answer>1</answer> changed my mind <answer>2</answer>", "2"),
+    ("<answer>\\boxed{\\frac{1}{2}}</answer>", "\\frac{1}{2}"),
+    ("<answer>B</answer> and later \\boxed{C}", "B"),  # the tag outranks a box
+    ("<answer></answer> so \\boxed{9}", "9"),  # an empty tag is no answer
+    ("<answer>3", None),  # an unclosed tag is no answer
+    ("so \\boxed{42}.", "42"),
+    ("\\boxed{1} first, then \\boxed{2}", "2"),
+    ("\\boxed{\\frac{\\sqrt{3}}{2}}", "\\frac{\\sqrt{3}}{2}"),
+    ("\\boxed{\\boxed{3}}", "3"),
+    ("\\fbox{7}", "7"),
+    ("$\\boxed 5$", "5"),
+    ("\\boxed{a} then \\boxed{b", "a"),  # the unclosed box is ignored
+    ("The answer is C.", "C"),
+    ("the answer is (B)", "(B)"),
+    ("Answer: 12 cm", "12 cm"),
+    ("**Answer:** C. 45°", "C. 45°"),
+    ("**Answer**: 3.5", "3.5"),
+    ("Final Answer: The final answer is $\\frac{1}{2}$. I hope it is correct.", "$\\frac{1}{2}$"),
+    ("The answer is 3.5. Because the sides...", "3.5"),
+    ("Answer: C. Pythagorean theorem", "C"),
+    ("The correct option is D", "D"),
+    ("Answer: 1\nAnswer: 2", "2"),
+    # never a heuristic guess without a marker
+    ("D is the midpoint of AC", None),
+    ("so it must be 42", None),
+    ("A, B or C? Hard to say.", None),
+]
+
+
+@pytest.mark.parametrize("text, expected", AUTO_CASES)
+def test_auto_extraction(text, expected):
+    assert extract_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, style, expected",
+    [
+        ("<answer>B</answer> \\boxed{C}", "boxed", "C"),
+        ("\\boxed{C} <answer>B</answer>", "answer_tag", "B"),
+        ("\\boxed{C}", "answer_tag", None),
+        ("The answer is 4. \\boxed{5}", "phrase", "4"),
+        ("A, B or C? I pick C", "last_letter", "C"),
+        ("I pick C now", "last_letter", "C"),
+        ("AB and CD", "last_letter", None),
+        ("it costs 3, then 1,250.5 in total", "last_number", "1,250.5"),
+        ("no digits", "last_number", None),
+    ],
+)
+def test_named_styles(text, style, expected):
+    assert extract_answer(text, style=style) == expected
+
+
+def test_unknown_style_names_the_choices():
+    with pytest.raises(ValueError, match="boxed"):
+        extract_answer("x", style="last_capital")
+    assert "auto" in STYLES
+
+
+@pytest.mark.parametrize("bad", [None, "", "   ", "<answer>   </answer>", "\\boxed{}"])
+def test_nothing_to_extract(bad):
+    assert extract_answer(bad) is None
+
+
+ADVERSARIAL = {
+    "1 MB of prose": "x" * 1_000_000,
+    "1 MB ending in a box": "y " * 500_000 + "\\boxed{7}",
+    "10,000 nested braces in a box": "\\boxed{" + "{" * 10_000 + "1" + "}" * 10_000 + "}",
+    "200,000 unclosed boxes": "\\boxed{" * 200_000,
+    "100,000 unclosed tags": "<answer>" * 100_000,
+    "100,000 closing tags": "</answer>" * 100_000,
+    "100,000 answer phrases": "the answer is " * 100_000,
+}
+
+
+@pytest.mark.parametrize("name", list(ADVERSARIAL))
+def test_adversarial_text_is_linear(name):
+    text = ADVERSARIAL[name]
+    started = time.perf_counter()
+    result = extract_answer(text)
+    assert time.perf_counter() - started < 2.0, name
+    assert result is None or isinstance(result, str)
+
+
+def test_adversarial_results():
+    assert extract_answer(ADVERSARIAL["1 MB ending in a box"]) == "7"
+    nested = extract_answer(ADVERSARIAL["10,000 nested braces in a box"])
+    assert nested is not None and nested.count("{") == 10_000
+    assert extract_answer(ADVERSARIAL["200,000 unclosed boxes"]) is None
+
+
+def test_non_ascii_is_kept_for_the_grader():
+    assert extract_answer("答案是 <answer>４５°</answer>") == "４５°"

@@ -1,0 +1,454 @@
+"""The grader: option mapping, math equivalence, legacy mode, bad input, real benchmark golds."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import signal
+import threading
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vlcohort import grading
+from vlcohort.grading import (
+    DEFAULT_TIMEOUT_S,
+    GRADERS,
+    LETTERS,
+    CorrectedGrader,
+    LegacyGrader,
+    canonical,
+    get_grader,
+    is_equivalent,
+)
+
+DEGREES = ["135°", "140°", "145°", "150°"]
+
+# ----------------------------------------------------------------------------- canonical
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "C", "(C)", "C)", "C.", "C:", "C: 145°", "C. 145°", "(C) 145°", "C 145°", "option C",
+        "Option (C)", "choice (C)", "the answer is C", "Answer: (C)", "**C**", "\\text{C}",
+        "\\textbf{(C)}", "$\\boxed{C}$", "c", "(c)", "145°", "145", "$145^\\circ$",
+        "145 degrees", "１４５°", " 145^{\\circ} ",
+    ],
+)
+def test_every_way_of_naming_option_c(answer):
+    assert canonical(answer, DEGREES) == "C"
+
+
+@pytest.mark.parametrize(
+    "answer, options",
+    [
+        ("D is the midpoint of AC", ["1", "2", "3", "AC"]),  # not option D
+        ("C, since B is too large", ["1", "2", "3"]),  # names nothing cleanly; never B
+        ("N 23.5° E", ["N", "S", "W", "E", "NE"]),  # not option E
+        ("O, B, C", ["1", "2", "3", "4"]),  # not an option
+        ("I", ["1", "2", "3", "4"]),  # out of range letter, not an option text
+        ("E", ["1", "2", "3", "4"]),  # only four options
+        ("C. 150°", DEGREES),  # letter C but text of D: contradictory
+        ("155°", DEGREES),
+        ("", DEGREES),
+        (None, DEGREES),
+    ],
+)
+def test_false_friends_name_no_wrong_option(answer, options):
+    result = canonical(answer, options)
+    assert result is None or result not in ("B", "D", "E", "I"), result
+    assert result is None
+
+
+def test_false_friend_keeps_its_own_letter_when_sensible():
+    assert not is_equivalent("C, since B is too large", "B", ["1", "2", "3"])
+    assert not is_equivalent("D is the midpoint of AC", "D", ["1", "2", "3", "4"])
+    assert not is_equivalent("N 23.5° E", "E", ["N", "S", "W", "N 23.5° W", "S 10° E"])
+    assert is_equivalent("N 23.5° E", "E", ["N", "S", "W", "N 23.5° W", "N 23.5° E"])
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ("0.50", "0.5"), (".5", "0.5"), ("1/2", "0.5"), ("\\frac{1}{2}", "0.5"), ("\\dfrac12", "0.5"),
+        ("-0.50", "-0.5"), ("1/3", "1/3"), ("3.0", "3"), ("1,000", "1000"), ("1{,}000", "1000"),
+        ("12,345.5", "12345.5"), ("x = 3", "3"), ("x=3", "3"), ("$5 = s$", "5"),
+        ("Area $=113.1 \\mathrm{~cm}^{2}$", "113.1"), ("5 cm", "5"), ("5cm", "5"), ("12 years", "12"),
+        ("2191.7 metres", "2191.7"), ("6 \\text{ cm}^2", "6"), ("20√{2}海里", "20\\sqrt{2}"),
+        ("45^\\circ", "45"), ("45°", "45"), ("$45^{\\circ}$", "45"), ("230 ^\\circ T", "230"),
+        ("118掳T", "118"), ("50\\%", "50%"), ("50 percent", "50%"), ("Yes", "yes"), ("YES.", "yes"),
+        ("\\left( 1, 2 \\right)", "(1,2)"), ("\\{1, 2\\}", "\\{1,2\\}"), ("３", "3"), ("４５°", "45"),
+        ("−3", "-3"), ("1\\frac{1}{2}", "1.5"), ("(C)", "C"), ("C. Pythagorean theorem", "C"),
+        ("5x", "5x"), ("$\\sqrt3$", "\\sqrt{3}"), ("The answer is 5", "5"),
+    ],
+)
+def test_free_form_keys(answer, expected):
+    assert canonical(answer) == expected
+
+
+# ----------------------------------------------------------------------------- is_equivalent
+
+EQUIVALENT = [
+    ("5 cm", "5"), ("45^\\circ", "45"), ("$45^\\circ$", "45°"), ("45 degrees", "45"),
+    ("50\\%", "50"), ("50\\%", "0.5"), ("\\frac{1}{2}", "0.5"), ("0.50", ".5"), ("1/2", "0.5"),
+    ("1,000", "1000"), ("x=3", "3"), ("Yes", "yes"), ("\\frac{\\sqrt3}{2}", "\\frac{\\sqrt{3}}{2}"),
+    ("\\{1,2\\}", "\\{2,1\\}"), ("1,2", "2,1"), ("2\\sqrt{3}", "\\sqrt{12}"), ("3.4641", "2\\sqrt{3}"),
+    ("14 years", "14"), ("x^2+1", "1+x^2"), ("6\\,\\text{cm}^2", "6"), ("1\\frac{1}{2}", "1.5"),
+    ("\\dfrac{1}{2}", "\\tfrac{1}{2}"), ("\\left(1,2\\right)", "(1, 2)"), ("12.0001", "12"),
+    ("y=-2x+5", "-2x+5"), ("\\frac{x^2}{81}+\\frac{y^2}{9}=1", "\\frac{y^2}{9}+\\frac{x^2}{81}=1"),
+    ("S 23.5 ^\\circ W", "S 23.5° W"), ("(3,-4)", "(3, -4)"), ("10\\%", "0.1"), ("\\pi", "3.14159"),
+    ("|x-3|", "|3-x|"), ("2191.7 metres", "2191.7"), ("$\\frac{9\\pi}{4}$", "\\frac{9 \\pi}{4} cm^2"),
+    ("３", "3"), ("４５°", "45"), ("e^{2}", "7.389056"), ("\\log_2 8", "3"), ("x \\approx 3.14", "3.14"),
+]
+
+NOT_EQUIVALENT = [
+    ("(1,2)", "(2,1)"), ("[1,2)", "[1,2]"), ("5", "5x"), ("12.01", "12"), ("obtuse", "acute"),
+    ("2", "3"), ("x+1", "x+2"), ("2\\sqrt{49-x^2}", "\\sqrt{49-x^2}"), ("1/3", "0.33"),
+    ("(3,-4)", "(-4,3)"), ("quarter to", "quarter past"), ("0", "0.001"), ("yes", "no"),
+    ("\\{1,2\\}", "\\{1,3\\}"), ("1,2", "1,2,3"), ("x=2", "x^2=4"),
+]
+
+
+@pytest.mark.parametrize("a, b", EQUIVALENT)
+def test_equivalent_pairs(a, b):
+    assert is_equivalent(a, b) and is_equivalent(b, a)
+
+
+@pytest.mark.parametrize("a, b", NOT_EQUIVALENT)
+def test_not_equivalent_pairs(a, b):
+    assert not is_equivalent(a, b) and not is_equivalent(b, a)
+
+
+def test_relative_tolerance_is_settable():
+    assert not is_equivalent("3.14", "\\pi")
+    assert is_equivalent("3.14", "\\pi", rel_tol=1e-2)
+    assert CorrectedGrader(rel_tol=1e-2).is_equivalent("0.333", "1/3")
+    assert not CorrectedGrader(rel_tol=0).is_equivalent("0.3333333", "1/3")
+
+
+def test_letter_gold_without_options_is_the_papers_failure_case():
+    """multimodal-open-r1 golds are bare letters: "C. Pythagorean theorem" must count."""
+    for pred in ["C", "(C)", "C. Pythagorean theorem", "C: Pythagorean theorem", "option C", "\\textbf{C}"]:
+        assert is_equivalent(pred, "C"), pred
+    for pred in ["B", "D is the midpoint", "c", "Pythagorean theorem", None]:
+        assert not is_equivalent(pred, "C"), pred
+
+
+def test_gold_may_be_letter_or_option_text():
+    for gold in ["C", "145°", "(C)"]:
+        for pred in ["C", "145", "(C) 145°", "$145^\\circ$"]:
+            assert is_equivalent(pred, gold, DEGREES), (pred, gold)
+        assert not is_equivalent("B", gold, DEGREES)
+        assert not is_equivalent("140°", gold, DEGREES)
+
+
+def test_duplicate_option_texts_match_by_letter_only():
+    options = ["15", "100", "50", "50"]
+    assert canonical("50", options) is None  # C or D: ambiguous
+    assert canonical("C", options) == "C"
+    assert not is_equivalent("50", "C", options)
+    assert is_equivalent("C", "C", options)
+    assert is_equivalent("15", "A", options)
+    # a gold given as the duplicated text names both, and so does the same text
+    assert is_equivalent("50", "50", options)
+    assert is_equivalent("D", "50", options)
+    assert not is_equivalent("A", "50", options)
+
+
+def test_lowercase_option_texts_that_look_like_letters():
+    """MathVista pid 168 has options "(c)", "(a)", "(e)", "(d)", "(b)": the literal text wins."""
+    options = ["(c)", "(a)", "(e)", "(d)", "(b)"]
+    assert canonical("(b)", options) == "E"
+    assert canonical("B", options) == "B"
+    assert is_equivalent("E", "(b)", options)
+    assert not is_equivalent("B", "(b)", options)
+
+
+def test_options_carrying_their_own_letters_are_stripped():
+    options = ["A. 3 cm", "B. 4 cm", "C. 5 cm"]
+    assert canonical("4", options) == "B"
+    assert canonical("C", options) == "C"
+
+
+def test_option_validation_names_the_problem():
+    with pytest.raises(ValueError, match="A-H"):
+        canonical("A", [str(i) for i in range(9)])
+    with pytest.raises(TypeError, match="list"):
+        canonical("A", "ABCD")
+    assert canonical("A", []) == "A"  # no options: free-form
+
+
+# ----------------------------------------------------------------------------- real benchmark golds
+
+
+def _wemath_options(text: str) -> list[str]:
+    """'A. 3; B. 4' -> ['3', '4'], splitting only at the next expected letter."""
+    out, pos, start = [], 0, 0
+    for letter in LETTERS:
+        m = re.compile(r"(?:^|;)\s*" + letter + r"\.\s*").search(text, pos)
+        if not m:
+            break
+        if out:
+            out[-1] = text[start : m.start()].strip()
+        out.append("")
+        start = pos = m.end()
+    out[-1] = text[start:].strip()
+    return out
+
+
+def _expected_for_text(text: str, options: list[str], gold_indices: set[int]) -> bool:
+    """What grading an option's own text against the gold must give.
+
+    Normally: right for the gold's text, wrong for the others. Two documented exceptions:
+    a duplicated text names several options, so it is right only if all of them are the
+    gold; and a text that is itself a capital letter naming an option (We-Math's
+    "A. B; B. C; C. D; D. E") is read as that letter, since letters are how models answer.
+    """
+    stripped = text.strip()
+    if len(stripped) == 1 and stripped in LETTERS[: len(options)]:
+        return LETTERS.index(stripped) in gold_indices
+    return {j for j, o in enumerate(options) if o == text} <= gold_indices
+
+
+def _check_all(items) -> tuple[int, list[str]]:
+    checked, failures = 0, []
+    for source, ident, options, gold, gold_indices in items:
+        for i, text in enumerate(options):
+            want_letter = i in gold_indices
+            if is_equivalent(LETTERS[i], gold, options) != want_letter:
+                failures.append(f"{source} {ident}: letter {LETTERS[i]} vs gold {gold!r} in {options}")
+            want_text = _expected_for_text(text, options, gold_indices)
+            if is_equivalent(text, gold, options) != want_text:
+                failures.append(f"{source} {ident}: text {text!r} vs gold {gold!r} in {options}")
+            checked += 2
+    return checked, failures
+
+
+def test_mathvista_multiple_choice_golds(benchmark_file):
+    records = json.loads(benchmark_file("mathvista_testmini.json").read_text())
+    items = []
+    for rec in records.values():
+        if rec["question_type"] == "multi_choice":
+            options, gold = rec["choices"], rec["answer"]
+            items.append(("mathvista", rec["pid"], options, gold, {i for i, o in enumerate(options) if o == gold}))
+    assert len(items) == 540
+    checked, failures = _check_all(items)
+    assert not failures, "\n".join(failures[:20])
+    assert checked > 3000
+
+
+def test_mathvision_multiple_choice_golds(benchmark_file):
+    items = []
+    for line in benchmark_file("mathvision_testmini.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["options"]:
+            items.append(("mathvision", rec["id"], rec["options"], rec["answer"], {LETTERS.index(rec["answer"])}))
+    assert len(items) > 50
+    checked, failures = _check_all(items)
+    assert not failures, "\n".join(failures[:20])
+
+
+def test_wemath_multiple_choice_golds(benchmark_file):
+    items, letter_texts = [], 0
+    for rec in json.loads(benchmark_file("wemath_testmini.json").read_text()):
+        options = _wemath_options(rec["option"])
+        items.append(("wemath", f"{rec['ID']}/{rec['key']}", options, rec["answer"], {LETTERS.index(rec["answer"])}))
+        letter_texts += sum(o.strip() in LETTERS[: len(options)] for o in options)
+    assert len(items) == 1740
+    assert letter_texts > 0  # the exception in _expected_for_text is exercised
+    checked, failures = _check_all(items)
+    assert not failures, "\n".join(failures[:20])
+
+
+def test_unique_option_texts_canonicalise_to_their_letter(benchmark_file):
+    records = json.loads(benchmark_file("mathvista_testmini.json").read_text())
+    for rec in records.values():
+        options = rec["choices"]
+        if rec["question_type"] != "multi_choice":
+            continue
+        for i, text in enumerate(options):
+            if options.count(text) == 1 and not re.fullmatch(r"\(?[a-h]\)?", text.strip()):
+                assert canonical(text, options) == LETTERS[i], (rec["pid"], text, options)
+
+
+# ----------------------------------------------------------------------------- legacy and registry
+
+
+def test_legacy_grader_reproduces_the_plain_grader():
+    legacy = get_grader("legacy")
+    assert isinstance(legacy, LegacyGrader) and not legacy.merges_classes
+    assert not legacy.is_equivalent("C. Pythagorean theorem", "C")
+    assert legacy.is_equivalent("C", "C")
+    assert legacy.is_equivalent("\\frac{1}{2}", "0.5")
+    assert not legacy.is_equivalent("145°", "C", options=DEGREES)  # no option mapping
+    assert legacy.canonical("(C)") == "(C)" and legacy.canonical("C") == "C"
+    assert legacy.canonical(None) is None and not legacy.is_equivalent(None, "C")
+
+
+def test_registry_selects_graders_by_config_name():
+    assert set(GRADERS) == {"corrected", "legacy"}
+    assert isinstance(get_grader(), CorrectedGrader)
+    assert get_grader("corrected", rel_tol=1e-2).rel_tol == 1e-2
+    with pytest.raises(ValueError, match="corrected.*legacy|legacy.*corrected"):
+        get_grader("plain")
+    with pytest.raises(ValueError, match="rel_tol"):
+        CorrectedGrader(rel_tol=-1)
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def _quick(fn, *args, limit=DEFAULT_TIMEOUT_S + 1.0):
+    started = time.perf_counter()
+    result = fn(*args)
+    assert time.perf_counter() - started < limit
+    return result
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None, "", "   ", "$$", "\\boxed{", "\\boxed{" * 1000, "{" * 10_000 + "1" + "}" * 10_000,
+        "x" * 1_000_000, "\\frac{" * 500, "(" * 400 + "1", "^" * 300, "\x00\x01", "٣", 5, 0.5,
+    ],
+)
+def test_bad_answers_never_crash_or_hang(bad):
+    for options in (None, DEGREES):
+        _quick(canonical, bad, options)
+        assert not _quick(is_equivalent, bad, "C", options) or bad in (5, 0.5)
+        _quick(is_equivalent, "C", bad, options)
+        _quick(get_grader("legacy").is_equivalent, bad, "1")
+
+
+def test_oversized_answers_have_no_key():
+    assert canonical("1" * 1_000_001) is None
+    assert not is_equivalent("7" * 2000, "7" * 2000)
+
+
+def test_sympy_slow_latex_is_not_equivalent_within_the_limit():
+    slow = "\\frac{1}{x}^{10^{10}}"
+    for other in ["1", slow + "+1", "\\frac{1}{x^{10^{10}}}"]:
+        assert not _quick(is_equivalent, slow, other)
+    assert not _quick(is_equivalent, "2^{2^{2^{2^{2}}}}", "3")
+    assert not _quick(is_equivalent, "1000!", "5")
+
+
+def test_time_limit_aborts_and_restores_an_outer_timer():
+    fired = []
+
+    def outer(*_):
+        fired.append(True)
+
+    previous = signal.signal(signal.SIGALRM, outer)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 5.0)
+        started = time.perf_counter()
+        assert grading._run_with_time_limit(lambda: time.sleep(3) or True, 0.2) is False
+        assert time.perf_counter() - started < 1.0
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 3.0 < remaining <= 5.0  # the outer timer is re-armed with its remaining time
+        assert signal.getsignal(signal.SIGALRM) is outer and not fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_symbolic_tier_works_outside_the_main_thread():
+    """math-verify's own signal timeouts would raise in a thread; ours must not."""
+    results = {}
+
+    def work():
+        grading.clear_caches()
+        results["sym"] = is_equivalent("a^2+b^2", "b^2+a^2+0*c")
+        results["slow"] = is_equivalent("\\frac{1}{x}^{10^{10}}", "1")
+        results["eq"] = is_equivalent("\\frac{x^2}{4}+y^2=1", "y^2+\\frac{x^2}{4}=1")
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert results == {"sym": True, "slow": False, "eq": True}
+
+
+# ----------------------------------------------------------------------------- properties
+
+integers = st.integers(min_value=-10**6, max_value=10**6)
+fractions = st.fractions(min_value=-1000, max_value=1000, max_denominator=500)
+
+
+def _spellings(value: Fraction) -> list[str]:
+    sign = "-" if value < 0 else ""
+    num, den = abs(value.numerator), value.denominator
+    out = [f"{sign}{num}/{den}", f"{sign}\\frac{{{num}}}{{{den}}}", f"${sign}\\dfrac{{{num}}}{{{den}}}$"]
+    if den == 1:
+        out += [f"{value.numerator}", f"{value.numerator}.0", f"x = {value.numerator}"]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(fractions, st.data())
+def test_is_equivalent_is_reflexive_and_symmetric_on_numbers(value, data):
+    spellings = _spellings(value)
+    a = data.draw(st.sampled_from(spellings))
+    b = data.draw(st.sampled_from(spellings))
+    assert is_equivalent(a, a)
+    assert is_equivalent(a, b) and is_equivalent(b, a)
+    other = value + data.draw(st.fractions(min_value=1, max_value=100, max_denominator=7))
+    c = data.draw(st.sampled_from(_spellings(other)))
+    assert is_equivalent(a, c) == is_equivalent(c, a) == False  # noqa: E712
+
+
+@settings(max_examples=60, deadline=None)
+@given(integers, integers)
+def test_symmetry_on_integer_pairs(x, y):
+    assert is_equivalent(str(x), str(y)) == is_equivalent(str(y), str(x)) == (x == y)
+
+
+_PIECES = st.sampled_from(
+    list("0123456789ABCDabcxy .,-+/()[]{}=^%$°\\")
+    + ["\\frac", "\\sqrt", "\\pi", "\\text", "cm", " degrees", "option ", "\\{", "\\}", "３",
+       "\\left(", "\\right)", "\\circ", ":", "**", "\\boxed{"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=12).map("".join))
+def test_canonical_is_idempotent(text):
+    key = canonical(text)
+    if key is not None:
+        assert canonical(key) == key
+        assert is_equivalent(text, key)  # an answer is the same as its own key
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_PIECES, max_size=8).map("".join))
+def test_canonical_with_options_is_idempotent(text):
+    key = canonical(text, DEGREES)
+    assert key is None or (key in LETTERS and canonical(key, DEGREES) == key)
+
+
+# ----------------------------------------------------------------------------- house rules
+
+SOURCES = Path(__file__).resolve().parents[1] / "vlcohort"
+
+
+@pytest.mark.parametrize(
+    "module, allowed",
+    [("answers", set()), ("grading", set()), ("voting", {"vlcohort.grading"})],
+)
+def test_imports_point_down_and_never_to_models(module, allowed):
+    tree = ast.parse((SOURCES / f"{module}.py").read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module or "")
+    assert not {m for m in imported if m.split(".")[0] in {"torch", "transformers", "vllm", "processors"}}
+    assert {m for m in imported if m.startswith("vlcohort")} <= allowed

@@ -1,0 +1,1310 @@
+"""One grader: are two answers the same?
+
+Voting, rewards and evaluation all ask this module, so a vote, a reward and a benchmark
+score can never disagree about what counts as "the same answer". It works on answer
+*spans* (see :mod:`vlcohort.answers`) and knows nothing of models.
+
+Why a corrected grader
+----------------------
+A plain math grader scores "C. Pythagorean theorem" against a gold "C" as wrong, and a
+vote that hashes normalised strings splits "C" and "C. text" into two votes. On
+multiple-choice data that turns a mostly-right model into a near-zero reward. Here every
+way of naming an option ("C", "(C)", "C: 45°", "option C", "\\textbf{(C)}", a lone "c",
+or the option's own text "45°") maps to one key, the letter.
+
+The rules, in the order they are tried
+--------------------------------------
+With ``options`` (option texts in letter order, or letters only):
+
+1. A *letter form* names its option: ``C``, ``(C)``, ``C)``, ``C.``, ``C: 45°``,
+   ``option C``, ``choice (C)``, ``**C**``, ``\\text{C}``, a lone lowercase ``c``.
+   Text after a delimiter must not name a *different* option ("C. 50°" when 50° is B is
+   contradictory, so it names nothing). A letter followed only by a space is a letter
+   only when the rest is that option's text: "D is the midpoint of AC" is not D.
+2. Otherwise the answer's *content* is matched against the option texts: exact text,
+   then normalised math form ("45", "$45^\\circ$" and "45°" are one form), then numeric
+   value, then symbolic equivalence. It must pick out exactly one option; with duplicate
+   option texts content is ambiguous and only letters match.
+
+Without options, free-form answers are compared in tiers, cheapest first:
+
+1. *Key*: a normalised form (full-width digits, ``$``, ``\\left``/``\\right``,
+   ``\\dfrac``, ``\\text{}``, degrees, thousands separators, trailing units, ``x = 3`` ->
+   ``3``, ``0.50``/``.5``/``1/2`` -> ``0.5``); equal keys are equivalent. An uppercase
+   letter form ("C. Pythagorean theorem") keys as its letter, so a letter gold works
+   without the option texts.
+2. *Numeric*: both sides evaluate to numbers (``2\\sqrt{3}``, ``\\frac{9\\pi}{4}``):
+   equal within a relative tolerance (default ``1e-4``; set it per benchmark). Lists,
+   tuples, sets and intervals compare element by element; plain words only as text.
+3. *Probing*: expressions with variables are evaluated at three fixed pseudo-random
+   points; different values prove them different, equal values make them equal
+   (``x^2+1`` vs ``1+x^2``) with overwhelming probability.
+4. *Symbolic*: only what the cheap tiers cannot read or decide (``\\int``, matrices,
+   equations equal up to a factor) goes to math-verify, with a time limit; every result
+   is cached (``functools.lru_cache`` on the normalised pair).
+
+Time limit and threads
+----------------------
+math-verify's own timeouts use ``signal.alarm``, which works only in the main thread
+(elsewhere it raises). We call it with its timeouts off and impose our own limit: in the
+main thread a ``setitimer`` alarm (sub-second, restored afterwards) aborts the call; in
+any other thread no signal can be used, so the limit there rests on an input screen that
+refuses what is known to make sympy slow (long inputs, deep nesting, power towers, huge
+exponents or factorials). A refused or timed-out comparison counts as not equivalent.
+
+>>> canonical("C. 45°", options=["30°", "40°", "45°", "50°"])
+'C'
+>>> canonical("$45^\\\\circ$", options=["30°", "40°", "45°", "50°"])
+'C'
+>>> is_equivalent("C. Pythagorean theorem", "C")
+True
+>>> is_equivalent("0.50", "\\\\frac{1}{2}")
+True
+>>> is_equivalent("D is the midpoint of AC", "D", options=["1", "2", "3", "4"])
+False
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import re
+import signal
+import threading
+import time
+import zlib
+from decimal import Decimal
+from fractions import Fraction
+from typing import Callable, Protocol, Sequence
+
+__all__ = [
+    "DEFAULT_REL_TOL",
+    "DEFAULT_TIMEOUT_S",
+    "GRADERS",
+    "LETTERS",
+    "MAX_ANSWER_CHARS",
+    "CorrectedGrader",
+    "Grader",
+    "LegacyGrader",
+    "canonical",
+    "clear_caches",
+    "get_grader",
+    "is_equivalent",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Letters that can name an option, in order.
+LETTERS = "ABCDEFGH"
+#: Relative tolerance for numeric equality unless a benchmark sets its own.
+DEFAULT_REL_TOL = 1e-4
+#: Wall-clock limit for one symbolic comparison (main thread only, see module docstring).
+DEFAULT_TIMEOUT_S = 1.0
+#: A longer "answer" is a dump, not an answer: it has no key and matches nothing.
+MAX_ANSWER_CHARS = 1000
+#: Inputs longer than this never reach sympy.
+SYMBOLIC_MAX_CHARS = 200
+_SYMBOLIC_MAX_DEPTH = 12
+
+OptionsArg = Sequence[str] | None
+
+# --------------------------------------------------------------------------------------
+# Light normalisation: notation that never changes meaning.
+# --------------------------------------------------------------------------------------
+
+_CHAR_MAP = {i: 0x21 + (i - 0xFF01) for i in range(0xFF01, 0xFF5F)}  # full-width ASCII
+_CHAR_MAP.update(
+    {
+        0x3000: " ",  # ideographic space
+        0x00A0: " ",
+        0x3002: ".",
+        0x2212: "-",  # minus sign
+        0x00D7: r" \times ",
+        0x00F7: r" \div ",
+        0x00B7: r" \cdot ",
+        0x22C5: r" \cdot ",
+        0x03C0: r" \pi ",
+        0x221A: r"\sqrt",
+        0x2248: r" \approx ",
+        0x2264: r" \le ",
+        0x2265: r" \ge ",
+        0x221E: r" \infty ",
+        0x2220: r" \angle ",
+        0x00B2: "^2",
+        0x00B3: "^3",
+        0x00BA: "°",  # ordinal indicator, often typed for a degree sign
+        0x63B3: "°",  # "掳": a degree sign mis-decoded as GBK, found in MathVerse golds
+    }
+)
+_CHAR_MAP = {k: (chr(v) if isinstance(v, int) else v) for k, v in _CHAR_MAP.items()}
+
+_WRAPPER = re.compile(
+    r"\\(?:boxed|fbox|text|textbf|textit|textrm|textsf|texttt|textnormal|mathrm|mathbf"
+    r"|mathit|mathsf|mathbb|mbox|operatorname|emph|bm|boldsymbol)\s*\{"
+)
+_MATH_DELIMS = re.compile(r"\\[()\[\]]|\\\$|\$|\*\*|`")
+_LEFT_RIGHT = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big|displaystyle)(?![A-Za-z])")
+_SPACING = re.compile(r"\\[,;:! ]|~|\\q?quad(?![A-Za-z])")
+_FRAC_ALIASES = re.compile(r"\\[dt]frac(?![A-Za-z])")
+_FRAC_DIGITS = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_SQRT_DIGIT = re.compile(r"\\sqrt\s*(\d)")
+_WS = re.compile(r"\s+")
+_SIMPLE = re.compile(r"^[A-Za-z0-9 .+\-]*$")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _light(text: str) -> str:
+    """Remove notation that never changes meaning: delimiters, wrappers, spacing.
+
+    >>> _light("  $\\\\boxed{\\\\text{(C)}}$ ")
+    '(C)'
+    >>> _light("\\\\left( \\\\dfrac12 \\\\right)")
+    '( \\\\frac{1}{2} )'
+    >>> _light("４５°")
+    '45°'
+    """
+    if _SIMPLE.match(text):  # "C", "42", "-3.5", "yes": nothing to normalise but spacing
+        s = _WS.sub(" ", text).strip()
+        while s and s[-1] == "." and not s.endswith(".."):
+            s = s[:-1].rstrip()
+        return s
+    s = text.translate(_CHAR_MAP)
+    s = _MATH_DELIMS.sub(" ", s)
+    s = _unwrap(s)
+    s = _LEFT_RIGHT.sub("", s)
+    s = _SPACING.sub(" ", s)
+    s = _FRAC_ALIASES.sub(r"\\frac", s)
+    s = _FRAC_DIGITS.sub(r"\\frac{\1}{\2}", s)
+    s = _SQRT_DIGIT.sub(r"\\sqrt{\1}", s)
+    s = s.replace("{,}", ",")
+    s = _WS.sub(" ", s).strip()
+    while s and s[-1] in ".,;" and not s.endswith(".."):
+        s = s[:-1].rstrip()
+    return s
+
+
+def _unwrap(s: str) -> str:
+    """Replace ``\\text{X}``-like wrappers by ``X`` (innermost first; unclosed: drop the name)."""
+    for _ in range(64):  # a bound, not a loop condition: inputs are <= MAX_ANSWER_CHARS
+        last = None
+        for last in _WRAPPER.finditer(s):
+            pass
+        if last is None:
+            return s
+        close = _closing_brace(s, last.end())
+        if close is None:
+            s = s[: last.start()] + s[last.end() :]
+        else:
+            s = s[: last.start()] + " " + s[last.end() : close] + " " + s[close + 1 :]
+    return s
+
+
+def _closing_brace(s: str, after_open: int) -> int | None:
+    depth = 1
+    for i in range(after_open, len(s)):
+        c = s[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Letter forms: "C", "(C)", "C. 45°", "option C", ...
+# --------------------------------------------------------------------------------------
+
+_ANSWER_PREFIX = re.compile(
+    r"^(?:the\s+)?(?:final\s+|correct\s+)?answer(?:\s+is)?\s*[:\-]?\s*", re.IGNORECASE
+)
+_OPTION_PREFIX = re.compile(
+    r"^(?:the\s+)?(?:correct\s+)?(?:option|choice)(?:\s+is)?\s*[:\-]?\s*", re.IGNORECASE
+)
+_LETTER_PAREN = re.compile(r"^[(\[]\s*([A-Ha-h])\s*[)\]]\s*[.:]?\s*(.*)$", re.S)
+_LETTER_DELIM = re.compile(r"^([A-H])\s*[.:)\]]\s*(.*)$", re.S)
+_LETTER_LOWER_DELIM = re.compile(r"^([a-h])\s*[.:)\]]\s*(.*)$", re.S)
+_LETTER_BARE = re.compile(r"^([A-H])$")
+_LETTER_LOWER_BARE = re.compile(r"^([a-h])$")
+_LETTER_SPACE = re.compile(r"^([A-H])\s+(.+)$", re.S)
+
+
+def _strip_answer_prefix(s: str) -> str:
+    """'The answer is C' -> 'C': extraction usually removes this, but not always."""
+    stripped = _ANSWER_PREFIX.sub("", s, count=1)
+    return stripped if stripped else s
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _letter_form(s: str, allow_lower: bool) -> tuple[str, str, bool] | None:
+    """Parse ``s`` as a letter form: ``(LETTER, rest, strong)`` or None.
+
+    ``strong`` forms carry a delimiter ("C.", "(C)", "C:") or stand alone, so they name
+    the letter whatever follows. The weak form "C 45°" (letter, space, text) names the
+    letter only if the text agrees: "D is the midpoint" must not become D. Lowercase
+    letters count only alone or with a delimiter, and only when options are known.
+
+    >>> _letter_form("choice (c)", True)
+    ('C', '', True)
+    >>> _letter_form("C. Pythagorean theorem", False)
+    ('C', 'Pythagorean theorem', True)
+    >>> _letter_form("D is the midpoint of AC", False)
+    ('D', 'is the midpoint of AC', False)
+    >>> _letter_form("C, since B is too large", False) is None
+    True
+    """
+    s = _OPTION_PREFIX.sub("", s, count=1) or s
+    m = _LETTER_PAREN.match(s)
+    if m and (allow_lower or m.group(1).isupper()):
+        return m.group(1).upper(), m.group(2).strip(), True
+    m = _LETTER_DELIM.match(s) or _LETTER_BARE.match(s)
+    if m:
+        return m.group(1), (m.group(2).strip() if m.re.groups > 1 else ""), True
+    if allow_lower:
+        m = _LETTER_LOWER_BARE.match(s) or _LETTER_LOWER_DELIM.match(s)
+        if m:
+            return m.group(1).upper(), (m.group(2).strip() if m.re.groups > 1 else ""), True
+    m = _LETTER_SPACE.match(s)
+    if m:
+        return m.group(1), m.group(2).strip(), False
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Math key: the normalised free-form form that votes are clustered by.
+# --------------------------------------------------------------------------------------
+
+_DEGREE = re.compile(
+    r"\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree|(?<![A-Za-z])degrees?\b)"
+    r"(?:\s*T$)?"
+)
+_PERCENT = re.compile(r"\s*(?:\\%|%|(?<![A-Za-z])per\s*cent\b)")
+_UNIT_NAMES = frozenset(
+    """mm cm dm m km in inch inches ft feet foot yd yard yards mi mile miles nm
+    mg g kg gram grams kilogram kilograms lb lbs pound pounds oz ounce ounces t ton tons
+    tonne tonnes ms s sec secs second seconds min mins minute minutes h hr hrs hour hours
+    day days week weeks month months year years yr yrs l ml liter liters litre litres
+    milliliter milliliters millilitre millilitres meter meters metre metres centimeter
+    centimeters centimetre centimetres millimeter millimeters millimetre millimetres
+    kilometer kilometers kilometre kilometres unit units dollar dollars cent cents euro
+    euros yuan mph kph kmh knot knots kpa pa n j w kw v hz people person persons student
+    students times piece pieces item items""".split()
+) - {"t", "n", "j", "w", "v"}  # more often variables (2t, 3n) than tonnes or newtons
+# These single-letter units need a space ("2 h", "3\\,\\mathrm{l}"): "2h" is as often
+# 2 times h. "4.4m", "5g" and "3s" are read as metres, grams and seconds.
+_SPACED_ONLY_UNITS = frozenset("h l".split())
+# A trailing unit: optional "square"/"cubic", a word, optional "/word", optional power.
+_UNIT_TAIL = re.compile(
+    r"(?:(?:square|sq\.?|cubic|cu\.?)\s+)?(?P<word>[A-Za-z]+)(?:\s*/\s*(?P<per>[A-Za-z]+))?"
+    r"(?:\s*\^\s*\{?\s*[23]\s*\}?)?\s*$",
+    re.IGNORECASE,
+)
+_NUMBER_START = re.compile(r"^[-+\d.\\({]")
+_CJK_UNIT = re.compile(r"^(?P<lead>.*?)\s*[\u3400-\u9fff]+\s*$")
+_EQUATION = re.compile(r"^(?P<l>[^=<>!]*?)\s*(?:=|\\approx|\\simeq|\\equiv)\s*(?P<r>[^=<>!]+)$")
+_IDENT = re.compile(
+    r"^(?:[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?'?|\\[A-Za-z]+(?:_\{?[A-Za-z0-9]+\}?)?"
+    r"|(?:m\s*)?\\angle\s*[A-Za-z]{1,3}|[A-Za-z][A-Za-z .]{1,40}"
+    r"|[A-Za-z]\s*\(\s*[A-Za-z]\s*\)|\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])+\s*\)|)$"
+)
+_TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
+_PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
+_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_PLAIN_TEXT = re.compile(r"^[^\W\d_]+(?:[ '\-][^\W\d_]+)*$")
+_SPACE_NOT_BETWEEN_LETTERS = re.compile(r"(?<![A-Za-z])\s+|\s+(?![A-Za-z])")
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _math_key(s: str) -> str:
+    """Normalised free-form key of a light-normalised answer.
+
+    :func:`_freeform_key` iterates it to a fixed point, so a vote label can be graded,
+    re-canonicalised and voted on again unchanged.
+
+    >>> [_math_key(_light(x)) for x in ["0.50", ".5", "1/2", "\\\\frac{1}{2}"]]
+    ['0.5', '0.5', '0.5', '0.5']
+    >>> [_math_key(_light(x)) for x in ["1,000", "x = 3", "5 cm", "$45^\\\\circ$", "Yes."]]
+    ['1000', '3', '5', '45', 'yes']
+    """
+    if _PLAIN_NUMBER.match(s):
+        return _format_rational(Fraction(s))
+    if _PLAIN_TEXT.match(s):
+        return s.lower() if len(s) > 1 else s
+    if not _TRIG.search(s):  # "\sin 30^\circ" keeps its degrees
+        s = _DEGREE.sub("", s)
+    s = _PERCENT.sub("%", s)
+    s = _drop_outer_parens(s.strip())
+    atom = _key_atom(s)
+    if _parse_rational(atom[:-1] if atom.endswith("%") else atom) is not None:
+        return atom  # a number, perhaps with thousands separators: "1,000 cm" -> "1000"
+    seq = _split_sequence(s)
+    if seq is not None:
+        opener, items, closer = seq
+        return opener + ",".join(_key_atom(item) for item in items) + closer
+    return _key_atom(s)
+
+
+def _drop_outer_parens(s: str) -> str:
+    """'((1,3))' -> '(1,3)', '(3)' -> '3': brackets around one item change nothing."""
+    for _ in range(8):
+        if not (s.startswith("(") and s.endswith(")") and _encloses(s)):
+            return s
+        inner = s[1:-1].strip()
+        if _split_sequence(inner) is not None and not _encloses(inner):
+            return s  # '(1, 2)' is a tuple, not a bracketed list
+        s = inner
+    return s
+
+
+def _key_atom(s: str) -> str:
+    s = s.strip()
+    s = _strip_lhs(s)
+    s = _strip_unit(s)
+    s = _SPACE_NOT_BETWEEN_LETTERS.sub("", s)
+    s = _WS.sub(" ", s)
+    if _THOUSANDS.match(s):
+        s = s.replace(",", "")
+    percent = s.endswith("%")
+    number = _parse_rational(s[:-1] if percent else s)
+    if number is not None:
+        return _format_rational(number) + ("%" if percent else "")
+    if _PLAIN_TEXT.match(s) and len(s) > 1:
+        return s.lower()
+    return s
+
+
+def _strip_lhs(s: str) -> str:
+    """'x = 3' -> '3', 'Area = 9 cm^2' -> '9 cm^2', '5 = s' -> '5'; equations stay."""
+    m = _EQUATION.match(s)
+    if not m:
+        return s
+    lhs, rhs = m.group("l").strip(), m.group("r").strip()
+    if _IDENT.match(lhs):
+        return rhs
+    if _IDENT.match(rhs) and _is_number(lhs):
+        return lhs
+    return s
+
+
+def _strip_unit(s: str) -> str:
+    """'5 cm^2' -> '5', '20海里' -> '20'; only after a number ('5x' keeps its x)."""
+    if not _NUMBER_START.match(s):
+        return s
+    tail = s[-40:]  # units are short: bounding the search keeps it cheap on long strings
+    m = _UNIT_TAIL.search(tail)
+    if m and _is_unit(m.group("word")) and (m.group("per") is None or _is_unit(m.group("per"))):
+        raw_lead = s[: len(s) - len(tail) + m.start()]
+        spaced = raw_lead[-1:].isspace() or m.group("per") is not None or m.group(0) != m.group("word")
+        if m.group("word").lower() in _SPACED_ONLY_UNITS and not spaced:
+            return s
+        lead = raw_lead.strip()
+        if lead and _is_number(lead):
+            return lead
+    m = _CJK_UNIT.match(s)
+    if m:
+        lead = m.group("lead").strip()
+        if lead and _is_number(lead):
+            return lead
+    return s
+
+
+def _is_unit(word: str) -> bool:
+    return word.lower() in _UNIT_NAMES
+
+
+def _is_number(text: str) -> bool:
+    """Whether ``text`` evaluates to a number ('1,000', '9 \\pi', '2\\sqrt{3}')."""
+    t = _SPACE_NOT_BETWEEN_LETTERS.sub("", text)
+    if _THOUSANDS.match(t):
+        t = t.replace(",", "")
+    return _numeric_values(t) is not None
+
+
+_RATIONAL_PATTERNS = (
+    re.compile(r"^(?P<sign>[+-]?)(?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,3})?)$"),
+    re.compile(r"^(?P<sign>[+-]?)(?P<num>\d+)/(?P<den>\d+)$"),
+    re.compile(r"^(?P<sign>[+-]?)\\frac\{(?P<num>[+-]?\d+)\}\{(?P<den>[+-]?\d+)\}$"),
+    re.compile(r"^(?P<sign>[+-]?)(?P<whole>\d+)\\frac\{(?P<num>\d+)\}\{(?P<den>\d+)\}$"),
+)
+
+
+def _parse_rational(s: str) -> Fraction | None:
+    """Exact value of a plain rational literal ('-0.50', '3/4', '\\frac{3}{4}', '1\\frac12')."""
+    if len(s) > 60:
+        return None
+    for pattern in _RATIONAL_PATTERNS:
+        m = pattern.match(s)
+        if not m:
+            continue
+        parts = m.groupdict()
+        try:
+            value = Fraction(parts["num"])
+            if parts.get("den") is not None:
+                value /= Fraction(parts["den"])
+            if parts.get("whole") is not None:  # mixed number, as MATH and math-verify read it
+                value += int(parts["whole"])
+        except (ZeroDivisionError, ValueError):
+            return None
+        return -value if parts["sign"] == "-" else value
+    return None
+
+
+def _format_rational(value: Fraction) -> str:
+    """Shortest exact spelling: '3', '0.5', '-1/3' (a decimal only when it terminates)."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    d = value.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    if d == 1 and value.denominator <= 10**12:
+        text = format(Decimal(value.numerator) / Decimal(value.denominator), "f")
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{value.numerator}/{value.denominator}"
+
+
+_OPEN = {"(": ")", "[": "]", "{": "}", "⦃": "⦄"}
+_CLOSE = {v: k for k, v in _OPEN.items()}
+
+
+def _split_sequence(s: str) -> tuple[str, list[str], str] | None:
+    """Split a tuple, interval, set or bare list into (opener, items, closer), else None.
+
+    ``\\{1, 2\\}`` and bare lists ``1, 2`` are sets (order-free, as math-verify reads
+    them); ``(1, 2)`` and ``[1, 2)`` keep order and bracket types.
+    """
+    t = s.replace(r"\{", "⦃").replace(r"\}", "⦄").strip()
+    if "," not in t:
+        return None
+    enclosed = _encloses(t)
+    inner = t[1:-1] if enclosed else t
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(inner):
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+            if depth < 0:
+                return None
+        elif c == "," and depth == 0:
+            items.append(inner[start:i])
+            start = i + 1
+    items.append(inner[start:])
+    if depth != 0 or len(items) < 2 or any(not item.strip() for item in items):
+        return None
+    opener, closer = (t[0], t[-1]) if enclosed else ("", "")
+    restore = lambda x: x.replace("⦃", r"\{").replace("⦄", r"\}")  # noqa: E731
+    return restore(opener), [restore(x).strip() for x in items], restore(closer)
+
+
+def _encloses(t: str) -> bool:
+    """True when t[0] is a bracket whose partner (of any kind, for intervals) is t[-1]."""
+    if len(t) < 2 or t[0] not in _OPEN or t[-1] not in _CLOSE:
+        return False
+    depth = 0
+    for i, c in enumerate(t):
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+            if depth == 0 and i != len(t) - 1:
+                return False
+    return depth == 0
+
+
+# --------------------------------------------------------------------------------------
+# Numeric evaluation of simple LaTeX: numbers, + - * / ^, \frac, \sqrt, \pi, e, common
+# functions, brackets; and, for identity testing, single-letter variables.
+# --------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"\d+\.?\d*|\.\d+|\\[A-Za-z]+|\S")
+_MAX_EXPONENT = 400.0
+_FUNCTIONS: dict[str, Callable[[float], float]] = {
+    r"\sin": math.sin, r"\cos": math.cos, r"\tan": math.tan,
+    r"\cot": lambda x: 1.0 / math.tan(x), r"\sec": lambda x: 1.0 / math.cos(x),
+    r"\csc": lambda x: 1.0 / math.sin(x), r"\arcsin": math.asin, r"\arccos": math.acos,
+    r"\arctan": math.atan, r"\ln": math.log, r"\exp": math.exp, r"\log": math.log10,
+}
+_CONSTANTS = {r"\pi": math.pi, "e": math.e}
+_RELATIONS = {"=": "=", r"\neq": "!=", r"\ne": "!=", "<": "<", r"\lt": "<", ">": ">", r"\gt": ">",
+              r"\le": "<=", r"\leq": "<=", r"\leqslant": "<=", r"\ge": ">=", r"\geq": ">=", r"\geqslant": ">="}
+#: Points at which expressions with variables are compared (randomised identity testing).
+_PROBES = 3
+
+
+class _NotNumeric(Exception):
+    """Raised inside the evaluator for anything it does not handle (\\int, |x|, i, ...)."""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _numeric_values(key: str) -> tuple[float, ...] | None:
+    """The value(s) a key may denote, or None when it is not a plain number.
+
+    A percentage has two readings, as in math-verify: "50%" may mean 50 or 0.5.
+
+    >>> _numeric_values("2\\\\sqrt{3}")
+    (3.4641016151377544,)
+    >>> _numeric_values("50%")
+    (50.0, 0.5)
+    >>> _numeric_values("x+1") is None
+    True
+    """
+    percent = key.endswith("%")
+    text = key[:-1] if percent else key
+    if not text or len(text) > SYMBOLIC_MAX_CHARS:
+        return None
+    exact = _parse_rational(text)
+    if exact is not None:
+        try:
+            value = float(exact)
+        except OverflowError:
+            return None
+    else:
+        value = _evaluate(_TOKEN.findall(text), None)
+        if value is None:
+            return None
+    if not math.isfinite(value):
+        return None
+    return (value, value / 100.0) if percent else (value,)
+
+
+def _evaluate(tokens: list[str], probe: int | None) -> float | None:
+    try:
+        value = _Evaluator(tokens, probe).run()
+    except (_NotNumeric, ArithmeticError, ValueError, RecursionError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _probe_value(name: str, probe: int) -> float:
+    """A fixed pseudo-random value in [0.5, 2) for variable ``name`` at probe ``probe``.
+
+    Positive and away from 0 and 1, so roots, logs and divisions stay defined; derived
+    from crc32, so the same on every process and rank.
+    """
+    return 0.5 + 1.5 * (zlib.crc32(f"{name}:{probe}".encode()) % 100_003) / 100_003
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _probe(key: str) -> tuple[str, tuple[float, ...]] | None:
+    """Values of a key with variables at the probe points, as (relation, values).
+
+    A relation ``L op R`` probes ``L - R`` (relation "=", "<=", ...); a plain expression
+    has relation "". None when the evaluator cannot read the key.
+
+    >>> _probe("x^2+1") == _probe("1+x^2")
+    True
+    """
+    if len(key) > SYMBOLIC_MAX_CHARS or "," in key:
+        return None
+    tokens = _TOKEN.findall(key)
+    found = [i for i, t in enumerate(tokens) if t in _RELATIONS]
+    if len(found) > 1:
+        return None
+    relation = ""
+    if found:
+        i = found[0]
+        relation = _RELATIONS[tokens[i]]
+        if i + 1 < len(tokens) and tokens[i + 1] == "=" and relation in ("<", ">"):
+            return None  # "<=" typed as two characters; rare, leave it to sympy
+        tokens = ["("] + tokens[:i] + [")", "-", "("] + tokens[i + 1 :] + [")"]
+    values = []
+    for probe in range(_PROBES):
+        value = _evaluate(tokens, probe)
+        if value is None:
+            return None
+        values.append(value)
+    return relation, tuple(values)
+
+
+def _probe_decide(a: str, b: str, rel_tol: float) -> bool | None:
+    """Compare two keys with variables by value at fixed random points.
+
+    Different values prove the expressions differ. Equal values at every point mean
+    equal with overwhelming probability (Schwartz-Zippel), so plain expressions are then
+    equivalent; relations that agree up to a factor ("x=2" vs "2x=4") are left to sympy.
+    """
+    pa, pb = _probe(a), _probe(b)
+    if pa is None or pb is None:
+        return None
+    (ra, va), (rb, vb) = pa, pb
+    if bool(ra) != bool(rb):
+        return False
+    if not ra:
+        return all(math.isclose(x, y, rel_tol=rel_tol, abs_tol=1e-9) for x, y in zip(va, vb))
+    flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
+    if rb not in (ra, flipped[ra]):
+        return False
+    zero_a = [abs(x) < 1e-9 for x in va]
+    zero_b = [abs(y) < 1e-9 for y in vb]
+    if zero_a != zero_b:
+        return False
+    ratios = [x / y for x, y, z in zip(va, vb, zero_a) if not z]
+    if ratios and not all(math.isclose(r, ratios[0], rel_tol=max(rel_tol, 1e-9)) for r in ratios):
+        return False
+    return None
+
+
+class _Evaluator:
+    """Recursive-descent evaluator; depth-bounded so 10,000 nested braces cannot recurse.
+
+    With ``probe`` None any variable makes the input non-numeric; with a probe index,
+    single letters (optionally subscripted, ``x_1``) take their probe values.
+    """
+
+    _MAX_DEPTH = 40
+
+    def __init__(self, tokens: list[str], probe: int | None):
+        self.tokens = tokens
+        self.probe = probe
+        self.pos = 0
+        self.depth = 0
+        self.in_abs = False
+
+    def run(self) -> float:
+        if not self.tokens:
+            raise _NotNumeric
+        value = self.expr()
+        if self.pos != len(self.tokens):
+            raise _NotNumeric
+        return value
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self, expected: str | None = None) -> str:
+        tok = self.peek()
+        if tok is None or (expected is not None and tok != expected):
+            raise _NotNumeric
+        self.pos += 1
+        return tok
+
+    def expr(self) -> float:
+        self.depth += 1
+        if self.depth > self._MAX_DEPTH:
+            raise _NotNumeric
+        value = self.term()
+        while self.peek() in ("+", "-"):
+            if self.take() == "+":
+                value += self.term()
+            else:
+                value -= self.term()
+        self.depth -= 1
+        return value
+
+    def term(self) -> float:
+        value = self.unary()
+        while True:
+            tok = self.peek()
+            if tok in ("*", r"\cdot", r"\times"):
+                self.take()
+                value *= self.unary()
+            elif tok in ("/", r"\div"):
+                self.take()
+                value /= self.unary()
+            elif tok is not None and self._starts_atom(tok):
+                value *= self.power()  # implicit product: 2\sqrt{3}, 9\pi, 2x
+            else:
+                return value
+
+    def unary(self) -> float:
+        if self.peek() == "-":
+            self.take()
+            return -self.unary()
+        if self.peek() == "+":
+            self.take()
+            return self.unary()
+        return self.power()
+
+    def power(self) -> float:
+        base = self.atom()
+        if self.peek() == "^":
+            self.take()
+            exponent = self.group() if self.peek() == "{" else self.atom()
+            if abs(exponent) > _MAX_EXPONENT or (abs(base) > 1e6 and abs(exponent) > 50):
+                raise _NotNumeric
+            return math.pow(base, exponent)
+        return base
+
+    def _starts_atom(self, tok: str) -> bool:
+        if tok[0].isdigit() or tok[0] == "." or tok in ("(", "{", r"\frac", r"\sqrt"):
+            return True
+        if tok in _CONSTANTS or tok in _FUNCTIONS or (tok == "|" and not self.in_abs):
+            return True
+        return self.probe is not None and len(tok) == 1 and tok.isalpha()
+
+    def group(self) -> float:
+        self.take("{")
+        value = self.expr()
+        self.take("}")
+        return value
+
+    def argument(self) -> float:
+        return self.group() if self.peek() == "{" else self.atom()
+
+    def atom(self) -> float:
+        tok = self.take()
+        if tok[0].isdigit() or tok[0] == ".":
+            return float(tok)
+        if tok == "|":  # |x|, not nested: inside one, "|" closes it
+            self.in_abs = True
+            value = self.expr()
+            self.take("|")
+            self.in_abs = False
+            return abs(value)
+        if tok in ("(", "["):
+            value = self.expr()
+            self.take(")" if tok == "(" else "]")
+            return value
+        if tok == "{":
+            value = self.expr()
+            self.take("}")
+            return value
+        if tok in _CONSTANTS:
+            return _CONSTANTS[tok]
+        if tok == r"\frac":
+            return self.argument() / self.argument()
+        if tok == r"\sqrt":
+            index = 2.0
+            if self.peek() == "[":
+                self.take()
+                index = self.expr()
+                self.take("]")
+            radicand = self.argument()
+            if radicand < 0 or index == 0:
+                raise _NotNumeric
+            return radicand ** (1.0 / index)
+        if tok in _FUNCTIONS:
+            if tok == r"\log" and self.peek() == "_":
+                self.take()
+                base = self.argument()
+                return math.log(self.power()) / math.log(base)
+            if self.peek() == "^":
+                raise _NotNumeric  # \sin^2 x: rare, and easy to misread
+            return _FUNCTIONS[tok](self.group() if self.peek() == "{" else self.power())
+        if self.probe is not None and len(tok) == 1 and tok.isalpha() and tok != "i":
+            name = tok
+            if self.peek() == "_":
+                self.take()
+                sub = self.take()
+                if sub == "{":
+                    parts = []
+                    while self.peek() not in ("}", None):
+                        parts.append(self.take())
+                    self.take("}")
+                    sub = "".join(parts)
+                name += "_" + sub
+            while self.peek() == "'":
+                name += self.take()
+            return _probe_value(name, self.probe)
+        raise _NotNumeric
+
+
+# --------------------------------------------------------------------------------------
+# Free-form equivalence: fast path, then symbolic.
+# --------------------------------------------------------------------------------------
+
+
+def _close(a: tuple[float, ...], b: tuple[float, ...], rel_tol: float) -> bool:
+    return any(math.isclose(x, y, rel_tol=rel_tol, abs_tol=1e-12) for x in a for y in b)
+
+
+def _is_text(key: str) -> bool:
+    """Letters and spaces only ('obtuse', 'quarter to', 'x'): equal only as text."""
+    return bool(_PLAIN_TEXT.match(key))
+
+
+def _has_free_letters(key: str) -> bool:
+    return bool(re.search(r"[A-Za-z]", _COMMAND.sub("", key)))
+
+
+_WORD = re.compile(r"[A-Za-z]{3,}")
+
+
+def _has_words(key: str) -> bool:
+    """Prose ('Surface area of A > B', 'domain: ... and range: ...') is compared as text:
+    sympy would read it as a product of single-letter symbols."""
+    return bool(_WORD.search(_COMMAND.sub("", key)))
+
+
+def _fast_decide(a: str, b: str, rel_tol: float) -> bool | None:
+    """Decide equivalence of two keys cheaply, or None when only symbolic math can.
+
+    Numbers compare by value, sequences element by element, prose as text, and
+    expressions with variables by value at fixed random points (see :func:`_probe_decide`).
+
+    >>> _fast_decide("2\\\\sqrt{3}", "\\\\sqrt{12}", 1e-4)
+    True
+    >>> _fast_decide("1,2", "2,1", 1e-4), _fast_decide("(1,2)", "(2,1)", 1e-4)
+    (True, False)
+    >>> _fast_decide("x^2+1", "1+x^2", 1e-4), _fast_decide("2\\sqrt{49-x^2}", "\\sqrt{49-x^2}", 1e-4)
+    (True, False)
+    >>> _fast_decide("x=2", "2x=4", 1e-4) is None  # same relation up to a factor: sympy decides
+    True
+    """
+    if a == b:
+        return True
+    sa, sb = _split_sequence(a), _split_sequence(b)
+    if sa is not None or sb is not None:
+        if sa is None or sb is None:
+            return False
+        return _sequences_equal(sa, sb, rel_tol)
+    va, vb = _numeric_values(a), _numeric_values(b)
+    if va is not None and vb is not None:
+        return _close(va, vb, rel_tol)
+    if _is_text(a) or _is_text(b) or _has_words(a) or _has_words(b):
+        return False
+    if va is not None and _has_free_letters(b) or vb is not None and _has_free_letters(a):
+        return False
+    return _probe_decide(a, b, rel_tol)
+
+
+def _sequences_equal(sa, sb, rel_tol: float) -> bool | None:
+    (oa, ia, ca), (ob, ib, cb) = sa, sb
+    if len(ia) != len(ib):
+        return False
+    unordered_a, unordered_b = oa in ("", r"\{"), ob in ("", r"\{")
+    if unordered_a != unordered_b or (not unordered_a and (oa, ca) != (ob, cb)):
+        return False
+    ka = [_math_key(x) for x in ia]
+    kb = [_math_key(x) for x in ib]
+    if not unordered_a:
+        results = [_fast_decide(x, y, rel_tol) for x, y in zip(ka, kb)]
+        if False in results:
+            return False
+        return True if all(results) else None
+    remaining = list(kb)
+    undecided = False
+    for x in ka:
+        for j, y in enumerate(remaining):
+            verdict = _fast_decide(x, y, rel_tol)
+            if verdict:
+                del remaining[j]
+                break
+            undecided = undecided or verdict is None
+        else:
+            return None if undecided else False
+    return True
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _freeform_key(text: str) -> str | None:
+    """The free-form key of a light-normalised answer: a letter form's letter, else the
+    math key, iterated to a fixed point so that ``canonical`` is idempotent even when one
+    rewrite exposes another (removing "°" from "\\sqrt°3" makes "\\sqrt3")."""
+    current = text
+    for _ in range(6):
+        stripped = _strip_answer_prefix(_light(current))
+        form = _letter_form(stripped, False)
+        key = form[0] if form is not None and form[2] else (_math_key(stripped) or None)
+        if key is None or key == current:
+            return key
+        current = key
+    return current
+
+
+def _freeform_equal(a_light: str, b_light: str, rel_tol: float, timeout_s: float) -> bool:
+    ka, kb = _freeform_key(a_light), _freeform_key(b_light)
+    if not ka or not kb:
+        return False
+    verdict = _fast_decide(ka, kb, rel_tol)
+    if verdict is not None:
+        return verdict
+    first, second = sorted((ka, kb))  # symmetric by construction, and one cache entry
+    return _symbolic_equal(first, second, timeout_s)
+
+
+# --------------------------------------------------------------------------------------
+# Symbolic tier: math-verify behind an input screen and a time limit.
+# --------------------------------------------------------------------------------------
+
+_POWER_TOWER = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\{?\s*-?\d{4,}|\^\s*\{?[^{}]*\d{3,}\s*!|\d{3,}\s*!|!\s*!")
+
+
+class _SymbolicTimeout(BaseException):
+    """Raised by our alarm; BaseException so math-verify's ``except Exception`` lets it out."""
+
+
+def _symbolic_safe(key: str) -> bool:
+    """Refuse inputs known to make sympy slow; the only guard outside the main thread.
+
+    >>> _symbolic_safe("\\\\frac{1}{x}^{10^{10}}"), _symbolic_safe("x^2+1")
+    (False, True)
+    """
+    if len(key) > SYMBOLIC_MAX_CHARS or _POWER_TOWER.search(key):
+        return False
+    depth = deepest = 0
+    for c in key:
+        if c in "{([":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "})]":
+            depth -= 1
+    return deepest <= _SYMBOLIC_MAX_DEPTH
+
+
+@functools.lru_cache(maxsize=1)
+def _math_verify():
+    """Import math-verify once; None (symbolic tier off) when it is not installed."""
+    try:
+        import math_verify
+    except ImportError:  # pragma: no cover - math-verify is a dependency
+        logger.warning("math-verify is not installed: symbolic equivalence is disabled")
+        return None
+    # We turn its timeouts off and impose ours, so its one-time "Timeout is disabled"
+    # warning is noise; drop that message only, leaving the rest of its logging alone.
+    for name in ("math_verify.parser", "math_verify.grader"):
+        logging.getLogger(name).addFilter(_drop_timeout_disabled_warning)
+    return math_verify
+
+
+def _drop_timeout_disabled_warning(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Timeout is disabled")
+
+
+def _as_latex(key: str) -> str:
+    """A key as math-verify reads it best: inside ``$...$`` (bare LaTeX loses its LaTeX)."""
+    key = re.sub(r"(?<!\\)%", r"\\%", key)
+    return key if "$" in key or "\\boxed" in key else f"${key}$"
+
+
+def _run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
+    """Run ``fn`` under a SIGALRM limit in the main thread; elsewhere run it unguarded.
+
+    Any timer already armed (say by pytest-timeout) is restored with its remaining time.
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return fn()
+
+    def on_alarm(signum, frame):
+        raise _SymbolicTimeout
+
+    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    limit = min(seconds, previous_delay) if previous_delay > 0 else seconds
+    started = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        return fn()
+    except _SymbolicTimeout:
+        logger.debug("symbolic comparison timed out after %.2fs", seconds)
+        return False
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_delay > 0:
+            remaining = max(previous_delay - (time.monotonic() - started), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, remaining, previous_interval)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _symbolic_equal(a: str, b: str, timeout_s: float) -> bool:
+    """math-verify's ``verify(parse(a), parse(b))`` on two keys, screened and time-limited."""
+    mv = _math_verify()
+    if mv is None or not a or not b or not (_symbolic_safe(a) and _symbolic_safe(b)):
+        return False
+
+    def compare() -> bool:
+        gold = mv.parse(_as_latex(a), parsing_timeout=None)
+        pred = mv.parse(_as_latex(b), parsing_timeout=None)
+        return bool(gold and pred and mv.verify(gold, pred, timeout_seconds=None))
+
+    try:
+        return _run_with_time_limit(compare, timeout_s)
+    except Exception:  # math-verify swallows most errors itself; be sure
+        logger.debug("symbolic comparison failed for %r vs %r", a, b, exc_info=True)
+        return False
+
+
+# --------------------------------------------------------------------------------------
+# Options: letter <-> option text.
+# --------------------------------------------------------------------------------------
+
+
+class _OptionTable:
+    """Precomputed forms of one question's options (cached per options tuple)."""
+
+    def __init__(self, options: tuple[str, ...]):
+        if len(options) > len(LETTERS):
+            raise ValueError(
+                f"{len(options)} options given, but only {len(LETTERS)} (A-H) can be named "
+                "by a letter; split or trim the options of this question"
+            )
+        self.raw = tuple(t.strip() for t in _strip_own_letters(options))
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    # Built on first use: a bare letter answer never needs the option texts normalised.
+    @functools.cached_property
+    def folded(self) -> tuple[str, ...]:
+        return tuple(_light(t).casefold() for t in self.raw)
+
+    @functools.cached_property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(_math_key(_light(t)) for t in self.raw)
+
+    @functools.cached_property
+    def values(self) -> tuple[tuple[float, ...] | None, ...]:
+        return tuple(_numeric_values(k) for k in self.keys)
+
+
+_OWN_LETTER = re.compile(r"^\s*\(?([A-H])\s*[.:)]\s*")
+
+
+def _strip_own_letters(options: tuple[str, ...]) -> tuple[str, ...]:
+    """['A. 3', 'B. 4'] -> ['3', '4'] when every option carries its own letter in order."""
+    matches = [_OWN_LETTER.match(o) for o in options]
+    if options and all(m and m.group(1) == LETTERS[i] for i, m in enumerate(matches)):
+        return tuple(o[m.end() :] for o, m in zip(options, matches))
+    return options
+
+
+@functools.lru_cache(maxsize=4096)
+def _option_table(options: tuple[str, ...]) -> _OptionTable:
+    return _OptionTable(options)
+
+
+def _content_matches(text: str, table: _OptionTable, rel_tol: float, timeout_s: float) -> frozenset[int]:
+    """Options whose text ``text`` (light-normalised) is, tier by tier; first tier that hits wins."""
+    folded = text.casefold()
+    hits = [i for i, t in enumerate(table.folded) if t == folded]
+    if hits:
+        return frozenset(hits)
+    key = _math_key(text)
+    if not key:
+        return frozenset()
+    hits = [i for i, k in enumerate(table.keys) if k == key]
+    if hits:
+        return frozenset(hits)
+    values = _numeric_values(key)
+    if values is not None:
+        return frozenset(i for i, v in enumerate(table.values) if v is not None and _close(values, v, rel_tol))
+    if _is_text(key) or _has_words(key) or not _has_free_letters(key) and "\\" not in key:
+        return frozenset()
+    return frozenset(
+        i
+        for i, k in enumerate(table.keys)
+        if k and _fast_decide(key, k, rel_tol) is None and _symbolic_equal(*sorted((key, k)), timeout_s)
+    )
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _resolve_options(text: str, options: tuple[str, ...], rel_tol: float, timeout_s: float) -> frozenset[int]:
+    """Indices of the options a light-normalised answer names (empty: none; 2+: ambiguous)."""
+    table = _option_table(options)
+    text = _strip_answer_prefix(text)
+    form = _letter_form(text, True)
+    if form is not None:
+        letter, rest, strong = form
+        index = LETTERS.index(letter)
+        bare = text.strip("().[]: ")
+        if not rest and bare.islower() and (text in table.raw or bare in table.raw):
+            # a lowercase form that is literally an option's text ("(b)" among options
+            # "(c)", "(a)", "(b)") names that option; uppercase letters always name letters
+            return _content_matches(text, table, rel_tol, timeout_s)
+        if index < len(table):
+            if not rest:
+                return frozenset([index])
+            said = _content_matches(rest, table, rel_tol, timeout_s)
+            if strong:
+                return frozenset([index]) if (not said or index in said) else frozenset()
+            if index in said:
+                return frozenset([index])
+    return _content_matches(text, table, rel_tol, timeout_s)
+
+
+def _options_tuple(options: OptionsArg) -> tuple[str, ...] | None:
+    if not options:
+        return None
+    if isinstance(options, str):
+        raise TypeError("options must be a list of option texts, not one string")
+    if type(options) is tuple and all(type(o) is str for o in options):
+        return options  # already hashable: a vote converts once, not once per sample
+    return tuple("" if o is None else str(o) for o in options)
+
+
+def _prepare(answer: object) -> str | None:
+    """Light-normalised answer text, or None for None / empty / oversized input."""
+    if answer is None:
+        return None
+    text = answer if isinstance(answer, str) else str(answer)
+    if not text or len(text) > MAX_ANSWER_CHARS:
+        return None
+    text = _light(text)
+    return text or None
+
+
+# --------------------------------------------------------------------------------------
+# Graders and the public functions.
+# --------------------------------------------------------------------------------------
+
+
+class Grader(Protocol):
+    """What voting, rewards and evaluation need from a grader."""
+
+    name: str
+    #: Whether a vote may merge distinct keys that this grader calls equivalent.
+    merges_classes: bool
+
+    def canonical(self, answer: str | None, options: OptionsArg = None) -> str | None: ...
+
+    def is_equivalent(self, pred: str | None, gold: str | None, options: OptionsArg = None) -> bool: ...
+
+
+class CorrectedGrader:
+    """The default grader: option mapping + fast math equivalence + symbolic fallback.
+
+    >>> g = CorrectedGrader(rel_tol=1e-2)          # a benchmark with 2-decimal answers
+    >>> g.is_equivalent("3.14", "\\\\pi")
+    True
+    >>> g.canonical("(c)", options=["1", "2", "3"])
+    'C'
+    """
+
+    name = "corrected"
+    merges_classes = True
+
+    def __init__(self, rel_tol: float = DEFAULT_REL_TOL, timeout_s: float = DEFAULT_TIMEOUT_S):
+        if not rel_tol >= 0:
+            raise ValueError(f"rel_tol must be >= 0, got {rel_tol!r}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+        self.rel_tol = float(rel_tol)
+        self.timeout_s = float(timeout_s)
+
+    def __repr__(self) -> str:
+        return f"CorrectedGrader(rel_tol={self.rel_tol!r}, timeout_s={self.timeout_s!r})"
+
+    def canonical(self, answer: str | None, options: OptionsArg = None) -> str | None:
+        """The key votes are clustered by: an option letter, or a normalised math form."""
+        text = _prepare(answer)
+        if text is None:
+            return None
+        opts = _options_tuple(options)
+        if opts is not None:
+            found = _resolve_options(text, opts, self.rel_tol, self.timeout_s)
+            return LETTERS[next(iter(found))] if len(found) == 1 else None
+        return _freeform_key(text)
+
+    def is_equivalent(self, pred: str | None, gold: str | None, options: OptionsArg = None) -> bool:
+        """Whether ``pred`` is the same answer as ``gold`` (a letter or option text with options)."""
+        p, g = _prepare(pred), _prepare(gold)
+        if p is None or g is None:
+            return False
+        opts = _options_tuple(options)
+        if opts is not None:
+            gold_options = _resolve_options(g, opts, self.rel_tol, self.timeout_s)
+            if gold_options:
+                said = _resolve_options(p, opts, self.rel_tol, self.timeout_s)
+                return bool(said) and said <= gold_options
+            # a gold that names no option is a data problem; still grade it as free-form
+        else:
+            gold_key = _freeform_key(g)
+            if gold_key is not None and len(gold_key) == 1 and gold_key in LETTERS:
+                # a letter gold with unknown option texts ("C" in multimodal-open-r1):
+                # any letter form of C is right, whatever text follows it
+                return _freeform_key(p) == gold_key
+        return _freeform_equal(p, g, self.rel_tol, self.timeout_s)
+
+
+class LegacyGrader:
+    """The plain math grader, kept to reproduce results published with it.
+
+    No option mapping: ``is_equivalent`` is math-verify's ``verify(parse(gold),
+    parse(pred))`` on the ``$``-wrapped answer strings (same input screen and time limit
+    as the corrected grader), and ``canonical`` is the lightly normalised string, which a
+    vote hashes without merging equivalent forms. So "C. Pythagorean theorem" is wrong
+    against "C", and "C" and "(C)" are two votes, exactly the failure the corrected
+    grader fixes.
+
+    >>> LegacyGrader().is_equivalent("C. Pythagorean theorem", "C")
+    False
+    >>> LegacyGrader().canonical("(C)")
+    '(C)'
+    """
+
+    name = "legacy"
+    merges_classes = False
+
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.timeout_s = float(timeout_s)
+
+    def __repr__(self) -> str:
+        return f"LegacyGrader(timeout_s={self.timeout_s!r})"
+
+    def canonical(self, answer: str | None, options: OptionsArg = None) -> str | None:
+        return _prepare(answer)
+
+    def is_equivalent(self, pred: str | None, gold: str | None, options: OptionsArg = None) -> bool:
+        if pred is None or gold is None:
+            return False
+        p, g = str(pred).strip(), str(gold).strip()
+        if not p or not g or len(p) > MAX_ANSWER_CHARS or len(g) > MAX_ANSWER_CHARS:
+            return False
+        return _symbolic_equal(g, p, self.timeout_s)
+
+
+#: Graders by the name a config uses (``grader: corrected`` or ``grader: legacy``).
+GRADERS: dict[str, type] = {"corrected": CorrectedGrader, "legacy": LegacyGrader}
+
+
+def get_grader(name: str = "corrected", **kwargs) -> Grader:
+    """Build a grader by its config name.
+
+    >>> get_grader("legacy").name
+    'legacy'
+    """
+    try:
+        cls = GRADERS[name]
+    except KeyError:
+        raise ValueError(f"unknown grader {name!r}; choose one of: {', '.join(sorted(GRADERS))}") from None
+    return cls(**kwargs)
+
+
+_DEFAULT = CorrectedGrader()
+
+
+def canonical(answer: str | None, options: OptionsArg = None) -> str | None:
+    """The key votes are clustered by (corrected grader, default tolerance).
+
+    With options, every way of naming an option gives its letter; an answer naming no
+    option, or several (duplicate option texts), gives None. Without options, an
+    uppercase letter form gives its letter and anything else a normalised math form.
+
+    >>> opts = ["135°", "140°", "145°", "150°"]
+    >>> [canonical(x, opts) for x in ["C", "(C)", "C: 145°", "option C", "\\\\textbf{(C)}", "c", "145"]]
+    ['C', 'C', 'C', 'C', 'C', 'C', 'C']
+    >>> canonical("N 23.5° E", ["N", "S", "W", "E"]) is None
+    True
+    >>> canonical("x = 0.50"), canonical("1,000 cm"), canonical("３")
+    ('0.5', '1000', '3')
+    """
+    return _DEFAULT.canonical(answer, options)
+
+
+def is_equivalent(pred: str | None, gold: str | None, options: OptionsArg = None, rel_tol: float = DEFAULT_REL_TOL) -> bool:
+    """Whether ``pred`` answers the same as ``gold``; never raises on bad answers, never hangs.
+
+    ``gold`` may be a letter or an option text when ``options`` are given; with no options
+    a bare-letter gold ("C") still accepts any letter form of C ("C. Pythagorean theorem").
+
+    >>> is_equivalent("C: 145°", "145°", options=["135°", "140°", "145°", "150°"])
+    True
+    >>> is_equivalent("12 cm", "12.00"), is_equivalent("1/3", "0.33")
+    (True, False)
+    >>> is_equivalent("0.333", "1/3", rel_tol=1e-2)
+    True
+    """
+    grader = _DEFAULT if rel_tol == DEFAULT_REL_TOL else CorrectedGrader(rel_tol=rel_tol)
+    return grader.is_equivalent(pred, gold, options)
+
+
+def clear_caches() -> None:
+    """Forget every cached normalisation and comparison (for benchmarks and tests)."""
+    for fn in (_light, _letter_form, _math_key, _freeform_key, _numeric_values, _probe, _symbolic_equal,
+               _option_table, _resolve_options):
+        fn.cache_clear()
