@@ -10,7 +10,7 @@ from vlcohort.cli import main
 def test_config_prints_resolved_and_totals(capsys):
     assert main(["config", "--set", "rollout.prompts_per_step=2"]) == 0
     out = capsys.readouterr().out
-    assert "prompts_per_step: 2" in out and "sequences_per_step (A x B x G): 32" in out
+    assert "prompts_per_step: 2" in out and "sequences_per_step (A x B x G): 16" in out
 
 
 def test_config_error_exit_code_and_message(capsys):
@@ -18,13 +18,24 @@ def test_config_error_exit_code_and_message(capsys):
     assert "run.stepz: unknown key" in capsys.readouterr().err
 
 
-def test_train_default_runs_setup_and_says_what_is_missing(tmp_path, monkeypatch, capsys):
+def test_train_default_config_runs_and_says_where_results_are(tmp_path, monkeypatch, capsys):
+    """The embedded default (two tiny families, peer vote), shortened to 2 steps."""
     monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path / "cache"))
     run = tmp_path / "run"
-    assert main(["train", f"run.output_dir={run}"]) == 0
-    captured = capsys.readouterr()
-    assert "agent A:" in captured.out and "agent B:" in captured.out
-    assert "probe completion" in captured.out
-    assert "NOT BUILT YET" in captured.err
+    assert main(["train", f"run.output_dir={run}", "run.steps=2", "log.tensorboard=false"]) == 0
+    out = capsys.readouterr().out
+    assert "step 1 | A:" in out and "step 2 | A:" in out
+    assert f"results: {run}" in out
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["run"]["output_dir"] == str(run) and len(saved["agents"]) == 2
+    assert (run / "metrics.jsonl").is_file() and (run / "plots" / "dynamics.png").is_file()
+    assert (run / "checkpoints" / "step-2" / "A" / "model.safetensors").is_file()
+
+
+def test_python_dash_m_is_the_same_cli(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "vlcohort", "config", "run.steps=3"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "steps: 3" in out

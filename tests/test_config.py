@@ -57,7 +57,7 @@ def test_derived_totals():
     (["agents.1.path="], r"agents\.1\.path: empty"),
     (["steps"], r"write it as key\.sub=value"),
     (["rollout.rollouts_per_prompt=1"], r"group normalisation needs G >= 2"),
-    (["grpo.micro_batch_seqs=5"], r"grpo\.micro_batch_seqs=5 must divide .* \(B x G = 32\)"),
+    (["grpo.micro_batch_seqs=5"], r"grpo\.micro_batch_seqs=5 must divide .* \(B x G = 16\)"),
     (["grpo.loss_agg=sum"], r"grpo\.loss_agg: 'sum' is not one of"),
     (["optim.betas=[0.9]"], r"optim\.betas: two numbers"),
 ])

@@ -110,9 +110,9 @@ class RolloutConfig:
     """hf (transformers generate, CPU or GPU) | vllm (GPU only)."""
     prompts_per_step: int = 4
     """B: prompts sampled per step (all agents see the same prompts)."""
-    rollouts_per_prompt: int = 8
+    rollouts_per_prompt: int = 4
     """G: completions per prompt per agent (the group of the group-normalised advantage)."""
-    max_new_tokens: int = 64
+    max_new_tokens: int = 32
     """Longest completion, in tokens."""
     temperature: float = 1.0
     """Sampling temperature (log-probs for the IS correction use the same temperature)."""
@@ -161,8 +161,9 @@ class GRPOConfig:
     """token_mean | seq_mean_token_mean | seq_mean_token_sum_norm."""
     ppo_epochs: int = 1
     """Passes over each step's rollouts."""
-    micro_batch_seqs: int = 8
-    """Sequences per forward/backward; gradients accumulate to one full-batch step."""
+    micro_batch_seqs: int = 16
+    """Sequences per forward/backward; gradients accumulate to one full-batch step. Must
+    divide B x G; a value >= B x G means one micro-batch."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip; 0 disables."""
     is_level: str = "token"
@@ -496,7 +497,7 @@ def validate(cfg: Config) -> None:
         raise ConfigError("rollout.rollouts_per_prompt=1 with grpo.adv_scale=group: group "
                           "normalisation needs G >= 2 rollouts per prompt")
     seqs = cfg.rollout.prompts_per_step * cfg.rollout.rollouts_per_prompt
-    if g.micro_batch_seqs < 1 or seqs % g.micro_batch_seqs:
+    if g.micro_batch_seqs < 1 or (g.micro_batch_seqs < seqs and seqs % g.micro_batch_seqs):
         raise ConfigError(f"grpo.micro_batch_seqs={g.micro_batch_seqs} must divide the "
                           f"sequences per agent per step (B x G = {seqs})")
     if g.ppo_epochs < 1:
