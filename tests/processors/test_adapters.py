@@ -194,9 +194,11 @@ def _generate(adapter, model, batch, max_new_tokens=8, seed=0):
         **batch.inputs, max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0,
         top_k=0, top_p=1.0, output_logits=True, return_dict_in_generate=True,
         eos_token_id=adapter.stop_token_ids(), pad_token_id=adapter.pad_token_id(),
+        suppress_tokens=adapter.suppressed_token_ids() or None,
     )
     new = out.sequences[:, batch.prompt_len:]  # [B, C]
-    logits = torch.stack(out.logits, dim=1).float()  # [B, C, V]
+    logits = torch.stack(out.logits, dim=1).float()  # [B, C, V], raw (before processors)
+    logits[..., adapter.suppressed_token_ids()] = float("-inf")  # what was sampled from
     gen_lp = torch.log_softmax(logits, -1).gather(-1, new[..., None]).squeeze(-1)
     completions = [cut_at_stop(row, adapter.stop_token_ids()) for row in new.tolist()]
     return completions, gen_lp
@@ -301,6 +303,18 @@ def test_training_batch_extends_family_tensors(loaded):
     assert train.inputs["token_type_ids"][0, P:].tolist() == [0, 0, 0]
     assert train.inputs["token_type_ids"][0, :P].sum() == 4  # the 4 image soft tokens
     assert train.inputs["attention_mask"][0, P:].tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("name", VLM_FAMILIES)
+def test_image_placeholders_are_never_generated(loaded, name):
+    adapter, model = loaded[name]
+    ids = adapter.suppressed_token_ids()
+    assert adapter.image_token_id in ids
+    batch = adapter.encode_prompts([adapter.render(problem(images=[image(60, 60)]))])
+    completion = [ids[0]] + adapter.tokenizer.encode("B", add_special_tokens=False)
+    with torch.no_grad():
+        lp = adapter.completion_logprobs(model, adapter.encode_training(batch, [completion]))
+    assert lp[0, 0] == float("-inf") and torch.isfinite(lp[0, 1])
 
 
 def test_stop_tokens_are_end_of_turn(loaded):
