@@ -178,13 +178,13 @@ class Adapter:
         "put your final answer within \\boxed{}") ends the user turn.
         """
         if problem.images and not self.is_multimodal:
-            raise ProblemInputError(
+            raise ProblemInputError.of("images_for_text_model", 
                 f"problem {problem.id!r}: has {len(problem.images)} image(s) but {self.family} "
                 "is a text-only model. Use a vision-language model, or drop the images."
             )
         text = problem.text if problem.text is not None else ""
         if not text.strip():
-            raise ProblemInputError(f"problem {problem.id!r}: field 'text' is empty; every "
+            raise ProblemInputError.of("empty_question", f"problem {problem.id!r}: field 'text' is empty; every "
                                     "problem needs a question. Fix or drop the record.")
         pieces = _interleave(problem, text, self.is_multimodal)
         if problem.options:
@@ -389,7 +389,7 @@ def _interleave(problem: Problem, text: str, multimodal: bool) -> list[dict]:
     n_images = len(problem.images or [])
     marks = list(IMAGE_PLACEHOLDER.finditer(text))
     if marks and len(marks) != n_images:
-        raise ProblemInputError(
+        raise ProblemInputError.of("placeholder_mismatch", 
             f"problem {problem.id!r}: field 'text' has {len(marks)} image placeholder(s) "
             f"({', '.join(m.group(0) for m in marks)}) but 'images' holds {n_images}. "
             "Make them match, or remove the placeholders to put all images before the text."
@@ -398,7 +398,7 @@ def _interleave(problem: Problem, text: str, multimodal: bool) -> list[dict]:
         return [{"type": "image"} for _ in range(n_images)] + [{"type": "text", "text": text}]
     numbered = [m.group(1) for m in marks]
     if all(numbered) and sorted(int(n) for n in numbered) != list(range(1, n_images + 1)):
-        raise ProblemInputError(
+        raise ProblemInputError.of("placeholder_mismatch", 
             f"problem {problem.id!r}: numbered placeholders {numbered} do not cover "
             f"<image1>..<image{n_images}> exactly once each."
         )

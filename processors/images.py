@@ -22,7 +22,17 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 
 class ProblemInputError(ValueError):
-    """Bad input in one problem. The message names the problem id and the field."""
+    """Bad input in one problem. The message names the problem id and the field;
+    ``reason`` is a short key (``image_not_found``, ``empty_question``...) by which a
+    trainer or loader counts skipped records."""
+
+    reason: str = "bad_record"
+
+    @classmethod
+    def of(cls, reason: str, message: str) -> "ProblemInputError":
+        err = cls(message)
+        err.reason = reason
+        return err
 
 
 class ImageInputError(ProblemInputError):
@@ -62,26 +72,26 @@ def open_image(src: Any, *, problem_id: str, index: int, limits: ImageLimits = I
         elif src.get("path"):
             src = src["path"]
         else:
-            raise ImageInputError(f"{where}: image dict has neither 'bytes' nor 'path'; "
+            raise ImageInputError.of("image_missing", f"{where}: image dict has neither 'bytes' nor 'path'; "
                                   "fix the record or drop it.")
     if isinstance(src, Image.Image):
         image = src
     elif isinstance(src, (bytes, bytearray, memoryview)):
         if len(src) == 0:
-            raise ImageInputError(f"{where}: image bytes are empty; fix the record or drop it.")
+            raise ImageInputError.of("image_unreadable", f"{where}: image bytes are empty; fix the record or drop it.")
         image = _open_lazily(io.BytesIO(bytes(src)), where, "image bytes", limits)
     elif isinstance(src, (str, os.PathLike)):
         path = Path(src)
         if not path.is_absolute() and base_dir is not None:
             path = Path(base_dir) / path
         if not path.is_file():
-            raise ImageInputError(
+            raise ImageInputError.of("image_not_found", 
                 f"{where}: image file not found: {path}. Check the path (relative paths are "
                 f"resolved against the data file's folder) or drop the record."
             )
         image = _open_lazily(path, where, f"image file {path}", limits)
     else:
-        raise ImageInputError(
+        raise ImageInputError.of("image_unsupported_type", 
             f"{where}: unsupported image type {type(src).__name__}; give a path, bytes, a PIL "
             "image or a {'bytes': ..., 'path': ...} dict."
         )
@@ -89,7 +99,7 @@ def open_image(src: Any, *, problem_id: str, index: int, limits: ImageLimits = I
     try:
         image.load()
     except (OSError, ValueError, SyntaxError) as e:  # truncated / corrupt pixel data
-        raise ImageInputError(f"{where}: image data is corrupt ({e}); re-export the image "
+        raise ImageInputError.of("image_corrupt", f"{where}: image data is corrupt ({e}); re-export the image "
                               "or drop the record.") from e
     return to_rgb(image)
 
@@ -107,25 +117,25 @@ def _open_lazily(fp, where: str, what: str, limits: ImageLimits) -> Image.Image:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             return Image.open(fp)
     except Image.DecompressionBombError as e:
-        raise ImageInputError(
+        raise ImageInputError.of("image_too_large", 
             f"{where}: {what} declares more pixels than the decompression-bomb guard allows "
             f"({e}). Downscale it, or raise `max_source_pixels` if it is genuine."
         ) from e
     except (UnidentifiedImageError, OSError) as e:
-        raise ImageInputError(f"{where}: {what} is not a readable image ({e}); re-export it "
+        raise ImageInputError.of("image_unreadable", f"{where}: {what} is not a readable image ({e}); re-export it "
                               "as PNG or JPEG, or drop the record.") from e
 
 
 def _check_size(image: Image.Image, where: str, limits: ImageLimits) -> None:
     w, h = image.size
     if w * h > limits.max_source_pixels:
-        raise ImageInputError(
+        raise ImageInputError.of("image_too_large", 
             f"{where}: image is {w}x{h} = {w * h:,} pixels, over the budget of "
             f"{limits.max_source_pixels:,} (decompression-bomb guard). Downscale it, or raise "
             "`max_source_pixels` in the model's image settings if it is genuine."
         )
     if min(w, h) < limits.min_side:
-        raise ImageInputError(
+        raise ImageInputError.of("image_too_small", 
             f"{where}: image is {w}x{h}, smaller than {limits.min_side} px on a side; it is "
             "almost certainly a broken export. Fix or drop the record."
         )

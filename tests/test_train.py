@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -105,3 +106,74 @@ def test_resume_without_checkpoint_is_a_clear_error(tmp_path, capsys):
         (load_config(None, FAST).__class__ and "") or "")  # an empty config: the defaults
     assert main(["train", "--resume", str(tmp_path)]) == 1
     assert "no complete checkpoint" in capsys.readouterr().err
+
+
+def test_bad_records_are_skipped_counted_and_replaced(tmp_path):
+    from vlcohort.problems import Problem
+    from vlcohort.stream import ProblemStream
+    from vlcohort.synthetic import make_dataset
+    from vlcohort.train import setup, train_step
+
+    cfg = load_config(None, [*FAST, "run.steps=1", f"run.output_dir={tmp_path / 'run'}"])
+    run = setup(cfg)
+    good = make_dataset(("shape_colour",), n=3, seed=0)
+    bad = [
+        Problem("missing", "What colour?", [str(tmp_path / "nope.png")]),
+        Problem("corrupt", "What colour?", [b"not an image at all"]),
+        Problem("placeholders", "Compare <image1> and <image2>.", [good[0].images[0]]),
+        Problem("empty", "   ", []),
+    ]
+    run.stream = ProblemStream(bad + good, seed=0, shuffle=False)
+    record = train_step(run, 1)  # B = 2: the two first good problems, after 4 skips
+    assert run.skipped_records == {"image_not_found": 1, "image_unreadable": 1,
+                                   "placeholder_mismatch": 1, "empty_question": 1}
+    assert record["agent/A/parse_rate"] >= 0.0
+    assert run.stream.pos.index == 6
+
+
+def test_dataset_shorter_than_the_run_cycles_epochs(tmp_path):
+    run = tmp_path / "run"
+    assert main(["train", *FAST, "data.num_problems=3", "run.steps=4",
+                 f"run.output_dir={run}"]) == 0  # 4 steps x 2 prompts = 8 > 3 problems
+    state = json.loads((run / "checkpoints/step-4/state.json").read_text())
+    assert state["stream"]["epoch"] == 2
+
+
+def test_repeated_non_finite_losses_stop_the_run(tmp_path, monkeypatch, capsys):
+    """Fault injection: every loss is NaN. Each update is skipped; after run.max_bad_steps
+    such steps in a row the run stops with a message (and a checkpoint)."""
+    import vlcohort.agent as agent_mod
+
+    real = agent_mod.grpo.policy_loss
+
+    def nan_loss(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(agent_mod.grpo, "policy_loss", nan_loss)
+    run = tmp_path / "run"
+    rc = main(["train", *FAST, "run.steps=30", "run.max_bad_steps=2", f"run.output_dir={run}"])
+    assert rc == 1
+    assert "steps in a row with a NaN / inf loss" in capsys.readouterr().err
+    recs = read_metrics(run / "metrics.jsonl")
+    assert sum(r.get("agent/A/skipped_updates", 0) for r in recs) == 2
+    assert len(recs) < 30
+
+
+def test_ctrl_c_saves_a_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "vlcohort", "train", *FAST, "run.steps=50",
+                             f"run.output_dir={run}"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while proc.poll() is None and time.time() < deadline:
+        if (run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").read_text().count("\n") >= 1:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "vlcohort train --resume" in err
+    folder = run / "checkpoints" / (run / "checkpoints/latest").read_text().strip()
+    steps_logged = len(read_metrics(run / "metrics.jsonl"))
+    assert json.loads((folder / "state.json").read_text())["step"] == steps_logged

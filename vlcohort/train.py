@@ -138,7 +138,7 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[list]]:
             r = [a.adapter.render(p, run.cfg.prompt.system_prompt, run.cfg.prompt.instruction)
                  for a in run.agents]
         except ProblemInputError as e:
-            reason = type(e).__name__
+            reason = getattr(e, "reason", type(e).__name__)
             run.skipped_records[reason] = run.skipped_records.get(reason, 0) + 1
             print(f"skipped record: {e}", file=sys.stderr)
             continue
@@ -264,7 +264,11 @@ def train(run: Run) -> None:
         step = run.step + 1
         record = train_step(run, step)
         bad = sum(record.get(f"agent/{n}/skipped_updates", 0) for n in names)
-        run.bad_steps_in_row = run.bad_steps_in_row + 1 if bad else 0
+        updated = any(f"agent/{n}/loss" in record for n in names)
+        if bad:
+            run.bad_steps_in_row += 1
+        elif updated:  # a step without any update neither breaks nor extends the streak
+            run.bad_steps_in_row = 0
         run.logger.log(record)
         run.step = step
         if cfg.log.progress:
