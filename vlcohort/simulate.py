@@ -15,21 +15,25 @@ would change, so the tests double as an end-to-end check of the trainer's algori
 The default scenario is the paper's example: on the first half of the prompts agent A puts
 ``pa`` = 0.9 on the right option and agent B ``pb`` = 0.2, on the second half the reverse;
 the rest of each agent's mass sits on ONE shared distractor (so a 0.2-right agent's own
-majority is wrong), with ``eps`` on the other options. Outcomes (default settings, seed 0):
+majority is wrong), with ``eps`` on the other options. Outcomes (default settings, seed 0;
+``python -m vlcohort.simulate`` prints them):
 
-- ``co_rl`` (peer_vote, ring, two agents): both agents reach >= 0.95 on every prompt. Each
-  agent is pulled toward its peer's vote; the weak agent on a half is pulled *up* and the
-  strong one *down*, and the weak one reaches the 50% line first exactly when
-  pa + pb > 1 (it starts nearer to it), after which both votes agree on the right answer.
+- ``co_rl`` (peer_vote, ring, two agents): both agents reach >= 0.95 on every prompt. On a
+  prompt where A is strong and B weak, A is taught by B's (wrong) vote and pulled *down*,
+  B by A's (right) vote and pulled *up*: a race to the 50% line, after which both votes
+  name the right answer and both agents climb. Adam moves each logit by about ``lr`` per
+  step, so the race runs in logit space, and the weak agent (distance |logit pb|) arrives
+  first exactly when |logit pb| < logit pa, i.e. pa + pb > 1 -- the paper's condition.
 - ``ttrl`` (self_vote): each agent ends near 0.5 overall: ~1 on its strong half, ~0 on its
-  weak half.
-- pa + pb < 1 (e.g. 0.3 and 0.4, both mostly on the shared distractor): Co-RL converges to
-  the wrong consensus (accuracy near 0).
+  weak half. Self-vote sharpens what the agent already prefers.
+- pa + pb < 1: Co-RL converges to the wrong consensus. With 0.3 and 0.4 (both mostly on
+  the shared distractor) both votes are wrong from the start; with 0.6 and 0.3 the strong
+  agent's vote is right but it loses the race, and most prompts still end wrong.
 - ``gt_reward`` (ground_truth): the reference; both agents reach ~1.
 
 >>> r = simulate("co_rl", pa=0.9, pb=0.2, steps=5, seed=0)
 >>> sorted(r), sorted(r["A"])
-(['A', 'B'], ['accuracy', 'strong_half', 'weak_half'])
+(['A', 'B'], ['accuracy', 'strong_half', 'weak_half', 'worst_prompt'])
 
 Departures from the trainer, all because a table has no tokens or sampler mismatch: no
 importance-sampling weights (sampling IS the policy), one on-policy epoch per step (so
@@ -41,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -73,10 +78,13 @@ METHODS: dict[str, tuple[str, str]] = {
 AGENTS = ("A", "B")
 
 #: Defaults, shared by ``simulate`` and the CLI so that both print the same numbers.
-#: Adam at lr 0.1 moves each logit by about 0.1 per step whatever the gradient's scale
-#: (the token-mean loss divides by B x G, so plain SGD would need an lr of order B x G);
-#: 150 steps take a 0.2-right agent past 0.95 with room to spare.
-DEFAULTS = dict(prompts=20, options=4, rollouts=8, steps=150, lr=0.1, optimizer="adam",
+#: Adam moves each logit by about ``lr`` per step whatever the gradient's scale, so the
+#: race between the two agents of a prompt is run in logit space (see the module
+#: docstring). lr 0.05 is small enough that sampling noise rarely decides a race (at 0.1,
+#: one prompt in 20 ended on the wrong consensus in 3 of 10 seeds; at 0.05, none of 10),
+#: and 150 steps take every prompt of the default scenario past 0.98. Plain SGD needs an
+#: lr about 100x larger (the token-mean loss divides by B x G = 160): lr 5 does the same.
+DEFAULTS = dict(prompts=20, options=4, rollouts=8, steps=150, lr=0.05, optimizer="adam",
                 eps=1e-3, seed=0, tie="abstain", prompts_per_step=None)
 
 
@@ -171,7 +179,8 @@ def policy_update(logits: torch.nn.Parameter, optimizer: torch.optim.Optimizer,
     return stats
 
 
-def make_optimizer(params: Sequence[torch.nn.Parameter], name: str, lr: float) -> torch.optim.Optimizer:
+def make_optimizer(params: Sequence[torch.nn.Parameter], name: str,
+                   lr: float) -> torch.optim.Optimizer:
     """``adam`` (betas 0.9, 0.999: each logit moves ~lr per step) or plain ``sgd``."""
     if name == "adam":
         return torch.optim.Adam(params, lr=lr)
@@ -220,7 +229,8 @@ def simulate(method: str, pa: float = 0.9, pb: float = 0.2, steps: int = DEFAULT
              eps: float = DEFAULTS["eps"], tie: str = DEFAULTS["tie"],
              prompts_per_step: int | None = DEFAULTS["prompts_per_step"]) -> dict:
     """Train the two tabular agents of ``make_scenario(pa, pb)`` with ``method``; return
-    ``{agent: {"accuracy", "strong_half", "weak_half"}}`` after ``steps`` steps.
+    ``{agent: {"accuracy", "strong_half", "weak_half", "worst_prompt"}}`` after ``steps``
+    steps, each the probability on the right option (see ``summarise``).
 
     Each step mirrors ``train.step``: sample B prompts (all P when ``prompts_per_step`` is
     None), every agent samples G = ``rollouts`` answers per prompt, votes, and only then
@@ -247,7 +257,8 @@ def _simulate(method, pa, pb, steps, seed, prompts, options, rollouts, lr, optim
         raise ValueError(f"prompts_per_step must be within 1..{prompts}, got {B}")
     grader = get_grader("corrected")
     gen = torch.Generator().manual_seed(seed)
-    tables = [torch.nn.Parameter(initial_logits(scenario.probs[a]).float()) for a in range(len(AGENTS))]
+    tables = [torch.nn.Parameter(initial_logits(scenario.probs[a]).float())  # [P, K] each
+              for a in range(len(AGENTS))]
     optims = [make_optimizer([t], optimizer, lr) for t in tables]
 
     for _ in range(steps):
@@ -256,7 +267,8 @@ def _simulate(method, pa, pb, steps, seed, prompts, options, rollouts, lr, optim
         problems = [scenario.problems[i] for i in rows.tolist()]
         # 1. every agent samples and votes before anyone updates
         sampled = [sample_answers(t, rows, rollouts, gen) for t in tables]  # [A] x ([B][G], [B, G])
-        votes = [vote_all(answers, problems, tie=tie, grader=grader) for answers, _ in sampled]  # [A][B]
+        votes = [vote_all(answers, problems, tie=tie, grader=grader)
+                 for answers, _ in sampled]  # [A][B]
         # 2. teacher labels, rewards, advantages; 3. update
         for a, (table, opt) in enumerate(zip(tables, optims)):
             answers, picks = sampled[a]
@@ -276,15 +288,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``vlcohort simulate`` options."""
     d = DEFAULTS
     parser.add_argument("--methods", default="co_rl,ttrl",
-                        help=f"comma-separated methods among {', '.join(METHODS)} (default co_rl,ttrl)")
+                        help=f"comma-separated methods among {', '.join(METHODS)} "
+                             "(default co_rl,ttrl)")
     parser.add_argument("--pa", type=float, default=0.9,
                         help="agent A's probability of the right option on the first half "
                              "(B's on the second half); default 0.9")
     parser.add_argument("--pb", type=float, default=0.2,
                         help="agent B's probability of the right option on the first half "
                              "(A's on the second half); default 0.2")
-    parser.add_argument("--steps", type=int, default=d["steps"], help=f"RL steps (default {d['steps']})")
-    parser.add_argument("--seed", type=int, default=d["seed"], help=f"random seed (default {d['seed']})")
+    parser.add_argument("--steps", type=int, default=d["steps"],
+                        help=f"RL steps (default {d['steps']})")
+    parser.add_argument("--seed", type=int, default=d["seed"],
+                        help=f"random seed (default {d['seed']})")
     parser.add_argument("--prompts", type=int, default=d["prompts"],
                         help=f"number of prompts P, even (default {d['prompts']})")
     parser.add_argument("--prompts-per-step", type=int, default=None,
@@ -293,7 +308,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"options per prompt K (default {d['options']})")
     parser.add_argument("--rollouts", type=int, default=d["rollouts"],
                         help=f"answers per prompt per agent G (default {d['rollouts']})")
-    parser.add_argument("--lr", type=float, default=d["lr"], help=f"learning rate (default {d['lr']})")
+    parser.add_argument("--lr", type=float, default=d["lr"],
+                        help=f"learning rate (default {d['lr']}; Adam: about the change of "
+                             "each logit per step)")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default=d["optimizer"],
                         help="adam (default; lr ~ logit change per step) or sgd (needs a "
                              "much larger lr: the loss is a mean over B x G answers)")
@@ -303,7 +320,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tie", choices=("abstain", "first", "canonical"), default=d["tie"],
                         help="vote tie rule (default abstain)")
     parser.add_argument("--json", action="store_true",
-                        help="print {method: {agent: {accuracy, strong_half, weak_half}}} as JSON")
+                        help="print {method: {agent: {accuracy, strong_half, weak_half, "
+                             "worst_prompt}}} as JSON")
 
 
 def parse_methods(text: str) -> list[str]:
@@ -319,23 +337,33 @@ def parse_methods(text: str) -> list[str]:
 def format_table(results: dict, pa: float, pb: float) -> str:
     """A readable table: one row per (method, agent)."""
     lines = [f"pa={pa:g} pb={pb:g} (pa + pb = {pa + pb:g}): probability on the right option",
-             f"{'method':<10} {'agent':<5} {'accuracy':>9} {'strong_half':>12} {'weak_half':>10}"]
+             f"{'method':<10} {'agent':<5} {'accuracy':>9} {'strong_half':>12} {'weak_half':>10}"
+             f" {'worst_prompt':>13}"]
     for method, agents in results.items():
         for agent, acc in agents.items():
             lines.append(f"{method:<10} {agent:<5} {acc['accuracy']:>9.4f} "
-                         f"{acc['strong_half']:>12.4f} {acc['weak_half']:>10.4f}")
+                         f"{acc['strong_half']:>12.4f} {acc['weak_half']:>10.4f}"
+                         f" {acc['worst_prompt']:>13.4f}")
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Simulate each requested method and print the table (or JSON); returns 0."""
-    results = {
-        method: simulate(method, args.pa, args.pb, args.steps, args.seed, prompts=args.prompts,
-                         options=args.options, rollouts=args.rollouts, lr=args.lr,
-                         optimizer=args.optimizer, eps=args.eps, tie=args.tie,
-                         prompts_per_step=args.prompts_per_step)
-        for method in parse_methods(args.methods)
-    }
+    """Simulate each requested method and print the table (or JSON).
+
+    Returns 0, or 2 after a one-line message on stderr when an option is out of range (an
+    unknown method, an odd prompt count, pa or pb outside (0, 1)...): a person typed it.
+    """
+    try:
+        results = {
+            method: simulate(method, args.pa, args.pb, args.steps, args.seed,
+                             prompts=args.prompts, options=args.options,
+                             rollouts=args.rollouts, lr=args.lr, optimizer=args.optimizer,
+                             eps=args.eps, tie=args.tie, prompts_per_step=args.prompts_per_step)
+            for method in parse_methods(args.methods)
+        }
+    except ValueError as e:
+        print(f"vlcohort simulate: error: {e}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(results, indent=2))
     else:
