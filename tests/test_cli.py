@@ -24,7 +24,7 @@ def test_train_default_config_runs_and_says_where_results_are(tmp_path, monkeypa
     run = tmp_path / "run"
     assert main(["train", f"run.output_dir={run}", "run.steps=2", "log.tensorboard=false"]) == 0
     out = capsys.readouterr().out
-    assert "step 1 | A:" in out and "step 2 | A:" in out
+    assert "[1/2 eta" in out and "step 2 | A:" in out
     assert f"results: {run}" in out
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["run"]["output_dir"] == str(run) and len(saved["agents"]) == 2
@@ -39,3 +39,12 @@ def test_python_dash_m_is_the_same_cli(tmp_path):
     out = subprocess.run([sys.executable, "-m", "vlcohort", "config", "run.steps=3"],
                          capture_output=True, text=True, check=True).stdout
     assert "steps: 3" in out
+
+
+def test_simulate_subcommand_reproduces_the_paper_example(capsys):
+    import json
+
+    assert main(["simulate", "--json", "--steps", "150"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert min(out["co_rl"][a]["accuracy"] for a in "AB") >= 0.95
+    assert all(abs(out["ttrl"][a]["accuracy"] - 0.5) < 0.1 for a in "AB")

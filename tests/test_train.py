@@ -96,6 +96,10 @@ def test_two_agent_peer_vote_runs_and_logs_every_metric(tmp_path):
                     "lr"):
             assert f"agent/{name}/{key}" in recs[0], key
     assert "cohort/agreement" in recs[0] and "timing/rollout" in recs[0]
+    from vlcohort.metrics import documented
+
+    undocumented = {k for r in recs for k in r if not documented(k)}
+    assert not undocumented, f"metrics missing from METRIC_DOCS / README: {undocumented}"
     assert (run / "plots/dynamics.png").stat().st_size > 1000
     cfg = load_config(run / "config.yaml")
     assert cfg.reward.source == "peer_vote" and len(cfg.agents) == 2

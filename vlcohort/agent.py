@@ -90,7 +90,9 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
     elif cfg.grpo.kl_coef > 0:
         agent.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     if mc.gradient_checkpointing:
-        agent.model.gradient_checkpointing_enable()
+        enable = (getattr(agent.model, "activation_checkpointing_enable", None)  # transformers >= 5
+                  or agent.model.gradient_checkpointing_enable)
+        enable()
     params = [p for p in agent.model.parameters() if p.requires_grad]
     lr = mc.lr if mc.lr is not None else cfg.optim.lr
     agent.optimizer = torch.optim.AdamW(params, lr=lr, betas=tuple(cfg.optim.betas),

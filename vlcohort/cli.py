@@ -1,4 +1,4 @@
-"""Command line: ``vlcohort train | config | tiny``.
+"""Command line: ``vlcohort train | config | simulate | tiny``.
 
 Configs are YAML files plus ``key.sub=value`` overrides, given as ``--set key=value`` or
 as bare ``key=value`` arguments::
@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("config", help="print the resolved config and its derived totals")
     _add_config_args(p)
     p.add_argument("--fields", action="store_true", help="list every key with its meaning")
+    p = sub.add_parser("simulate", help="the paper's theory through the real vote / reward / "
+                       "advantage / loss code, with tabular softmax policies")
+    from .simulate import add_arguments
+
+    add_arguments(p)
     p = sub.add_parser("tiny", help="build tiny offline models and print their folders")
     p.add_argument("names", nargs="*", help="tiny model names (default: all)")
     return parser
@@ -72,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             from .train import main as train_main
 
             return train_main(cfg, resume=args.resume)
+        if args.command == "simulate":
+            from .simulate import run
+
+            return run(args)
         if args.command == "tiny":
             from processors.tiny import TINY_MODELS, tiny_model_path
 

@@ -32,6 +32,9 @@ METRIC_DOCS: dict[str, str] = {
     "agent/<a>/is/mean": "mean importance weight policy/rollout over valid tokens",
     "agent/<a>/is/min": "smallest importance weight",
     "agent/<a>/is/max": "largest importance weight (before truncation)",
+    "agent/<a>/is/applied_mean": "mean importance weight after truncation / masking",
+    "agent/<a>/is/nonfinite_tokens": "completion tokens whose rollout log-prob was NaN / inf "
+                                     "(masked out of the loss)",
     "agent/<a>/is/frac_truncated": "share of tokens whose weight was truncated at the cap",
     "agent/<a>/is/frac_masked": "share of tokens masked (mask mode, or non-finite log-probs)",
     "agent/<a>/is/rollout_k3": "k3 divergence between rollout and policy log-probs",
@@ -40,11 +43,23 @@ METRIC_DOCS: dict[str, str] = {
     "agent/<a>/skipped_updates": "updates skipped this step for a NaN / inf loss",
     "cohort/agreement": "share of prompts where all agents' majority votes agree "
                         "(abstentions count as disagreement)",
+    "cohort/no_signal": "1 when no agent had a non-zero advantage this step (nothing trained)",
     "timing/rollout": "seconds generating, all agents",
     "timing/grading": "seconds extracting answers, voting and computing rewards",
     "timing/update": "seconds in log-prob passes and optimizer steps, all agents",
     "timing/step": "seconds for the whole step",
 }
+
+
+def documented(key: str) -> bool:
+    """Whether a logged key matches a documented pattern (README table = this dict)."""
+    import re
+
+    for pattern in METRIC_DOCS:
+        regex = "^" + re.escape(pattern).replace(re.escape("<a>"), "[^/]+") + "$"
+        if re.match(regex, key):
+            return True
+    return False
 
 
 class MetricsLogger:

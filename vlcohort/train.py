@@ -260,6 +260,7 @@ def save(run: Run) -> Path:
 def train(run: Run) -> None:
     cfg = run.cfg
     names = [a.name for a in run.agents]
+    t_start, first = time.perf_counter(), run.step
     while run.step < cfg.run.steps:
         step = run.step + 1
         record = train_step(run, step)
@@ -272,7 +273,10 @@ def train(run: Run) -> None:
         run.logger.log(record)
         run.step = step
         if cfg.log.progress:
-            print(summary_line(record, names), flush=True)
+            per_step = (time.perf_counter() - t_start) / (step - first)
+            eta = per_step * (cfg.run.steps - step)
+            print(f"[{step}/{cfg.run.steps} eta {eta:.0f}s] {summary_line(record, names)}",
+                  flush=True)
         if record["cohort/no_signal"]:
             print(f"step {step}: no learning signal (no parsed answer agreed with a label, or "
                   "every group had equal rewards): nothing was trained", flush=True)
