@@ -1,26 +1,29 @@
 """Benchmark: one vlcohort training step against TRL's ``GRPOTrainer`` on the same work.
 
-Run from the project root (offline; a few minutes on 2 CPU cores)::
+Run from the project root (offline; well under a minute on 2 CPU cores)::
 
-    python bench/step.py [--steps 8] [--warmup 2] [--threads 0] [--sequential] [--profile]
+    python bench/step.py [--steps 8] [--warmup 2] [--threads 1] [--sequential] [--profile]
+
+Needs the peer installed in the environment: ``pip install trl`` (not a vlcohort
+dependency; check with ``pip install --dry-run trl`` first that it leaves torch alone).
 
 What it measures
 ----------------
 The wall time of one GRPO step, on CPU in fp32, for:
 
-- **vlcohort**: ``vlcohort.train.train_step`` (render B prompts, generate G completions
-  each, extract answers, vote, reward, advantages, one GRPO update with the token-level
-  IS correction), as ``vlcohort train`` runs it; timings from the step's own record
+- **vlcohort**: ``vlcohort.train.train_step`` as ``vlcohort train`` runs it (render B
+  prompts, generate G completions each, extract answers, vote, reward, advantages, one GRPO
+  update with the token-level IS correction); times from the step's own record
   (``timing/rollout``, ``timing/grading``, ``timing/update``, ``timing/step``).
-- **the peer, TRL 1.x ``GRPOTrainer``** (``pip install trl``; not a vlcohort dependency),
-  configured like for like: ``use_cpu=True``, ``bf16=False``, no gradient checkpointing,
-  ``beta=0``, no vLLM, ``num_generations=G``, ``per_device_train_batch_size=B*G`` (one
-  generation and one optimizer step per step), ``max_completion_length=32``, the same
-  learning rate and Adam betas, sdpa attention, no logging. Its dataset is the same
-  synthetic problems in TRL's conversational multimodal form (a ``prompt`` column of
-  system + user messages, an ``image`` column), rendered to the very prompt text vlcohort
-  renders (checked at start-up), and its reward function is vlcohort's self-vote (TTRL)
-  reward: the same extraction, vote and grader, applied per group of G rows.
+- **the peer, TRL 1.x ``GRPOTrainer``**, configured like for like: ``use_cpu=True``,
+  ``bf16=False``, no gradient checkpointing, ``beta=0``, no vLLM, ``num_generations=G``,
+  ``per_device_train_batch_size=B*G`` (one generation and one optimizer step per step),
+  ``max_completion_length=32``, vlcohort's learning rate, Adam betas, schedule, clip
+  ranges and grad-norm clip, sdpa attention, no logging. Its dataset is the same synthetic
+  problems in TRL's conversational multimodal form (a ``prompt`` column of system + user
+  messages, an ``image`` column), which TRL renders to exactly vlcohort's prompt text
+  (checked at start-up), and its reward function is vlcohort's self-vote (TTRL) reward:
+  the same extraction, vote and grader, applied per group of G rows.
 
 The setup is the issue's: one agent, the tiny Qwen2.5-VL (``tiny:qwen2_5_vl``), self-vote,
 B=4 prompts x G=4 rollouts x 32 new tokens, no KL, multiple-choice synthetic problems
@@ -28,24 +31,41 @@ B=4 prompts x G=4 rollouts x 32 new tokens, no KL, multiple-choice synthetic pro
 tiny model gets rewards and real updates happen.
 
 By default the two trainers run **interleaved** in one process: TRL's trainer drives the
-loop and, after each of its steps (timed from the end of the previous interval to
+loop and, after each of its steps (timed from the end of the previous one to
 ``on_step_end``, so its data loading counts, as vlcohort's does), a callback runs one
 vlcohort step. Load from other processes then hits both sides alike. ``--sequential`` runs
 all vlcohort steps first, then all TRL steps.
 
+Both sides run with **one torch thread** by default (``--threads 0``: torch's default).
+The tiny model gains nothing from intra-op threads, and on a shared 2-vCPU machine a
+descheduled OpenMP worker stalls every op: with 2 threads and other processes running,
+both sides' steps took 1-3 s instead of ~0.2 s and varied several-fold step to step.
+
+What is not the same work (the ratio carries it)
+------------------------------------------------
+- vlcohort computes the IS correction between sampler and policy: one more no-grad forward
+  over the batch per update (old log-probs). TRL's transformers-generate path has no
+  sampling log-probs and, on-policy, skips that pass.
+- vlcohort skips the update of a step where every group's rewards are equal (nothing to
+  learn); TRL runs its forward/backward/optimizer step regardless. Hence the headline
+  ratio uses vlcohort's median over the steps that updated.
+- Stop tokens differ slightly (vlcohort: ``<|im_end|>`` and ``<|endoftext|>``; TRL: the
+  model's eos ids) and the two samplers draw different problems and tokens, so completion
+  lengths differ a little; the mean lengths are printed.
+
 How to read the output
 ----------------------
-One line per step with both sides' times, then per side the median over the measured
-steps (steps ``warmup+1 .. N``, by default 3-8 as in FINDINGS.md). vlcohort skips the
-update of a step where every group's rewards are equal (nothing to learn), while TRL runs
-its forward/backward/optimizer step regardless, so the summary also gives the median over
-the measured steps where vlcohort did update, and the ratio on those (the fair one when
-they differ). ``outside_model_share`` is vlcohort's ``timing/grading / timing/step``
-(extract + grade + vote + reward + advantage; target < 5%). The last line is
-``step_time_ratio_vs_trl=<x>``: vlcohort's median step time over TRL's, on the steps where
-vlcohort updated (target <= 1.0; below 1 vlcohort is faster). Timings on a shared CPU are
-noisy (+-15-30% run to run): compare ratios from one run, not times across runs.
-A benchmark prints ratios against a peer; it is not a timed test.
+One line per step with both sides' times (``*``: warm-up, left out), then per side the
+medians over steps ``warmup+1 .. N`` (by default 3-8, as in FINDINGS.md): vlcohort over all
+steps and over the steps where it updated, TRL over all steps. ``outside_model_share`` is
+vlcohort's ``timing/grading / timing/step`` (extract + grade + vote + reward + advantage;
+target < 0.05). The last line is ``step_time_ratio_vs_trl=<x>``: vlcohort's median step
+time over the steps where it updated, divided by TRL's median (target <= 1.0; below 1
+vlcohort is faster). Timings on a shared CPU are noisy (+-15-30% run to run): compare
+ratios from one run, not times across runs; ``--steps 20`` tightens the medians.
+``--profile`` then runs as many more vlcohort steps under cProfile (untimed) and prints
+where they spend their time. A benchmark prints ratios against a peer; it is not a timed
+test.
 """
 
 from __future__ import annotations
@@ -64,6 +84,9 @@ for _k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("DS_ACCELERATOR", "cpu")  # deepspeed, if installed, stops guessing aloud
+warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -82,12 +105,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=8, help="steps per side (default 8)")
     ap.add_argument("--warmup", type=int, default=2,
                     help="first steps left out of the medians (default 2: medians of steps 3..N)")
-    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads for both sides (default 1; 0: torch's default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sequential", action="store_true",
                     help="all vlcohort steps, then all TRL steps (default: interleaved)")
     ap.add_argument("--profile", action="store_true",
-                    help="also print a cProfile of vlcohort's measured steps (slows them)")
+                    help="after the timed steps, profile as many more vlcohort steps (cProfile, "
+                         "untimed) and print where their time goes")
     args = ap.parse_args(argv)
     if args.steps <= args.warmup:
         ap.error(f"--steps {args.steps} must exceed --warmup {args.warmup}")
@@ -123,25 +148,15 @@ def vlcohort_run(out_dir: str, seed: int, steps: int):
 class VlcohortSide:
     """Runs and records vlcohort steps."""
 
-    def __init__(self, run, profiler=None):
+    def __init__(self, run):
         self.run = run
         self.records: list[dict] = []
-        self.walls: list[float] = []
-        self.profiler = profiler
-        self.warmup = 0
 
     def step(self) -> None:
         from vlcohort.train import train_step
 
         k = len(self.records) + 1
-        prof = self.profiler if (self.profiler is not None and k > self.warmup) else None
-        t0 = time.perf_counter()
-        if prof is not None:
-            prof.enable()
         record = train_step(self.run, k)
-        if prof is not None:
-            prof.disable()
-        self.walls.append(time.perf_counter() - t0)
         self.run.logger.log(record)
         self.run.step = k
         self.records.append(record)
@@ -154,7 +169,7 @@ class VlcohortSide:
 
 
 def trl_dataset(run):
-    """The run's problems in TRL's conversational multimodal form, plus a by-id index.
+    """The run's problems in TRL's conversational multimodal form.
 
     The user text is vlcohort's own rendering of the question (options listed, the answer
     instruction appended); TRL puts the image before it, as vlcohort does for questions
@@ -176,7 +191,7 @@ def trl_dataset(run):
         rows["prompt"].append(convo)
         rows["image"].append(p.images[0])
         rows["problem_id"].append(p.id)
-    return Dataset.from_dict(rows), {p.id: p for p in run.stream.problems}
+    return Dataset.from_dict(rows)
 
 
 def check_same_prompt(run, dataset, processor) -> None:
@@ -204,8 +219,9 @@ class SelfVoteReward:
 
     __name__ = "self_vote"
 
-    def __init__(self, run, problems_by_id):
-        self.cfg, self.grader, self.by_id = run.cfg, run.grader, problems_by_id
+    def __init__(self, run):
+        self.cfg, self.grader = run.cfg, run.grader
+        self.by_id = {p.id: p for p in run.stream.problems}
         self.calls: list[dict] = []
 
     def __call__(self, prompts, completions, completion_ids, problem_id, **_):
@@ -217,7 +233,7 @@ class SelfVoteReward:
         n = len(texts)
         assert n % G == 0, n
         groups = [problem_id[b * G:(b + 1) * G] for b in range(n // G)]
-        assert all(len(set(g)) == 1 for g in groups), f"rows are not grouped by prompt: {problem_id}"
+        assert all(len(set(g)) == 1 for g in groups), f"rows not grouped by prompt: {problem_id}"
         problems = [self.by_id[g[0]] for g in groups]
         by_prompt = [texts[b * G:(b + 1) * G] for b in range(n // G)]  # [B][G]
         answers = extract_all(by_prompt, r.answer_style)
@@ -232,16 +248,15 @@ class SelfVoteReward:
 
 
 def trl_trainer(run, path: str, out_dir: str, steps: int, reward_fn, callbacks):
-    from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
+    from transformers import AutoProcessor, PrinterCallback, Qwen2_5_VLForConditionalGeneration
     from trl import GRPOConfig, GRPOTrainer
 
-    cfg, mc = run.cfg, run.agents[0]
+    cfg = run.cfg
     model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
         path, dtype=torch.float32, attn_implementation=cfg.agents[0].attn_implementation)
     processor = AutoProcessor.from_pretrained(path)
-    dataset, by_id = trl_dataset(run)
+    dataset = trl_dataset(run)
     check_same_prompt(run, dataset, processor)
-    reward_fn.by_id = by_id
     args = GRPOConfig(
         output_dir=out_dir,
         use_cpu=True, bf16=False, fp16=False,
@@ -259,6 +274,9 @@ def trl_trainer(run, path: str, out_dir: str, steps: int, reward_fn, callbacks):
         adam_beta1=cfg.optim.betas[0], adam_beta2=cfg.optim.betas[1],
         weight_decay=cfg.optim.weight_decay,
         max_grad_norm=cfg.grpo.max_grad_norm,
+        lr_scheduler_type="cosine_with_min_lr",
+        lr_scheduler_kwargs={"min_lr_rate": cfg.optim.min_lr_ratio},
+        warmup_steps=cfg.optim.warmup_ratio,  # a float in [0, 1) is a ratio of max_steps
         epsilon=cfg.grpo.clip_low, epsilon_high=cfg.grpo.clip_high,
         max_steps=steps,
         seed=cfg.run.seed,
@@ -274,6 +292,7 @@ def trl_trainer(run, path: str, out_dir: str, steps: int, reward_fn, callbacks):
         trainer = GRPOTrainer(model=model, reward_funcs=[reward_fn], args=args,
                               train_dataset=dataset, processing_class=processor,
                               callbacks=callbacks)
+    trainer.remove_callback(PrinterCallback)  # it prints the end-of-training summary dict
     return trainer
 
 
@@ -301,6 +320,50 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def report(vl: VlcohortSide, trl_times: list[float], calls: list[dict], N: int, W: int) -> float:
+    """Print the per-step table and the summary; return the headline ratio."""
+    nan = float("nan")
+    print("\nstep   vlcohort_s  rollout  grading   update  updated  len  |  trl_s  reward_fn_s"
+          "  all_flat  len")
+    for i in range(N):
+        r, c = vl.records[i], calls[i] if i < len(calls) else {}
+        print(f"{i + 1:>3}{' ' if i >= W else '*'}  {r['timing/step']:>10.3f}  "
+              f"{r['timing/rollout']:>7.3f}  {r['timing/grading']:>7.4f}  "
+              f"{r['timing/update']:>7.3f}  {'yes' if vl.updated(i) else 'no':>7}  "
+              f"{r['agent/A/completion_len']:>4.1f}  |  {trl_times[i]:>5.3f}  "
+              f"{c.get('seconds', nan):>11.4f}  {'yes' if c.get('all_groups_flat') else 'no':>8}"
+              f"  {c.get('completion_len', nan):>4.1f}")
+    print("(* warm-up, left out of the medians; all_flat: every group's rewards equal, so "
+          "TRL's update had a zero gradient)")
+
+    idx = list(range(W, N))
+    upd = [i for i in idx if vl.updated(i)]
+
+    def vl_med(key, rows):
+        return med([vl.records[i][f"timing/{key}"] for i in rows])
+
+    trl_med = med([trl_times[i] for i in idx])
+    share = (sum(vl.records[i]["timing/grading"] for i in idx)
+             / sum(vl.records[i]["timing/step"] for i in idx))
+    trl_flat = sum(bool(calls[i]["all_groups_flat"]) for i in idx)
+    vl_len = statistics.mean(vl.records[i]["agent/A/completion_len"] for i in idx)
+    trl_len = statistics.mean(calls[i]["completion_len"] for i in idx)
+    print(f"\nmeasured steps {W + 1}-{N} ({len(idx)} per side), medians:")
+    print(f"  vlcohort, all steps       {vl_med('step', idx):.3f} s  (rollout "
+          f"{vl_med('rollout', idx):.3f}, grading {vl_med('grading', idx):.4f}, update "
+          f"{vl_med('update', idx):.3f})")
+    print(f"  vlcohort, updating steps  {vl_med('step', upd):.3f} s  ({len(upd)} of {len(idx)}; "
+          f"rollout {vl_med('rollout', upd):.3f}, update {vl_med('update', upd):.3f})")
+    print(f"  TRL, all steps            {trl_med:.3f} s  (TRL updates on every step; "
+          f"{trl_flat} of {len(idx)} had a zero gradient)")
+    print(f"  TRL reward function       {med([calls[i]['seconds'] for i in idx]) * 1e3:.2f} ms")
+    print(f"  completion length (mean)  vlcohort {vl_len:.1f}, TRL {trl_len:.1f} tokens")
+    print(f"  ratio on all steps        {vl_med('step', idx) / trl_med:.3f}")
+    print(f"outside_model_share={share:.4f}  (vlcohort timing/grading / timing/step over the "
+          "measured steps: extract + grade + vote + reward + advantage; target < 0.05)")
+    return (vl_med("step", upd) if upd else vl_med("step", idx)) / trl_med
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
@@ -310,6 +373,7 @@ def main(argv=None) -> int:
                  "`pip install --dry-run trl` that it leaves torch alone)")
     import transformers
 
+    transformers.utils.logging.disable_progress_bar()
     if args.threads:
         torch.set_num_threads(args.threads)
     from processors.tiny import tiny_model_path
@@ -317,14 +381,9 @@ def main(argv=None) -> int:
     path = str(tiny_model_path(SPEC))
     N, W = args.steps, args.warmup
     tmp = tempfile.TemporaryDirectory(prefix="bench-step-")
-    profiler = None
-    if args.profile:
-        import cProfile
-
-        profiler = cProfile.Profile()
-    vl = VlcohortSide(vlcohort_run(os.path.join(tmp.name, "vlcohort"), args.seed, N), profiler)
-    vl.warmup = W
-    reward_fn = SelfVoteReward(vl.run, {})
+    vl = VlcohortSide(vlcohort_run(os.path.join(tmp.name, "vlcohort"), args.seed,
+                                   2 * N - W if args.profile else N))
+    reward_fn = SelfVoteReward(vl.run)
     trl_times: list[float] = []
     if args.sequential:
         for _ in range(N):
@@ -336,58 +395,28 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     trainer.train()
     total = time.perf_counter() - t0
+    profiler = None
+    if args.profile:  # separate steps: the profiler's overhead must not touch the timed ones
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(N - W):
+            vl.step()
+        profiler.disable()
     vl.run.logger.close()
 
-    print(f"bench/step.py: one agent {SPEC}, self-vote, B={B} x G={G} x {NEW_TOKENS} new tokens, "
-          f"fp32, CPU ({torch.get_num_threads()} threads), beta=0; torch {torch.__version__}, "
-          f"transformers {transformers.__version__}, trl {trl.__version__}; "
-          f"{'sequential' if args.sequential else 'interleaved'}; {total:.1f} s for "
-          f"{'TRL' if args.sequential else 'both'}")
-    print()
-    print("step  vlcohort_s  rollout  grading   update  updated  len  |  trl_s  reward_fn_s  "
-          "all_flat  len")
-    for i in range(N):
-        r = vl.records[i]
-        c = reward_fn.calls[i] if i < len(reward_fn.calls) else {}
-        mark = " " if i >= W else "*"
-        print(f"{i + 1:>3}{mark}  {r['timing/step']:>9.3f}  {r['timing/rollout']:>7.3f}  "
-              f"{r['timing/grading']:>7.4f}  {r['timing/update']:>7.3f}  "
-              f"{'yes' if vl.updated(i) else 'no':>7}  {r['agent/A/completion_len']:>4.1f}  |  "
-              f"{trl_times[i]:>5.3f}  {c.get('seconds', float('nan')):>11.4f}  "
-              f"{'yes' if c.get('all_groups_flat') else 'no':>8}  {c.get('completion_len', float('nan')):>4.1f}")
-    print(f"(* warm-up, left out of the medians)")
-
-    idx = list(range(W, N))
-    upd = [i for i in idx if vl.updated(i)]
-    vl_steps = [vl.records[i]["timing/step"] for i in idx]
-    vl_upd = [vl.records[i]["timing/step"] for i in upd]
-    trl_med = med([trl_times[i] for i in idx])
-    grading = sum(vl.records[i]["timing/grading"] for i in idx)
-    share = grading / sum(vl_steps)
-    phases = {k: med([vl.records[i][f"timing/{k}"] for i in idx])
-              for k in ("rollout", "grading", "update")}
-    upd_phases = {k: med([vl.records[i][f"timing/{k}"] for i in upd]) for k in ("rollout", "update")}
-    trl_flat = sum(bool(reward_fn.calls[i]["all_groups_flat"]) for i in idx)
-    print()
-    print(f"measured steps {W + 1}-{N} ({len(idx)}):")
-    print(f"  vlcohort median step      {med(vl_steps):.3f} s  (rollout {phases['rollout']:.3f}, "
-          f"grading {phases['grading']:.4f}, update {phases['update']:.3f})")
-    print(f"  vlcohort updated on       {len(upd)} of {len(idx)} steps; median over those "
-          f"{med(vl_upd):.3f} s (rollout {upd_phases['rollout']:.3f}, update {upd_phases['update']:.3f})")
-    print(f"  TRL median step           {trl_med:.3f} s  (updates on all {len(idx)} steps; "
-          f"{trl_flat} of them had every group's rewards equal, a zero-gradient update)")
-    print(f"  TRL reward function       median {med([reward_fn.calls[i]['seconds'] for i in idx]) * 1e3:.2f} ms")
-    print(f"  completion length (mean)  vlcohort {statistics.mean(vl.records[i]['agent/A/completion_len'] for i in idx):.1f}, "
-          f"TRL {statistics.mean(reward_fn.calls[i]['completion_len'] for i in idx):.1f} tokens")
-    print(f"  outside_model_share={share:.4f}  (timing/grading / timing/step summed over the "
-          f"measured steps; target < 0.05)")
-    print(f"  ratio over all measured steps {med(vl_steps) / trl_med:.3f}")
+    print(f"bench/step.py: one agent {SPEC}, self-vote, B={B} x G={G} x {NEW_TOKENS} new "
+          f"tokens, fp32, CPU, {torch.get_num_threads()} torch thread(s), beta=0; torch "
+          f"{torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}; "
+          f"{'sequential' if args.sequential else 'interleaved'}; trainer.train() took "
+          f"{total:.1f} s{'' if args.sequential else ' (both sides)'}")
+    ratio = report(vl, trl_times, reward_fn.calls, N, W)
     if profiler is not None:
         import pstats
 
-        print("\ncProfile of vlcohort's measured steps (cumulative, top 30):")
+        print(f"\ncProfile of {N - W} more vlcohort steps, untimed (cumulative, top 30):")
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(30)
-    ratio = (med(vl_upd) if vl_upd else med(vl_steps)) / trl_med
     tmp.cleanup()
     print(f"step_time_ratio_vs_trl={ratio:.3f}")
     return 0
