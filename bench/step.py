@@ -2,7 +2,7 @@
 
 Run from the project root (offline; well under a minute on 2 CPU cores)::
 
-    python bench/step.py [--steps 8] [--warmup 2] [--threads 1] [--sequential] [--profile]
+    python bench/step.py [--steps 20] [--warmup 2] [--threads 1] [--sequential] [--profile]
 
 Needs the peer installed in the environment: ``pip install trl`` (not a vlcohort
 dependency; check with ``pip install --dry-run trl`` first that it leaves torch alone).
@@ -56,16 +56,16 @@ What is not the same work (the ratio carries it)
 How to read the output
 ----------------------
 One line per step with both sides' times (``*``: warm-up, left out), then per side the
-medians over steps ``warmup+1 .. N`` (by default 3-8, as in FINDINGS.md): vlcohort over all
+medians over steps ``warmup+1 .. N`` (by default 3-20; ``--steps 8`` gives FINDINGS.md's
+window 3-8, where vlcohort may update on only 4 steps): vlcohort over all
 steps and over the steps where it updated, TRL over all steps. ``outside_model_share`` is
 vlcohort's ``timing/grading / timing/step`` (extract + grade + vote + reward + advantage;
 target < 0.05). The last line is ``step_time_ratio_vs_trl=<x>``: vlcohort's median step
 time over the steps where it updated, divided by TRL's median (target <= 1.0; below 1
 vlcohort is faster). Timings on a shared CPU are noisy (+-15-30% run to run): compare
-ratios from one run, not times across runs; ``--steps 20`` tightens the medians.
-``--profile`` then runs as many more vlcohort steps under cProfile (untimed) and prints
-where they spend their time. A benchmark prints ratios against a peer; it is not a timed
-test.
+ratios from one run, not times across runs. ``--profile`` then runs as many more vlcohort
+steps under cProfile (untimed) and prints where they spend their time. A benchmark prints
+ratios against a peer; it is not a timed test.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ TASKS = ["shape_colour", "compare_bars", "shape_kind"]
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=8, help="steps per side (default 8)")
+    ap.add_argument("--steps", type=int, default=20, help="steps per side (default 20)")
     ap.add_argument("--warmup", type=int, default=2,
                     help="first steps left out of the medians (default 2: medians of steps 3..N)")
     ap.add_argument("--threads", type=int, default=1,
