@@ -43,14 +43,10 @@ Without options, free-form answers are compared in tiers, cheapest first:
    equations equal up to a factor) goes to math-verify, with a time limit; every result
    is cached (``functools.lru_cache`` on the normalised pair).
 
-Time limit and threads
-----------------------
-math-verify's own timeouts use ``signal.alarm``, which works only in the main thread
-(elsewhere it raises). We call it with its timeouts off and impose our own limit: in the
-main thread a ``setitimer`` alarm (sub-second, restored afterwards) aborts the call; in
-any other thread no signal can be used, so the limit there rests on an input screen that
-refuses what is known to make sympy slow (long inputs, deep nesting, power towers, huge
-exponents or factorials). A refused or timed-out comparison counts as not equivalent.
+Tiers 2 and 3 live in :mod:`vlcohort.latex_eval`, tier 4 in :mod:`vlcohort.symbolic`
+(whose docstring explains how the time limit works in and outside the main thread); this
+module holds the option mapping, the keys and the order in which the tiers are asked.
+A refused or timed-out symbolic comparison counts as not equivalent.
 
 >>> canonical("C. 45°", options=["30°", "40°", "45°", "50°"])
 'C'
@@ -67,16 +63,16 @@ False
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import re
-import signal
-import threading
-import time
-import zlib
-from decimal import Decimal
 from fractions import Fraction
-from typing import Callable, Protocol, Sequence
+from typing import Protocol, Sequence
+
+from vlcohort.latex_eval import clear_caches as _clear_latex_eval_caches
+from vlcohort.latex_eval import format_rational, numeric_values, parse_rational, probe_decide
+from vlcohort.symbolic import SYMBOLIC_MAX_CHARS  # noqa: F401  (re-exported: grading.SYMBOLIC_MAX_CHARS)
+from vlcohort.symbolic import clear_caches as _clear_symbolic_caches
+from vlcohort.symbolic import symbolic_equal
 
 __all__ = [
     "DEFAULT_REL_TOL",
@@ -93,19 +89,14 @@ __all__ = [
     "is_equivalent",
 ]
 
-logger = logging.getLogger(__name__)
-
 #: Letters that can name an option, in order.
 LETTERS = "ABCDEFGH"
 #: Relative tolerance for numeric equality unless a benchmark sets its own.
 DEFAULT_REL_TOL = 1e-4
-#: Wall-clock limit for one symbolic comparison (main thread only, see module docstring).
+#: Wall-clock limit for one symbolic comparison (main thread only, see :mod:`vlcohort.symbolic`).
 DEFAULT_TIMEOUT_S = 1.0
 #: A longer "answer" is a dump, not an answer: it has no key and matches nothing.
 MAX_ANSWER_CHARS = 1000
-#: Inputs longer than this never reach sympy.
-SYMBOLIC_MAX_CHARS = 200
-_SYMBOLIC_MAX_DEPTH = 12
 
 OptionsArg = Sequence[str] | None
 
@@ -330,7 +321,7 @@ def _math_key(s: str) -> str:
     ['1000', '3', '5', '45', 'yes']
     """
     if _PLAIN_NUMBER.match(s):
-        return _format_rational(Fraction(s))
+        return format_rational(Fraction(s))
     if _PLAIN_TEXT.match(s):
         return s.lower() if len(s) > 1 else s
     if not _TRIG.search(s):  # "\sin 30^\circ" keeps its degrees
@@ -338,7 +329,7 @@ def _math_key(s: str) -> str:
     s = _PERCENT.sub("%", s)
     s = _drop_outer_parens(s.strip())
     atom = _key_atom(s)
-    if _parse_rational(atom[:-1] if atom.endswith("%") else atom) is not None:
+    if parse_rational(atom[:-1] if atom.endswith("%") else atom) is not None:
         return atom  # a number, perhaps with thousands separators: "1,000 cm" -> "1000"
     seq = _split_sequence(s)
     if seq is not None:
@@ -368,9 +359,9 @@ def _key_atom(s: str) -> str:
     if _THOUSANDS.match(s):
         s = s.replace(",", "")
     percent = s.endswith("%")
-    number = _parse_rational(s[:-1] if percent else s)
+    number = parse_rational(s[:-1] if percent else s)
     if number is not None:
-        return _format_rational(number) + ("%" if percent else "")
+        return format_rational(number) + ("%" if percent else "")
     if _PLAIN_TEXT.match(s) and len(s) > 1:
         return s.lower()
     return s
@@ -420,50 +411,7 @@ def _is_number(text: str) -> bool:
     t = _SPACE_NOT_BETWEEN_LETTERS.sub("", text)
     if _THOUSANDS.match(t):
         t = t.replace(",", "")
-    return _numeric_values(t) is not None
-
-
-_RATIONAL_PATTERNS = (
-    re.compile(r"^(?P<sign>[+-]?)(?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,3})?)$"),
-    re.compile(r"^(?P<sign>[+-]?)(?P<num>\d+)/(?P<den>\d+)$"),
-    re.compile(r"^(?P<sign>[+-]?)\\frac\{(?P<num>[+-]?\d+)\}\{(?P<den>[+-]?\d+)\}$"),
-    re.compile(r"^(?P<sign>[+-]?)(?P<whole>\d+)\\frac\{(?P<num>\d+)\}\{(?P<den>\d+)\}$"),
-)
-
-
-def _parse_rational(s: str) -> Fraction | None:
-    """Exact value of a plain rational literal ('-0.50', '3/4', '\\frac{3}{4}', '1\\frac12')."""
-    if len(s) > 60:
-        return None
-    for pattern in _RATIONAL_PATTERNS:
-        m = pattern.match(s)
-        if not m:
-            continue
-        parts = m.groupdict()
-        try:
-            value = Fraction(parts["num"])
-            if parts.get("den") is not None:
-                value /= Fraction(parts["den"])
-            if parts.get("whole") is not None:  # mixed number, as MATH and math-verify read it
-                value += int(parts["whole"])
-        except (ZeroDivisionError, ValueError):
-            return None
-        return -value if parts["sign"] == "-" else value
-    return None
-
-
-def _format_rational(value: Fraction) -> str:
-    """Shortest exact spelling: '3', '0.5', '-1/3' (a decimal only when it terminates)."""
-    if value.denominator == 1:
-        return str(value.numerator)
-    d = value.denominator
-    for p in (2, 5):
-        while d % p == 0:
-            d //= p
-    if d == 1 and value.denominator <= 10**12:
-        text = format(Decimal(value.numerator) / Decimal(value.denominator), "f")
-        return text.rstrip("0").rstrip(".") if "." in text else text
-    return f"{value.numerator}/{value.denominator}"
+    return numeric_values(t) is not None
 
 
 _OPEN = {"(": ")", "[": "]", "{": "}", "⦃": "⦄"}
@@ -516,294 +464,6 @@ def _encloses(t: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------
-# Numeric evaluation of simple LaTeX: numbers, + - * / ^, \frac, \sqrt, \pi, e, common
-# functions, brackets; and, for identity testing, single-letter variables.
-# --------------------------------------------------------------------------------------
-
-_TOKEN = re.compile(r"\d+\.?\d*|\.\d+|\\[A-Za-z]+|\S")
-_MAX_EXPONENT = 400.0
-_FUNCTIONS: dict[str, Callable[[float], float]] = {
-    r"\sin": math.sin, r"\cos": math.cos, r"\tan": math.tan,
-    r"\cot": lambda x: 1.0 / math.tan(x), r"\sec": lambda x: 1.0 / math.cos(x),
-    r"\csc": lambda x: 1.0 / math.sin(x), r"\arcsin": math.asin, r"\arccos": math.acos,
-    r"\arctan": math.atan, r"\ln": math.log, r"\exp": math.exp, r"\log": math.log10,
-}
-_CONSTANTS = {r"\pi": math.pi, "e": math.e}
-_RELATIONS = {"=": "=", r"\neq": "!=", r"\ne": "!=", "<": "<", r"\lt": "<", ">": ">", r"\gt": ">",
-              r"\le": "<=", r"\leq": "<=", r"\leqslant": "<=", r"\ge": ">=", r"\geq": ">=", r"\geqslant": ">="}
-#: Points at which expressions with variables are compared (randomised identity testing).
-_PROBES = 3
-
-
-class _NotNumeric(Exception):
-    """Raised inside the evaluator for anything it does not handle (\\int, |x|, i, ...)."""
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _numeric_values(key: str) -> tuple[float, ...] | None:
-    """The value(s) a key may denote, or None when it is not a plain number.
-
-    A percentage has two readings, as in math-verify: "50%" may mean 50 or 0.5.
-
-    >>> _numeric_values("2\\\\sqrt{3}")
-    (3.4641016151377544,)
-    >>> _numeric_values("50%")
-    (50.0, 0.5)
-    >>> _numeric_values("x+1") is None
-    True
-    """
-    percent = key.endswith("%")
-    text = key[:-1] if percent else key
-    if not text or len(text) > SYMBOLIC_MAX_CHARS:
-        return None
-    exact = _parse_rational(text)
-    if exact is not None:
-        try:
-            value = float(exact)
-        except OverflowError:
-            return None
-    else:
-        value = _evaluate(_TOKEN.findall(text), None)
-        if value is None:
-            return None
-    if not math.isfinite(value):
-        return None
-    return (value, value / 100.0) if percent else (value,)
-
-
-def _evaluate(tokens: list[str], probe: int | None) -> float | None:
-    try:
-        value = _Evaluator(tokens, probe).run()
-    except (_NotNumeric, ArithmeticError, ValueError, RecursionError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _probe_value(name: str, probe: int) -> float:
-    """A fixed pseudo-random value in [0.5, 2) for variable ``name`` at probe ``probe``.
-
-    Positive and away from 0 and 1, so roots, logs and divisions stay defined; derived
-    from crc32, so the same on every process and rank.
-    """
-    return 0.5 + 1.5 * (zlib.crc32(f"{name}:{probe}".encode()) % 100_003) / 100_003
-
-
-@functools.lru_cache(maxsize=1 << 15)
-def _probe(key: str) -> tuple[str, tuple[float, ...]] | None:
-    """Values of a key with variables at the probe points, as (relation, values).
-
-    A relation ``L op R`` probes ``L - R`` (relation "=", "<=", ...); a plain expression
-    has relation "". None when the evaluator cannot read the key.
-
-    >>> _probe("x^2+1") == _probe("1+x^2")
-    True
-    """
-    if len(key) > SYMBOLIC_MAX_CHARS or "," in key:
-        return None
-    tokens = _TOKEN.findall(key)
-    found = [i for i, t in enumerate(tokens) if t in _RELATIONS]
-    if len(found) > 1:
-        return None
-    relation = ""
-    if found:
-        i = found[0]
-        relation = _RELATIONS[tokens[i]]
-        if i + 1 < len(tokens) and tokens[i + 1] == "=" and relation in ("<", ">"):
-            return None  # "<=" typed as two characters; rare, leave it to sympy
-        tokens = ["("] + tokens[:i] + [")", "-", "("] + tokens[i + 1 :] + [")"]
-    values = []
-    for probe in range(_PROBES):
-        value = _evaluate(tokens, probe)
-        if value is None:
-            return None
-        values.append(value)
-    return relation, tuple(values)
-
-
-def _probe_decide(a: str, b: str, rel_tol: float) -> bool | None:
-    """Compare two keys with variables by value at fixed random points.
-
-    Different values prove the expressions differ. Equal values at every point mean
-    equal with overwhelming probability (Schwartz-Zippel), so plain expressions are then
-    equivalent; relations that agree up to a factor ("x=2" vs "2x=4") are left to sympy.
-    """
-    pa, pb = _probe(a), _probe(b)
-    if pa is None or pb is None:
-        return None
-    (ra, va), (rb, vb) = pa, pb
-    if bool(ra) != bool(rb):
-        return False
-    if not ra:
-        return all(math.isclose(x, y, rel_tol=rel_tol, abs_tol=1e-9) for x, y in zip(va, vb))
-    flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
-    if rb not in (ra, flipped[ra]):
-        return False
-    zero_a = [abs(x) < 1e-9 for x in va]
-    zero_b = [abs(y) < 1e-9 for y in vb]
-    if zero_a != zero_b:
-        return False
-    ratios = [x / y for x, y, z in zip(va, vb, zero_a) if not z]
-    if ratios and not all(math.isclose(r, ratios[0], rel_tol=max(rel_tol, 1e-9)) for r in ratios):
-        return False
-    return None
-
-
-class _Evaluator:
-    """Recursive-descent evaluator; depth-bounded so 10,000 nested braces cannot recurse.
-
-    With ``probe`` None any variable makes the input non-numeric; with a probe index,
-    single letters (optionally subscripted, ``x_1``) take their probe values.
-    """
-
-    _MAX_DEPTH = 40
-
-    def __init__(self, tokens: list[str], probe: int | None):
-        self.tokens = tokens
-        self.probe = probe
-        self.pos = 0
-        self.depth = 0
-        self.in_abs = False
-
-    def run(self) -> float:
-        if not self.tokens:
-            raise _NotNumeric
-        value = self.expr()
-        if self.pos != len(self.tokens):
-            raise _NotNumeric
-        return value
-
-    def peek(self) -> str | None:
-        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
-
-    def take(self, expected: str | None = None) -> str:
-        tok = self.peek()
-        if tok is None or (expected is not None and tok != expected):
-            raise _NotNumeric
-        self.pos += 1
-        return tok
-
-    def expr(self) -> float:
-        self.depth += 1
-        if self.depth > self._MAX_DEPTH:
-            raise _NotNumeric
-        value = self.term()
-        while self.peek() in ("+", "-"):
-            if self.take() == "+":
-                value += self.term()
-            else:
-                value -= self.term()
-        self.depth -= 1
-        return value
-
-    def term(self) -> float:
-        value = self.unary()
-        while True:
-            tok = self.peek()
-            if tok in ("*", r"\cdot", r"\times"):
-                self.take()
-                value *= self.unary()
-            elif tok in ("/", r"\div"):
-                self.take()
-                value /= self.unary()
-            elif tok is not None and self._starts_atom(tok):
-                value *= self.power()  # implicit product: 2\sqrt{3}, 9\pi, 2x
-            else:
-                return value
-
-    def unary(self) -> float:
-        if self.peek() == "-":
-            self.take()
-            return -self.unary()
-        if self.peek() == "+":
-            self.take()
-            return self.unary()
-        return self.power()
-
-    def power(self) -> float:
-        base = self.atom()
-        if self.peek() == "^":
-            self.take()
-            exponent = self.group() if self.peek() == "{" else self.atom()
-            if abs(exponent) > _MAX_EXPONENT or (abs(base) > 1e6 and abs(exponent) > 50):
-                raise _NotNumeric
-            return math.pow(base, exponent)
-        return base
-
-    def _starts_atom(self, tok: str) -> bool:
-        if tok[0].isdigit() or tok[0] == "." or tok in ("(", "{", r"\frac", r"\sqrt"):
-            return True
-        if tok in _CONSTANTS or tok in _FUNCTIONS or (tok == "|" and not self.in_abs):
-            return True
-        return self.probe is not None and len(tok) == 1 and tok.isalpha()
-
-    def group(self) -> float:
-        self.take("{")
-        value = self.expr()
-        self.take("}")
-        return value
-
-    def argument(self) -> float:
-        return self.group() if self.peek() == "{" else self.atom()
-
-    def atom(self) -> float:
-        tok = self.take()
-        if tok[0].isdigit() or tok[0] == ".":
-            return float(tok)
-        if tok == "|":  # |x|, not nested: inside one, "|" closes it
-            self.in_abs = True
-            value = self.expr()
-            self.take("|")
-            self.in_abs = False
-            return abs(value)
-        if tok in ("(", "["):
-            value = self.expr()
-            self.take(")" if tok == "(" else "]")
-            return value
-        if tok == "{":
-            value = self.expr()
-            self.take("}")
-            return value
-        if tok in _CONSTANTS:
-            return _CONSTANTS[tok]
-        if tok == r"\frac":
-            return self.argument() / self.argument()
-        if tok == r"\sqrt":
-            index = 2.0
-            if self.peek() == "[":
-                self.take()
-                index = self.expr()
-                self.take("]")
-            radicand = self.argument()
-            if radicand < 0 or index == 0:
-                raise _NotNumeric
-            return radicand ** (1.0 / index)
-        if tok in _FUNCTIONS:
-            if tok == r"\log" and self.peek() == "_":
-                self.take()
-                base = self.argument()
-                return math.log(self.power()) / math.log(base)
-            if self.peek() == "^":
-                raise _NotNumeric  # \sin^2 x: rare, and easy to misread
-            return _FUNCTIONS[tok](self.group() if self.peek() == "{" else self.power())
-        if self.probe is not None and len(tok) == 1 and tok.isalpha() and tok != "i":
-            name = tok
-            if self.peek() == "_":
-                self.take()
-                sub = self.take()
-                if sub == "{":
-                    parts = []
-                    while self.peek() not in ("}", None):
-                        parts.append(self.take())
-                    self.take("}")
-                    sub = "".join(parts)
-                name += "_" + sub
-            while self.peek() == "'":
-                name += self.take()
-            return _probe_value(name, self.probe)
-        raise _NotNumeric
-
-
-# --------------------------------------------------------------------------------------
 # Free-form equivalence: fast path, then symbolic.
 # --------------------------------------------------------------------------------------
 
@@ -834,7 +494,8 @@ def _fast_decide(a: str, b: str, rel_tol: float) -> bool | None:
     """Decide equivalence of two keys cheaply, or None when only symbolic math can.
 
     Numbers compare by value, sequences element by element, prose as text, and
-    expressions with variables by value at fixed random points (see :func:`_probe_decide`).
+    expressions with variables by value at fixed random points
+    (see :func:`vlcohort.latex_eval.probe_decide`).
 
     >>> _fast_decide("2\\\\sqrt{3}", "\\\\sqrt{12}", 1e-4)
     True
@@ -852,14 +513,14 @@ def _fast_decide(a: str, b: str, rel_tol: float) -> bool | None:
         if sa is None or sb is None:
             return False
         return _sequences_equal(sa, sb, rel_tol)
-    va, vb = _numeric_values(a), _numeric_values(b)
+    va, vb = numeric_values(a), numeric_values(b)
     if va is not None and vb is not None:
         return _close(va, vb, rel_tol)
     if _is_text(a) or _is_text(b) or _has_words(a) or _has_words(b):
         return False
     if va is not None and _has_free_letters(b) or vb is not None and _has_free_letters(a):
         return False
-    return _probe_decide(a, b, rel_tol)
+    return probe_decide(a, b, rel_tol)
 
 
 def _sequences_equal(sa, sb, rel_tol: float) -> bool | None:
@@ -914,109 +575,7 @@ def _freeform_equal(a_light: str, b_light: str, rel_tol: float, timeout_s: float
     if verdict is not None:
         return verdict
     first, second = sorted((ka, kb))  # symmetric by construction, and one cache entry
-    return _symbolic_equal(first, second, timeout_s)
-
-
-# --------------------------------------------------------------------------------------
-# Symbolic tier: math-verify behind an input screen and a time limit.
-# --------------------------------------------------------------------------------------
-
-_POWER_TOWER = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\{?\s*-?\d{4,}|\^\s*\{?[^{}]*\d{3,}\s*!|\d{3,}\s*!|!\s*!")
-
-
-class _SymbolicTimeout(BaseException):
-    """Raised by our alarm; BaseException so math-verify's ``except Exception`` lets it out."""
-
-
-def _symbolic_safe(key: str) -> bool:
-    """Refuse inputs known to make sympy slow; the only guard outside the main thread.
-
-    >>> _symbolic_safe("\\\\frac{1}{x}^{10^{10}}"), _symbolic_safe("x^2+1")
-    (False, True)
-    """
-    if len(key) > SYMBOLIC_MAX_CHARS or _POWER_TOWER.search(key):
-        return False
-    depth = deepest = 0
-    for c in key:
-        if c in "{([":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif c in "})]":
-            depth -= 1
-    return deepest <= _SYMBOLIC_MAX_DEPTH
-
-
-@functools.lru_cache(maxsize=1)
-def _math_verify():
-    """Import math-verify once; None (symbolic tier off) when it is not installed."""
-    try:
-        import math_verify
-    except ImportError:  # pragma: no cover - math-verify is a dependency
-        logger.warning("math-verify is not installed: symbolic equivalence is disabled")
-        return None
-    # We turn its timeouts off and impose ours, so its one-time "Timeout is disabled"
-    # warning is noise; drop that message only, leaving the rest of its logging alone.
-    for name in ("math_verify.parser", "math_verify.grader"):
-        logging.getLogger(name).addFilter(_drop_timeout_disabled_warning)
-    return math_verify
-
-
-def _drop_timeout_disabled_warning(record: logging.LogRecord) -> bool:
-    return not str(record.msg).startswith("Timeout is disabled")
-
-
-def _as_latex(key: str) -> str:
-    """A key as math-verify reads it best: inside ``$...$`` (bare LaTeX loses its LaTeX)."""
-    key = re.sub(r"(?<!\\)%", r"\\%", key)
-    return key if "$" in key or "\\boxed" in key else f"${key}$"
-
-
-def _run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
-    """Run ``fn`` under a SIGALRM limit in the main thread; elsewhere run it unguarded.
-
-    Any timer already armed (say by pytest-timeout) is restored with its remaining time.
-    """
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        return fn()
-
-    def on_alarm(signum, frame):
-        raise _SymbolicTimeout
-
-    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
-    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, 0)
-    limit = min(seconds, previous_delay) if previous_delay > 0 else seconds
-    started = time.monotonic()
-    signal.setitimer(signal.ITIMER_REAL, limit)
-    try:
-        return fn()
-    except _SymbolicTimeout:
-        logger.debug("symbolic comparison timed out after %.2fs", seconds)
-        return False
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous_handler)
-        if previous_delay > 0:
-            remaining = max(previous_delay - (time.monotonic() - started), 1e-3)
-            signal.setitimer(signal.ITIMER_REAL, remaining, previous_interval)
-
-
-@functools.lru_cache(maxsize=1 << 15)
-def _symbolic_equal(a: str, b: str, timeout_s: float) -> bool:
-    """math-verify's ``verify(parse(a), parse(b))`` on two keys, screened and time-limited."""
-    mv = _math_verify()
-    if mv is None or not a or not b or not (_symbolic_safe(a) and _symbolic_safe(b)):
-        return False
-
-    def compare() -> bool:
-        gold = mv.parse(_as_latex(a), parsing_timeout=None)
-        pred = mv.parse(_as_latex(b), parsing_timeout=None)
-        return bool(gold and pred and mv.verify(gold, pred, timeout_seconds=None))
-
-    try:
-        return _run_with_time_limit(compare, timeout_s)
-    except Exception:  # math-verify swallows most errors itself; be sure
-        logger.debug("symbolic comparison failed for %r vs %r", a, b, exc_info=True)
-        return False
+    return symbolic_equal(first, second, timeout_s)
 
 
 # --------------------------------------------------------------------------------------
@@ -1049,7 +608,7 @@ class _OptionTable:
 
     @functools.cached_property
     def values(self) -> tuple[tuple[float, ...] | None, ...]:
-        return tuple(_numeric_values(k) for k in self.keys)
+        return tuple(numeric_values(k) for k in self.keys)
 
 
 _OWN_LETTER = re.compile(r"^\s*\(?([A-H])\s*[.:)]\s*")
@@ -1080,7 +639,7 @@ def _content_matches(text: str, table: _OptionTable, rel_tol: float, timeout_s: 
     hits = [i for i, k in enumerate(table.keys) if k == key]
     if hits:
         return frozenset(hits)
-    values = _numeric_values(key)
+    values = numeric_values(key)
     if values is not None:
         return frozenset(i for i, v in enumerate(table.values) if v is not None and _close(values, v, rel_tol))
     if _is_text(key) or _has_words(key) or not _has_free_letters(key) and "\\" not in key:
@@ -1088,7 +647,7 @@ def _content_matches(text: str, table: _OptionTable, rel_tol: float, timeout_s: 
     return frozenset(
         i
         for i, k in enumerate(table.keys)
-        if k and _fast_decide(key, k, rel_tol) is None and _symbolic_equal(*sorted((key, k)), timeout_s)
+        if k and _fast_decide(key, k, rel_tol) is None and symbolic_equal(*sorted((key, k)), timeout_s)
     )
 
 
@@ -1245,7 +804,7 @@ class LegacyGrader:
         p, g = str(pred).strip(), str(gold).strip()
         if not p or not g or len(p) > MAX_ANSWER_CHARS or len(g) > MAX_ANSWER_CHARS:
             return False
-        return _symbolic_equal(g, p, self.timeout_s)
+        return symbolic_equal(g, p, self.timeout_s)
 
 
 #: Graders by the name a config uses (``grader: corrected`` or ``grader: legacy``).
@@ -1305,6 +864,7 @@ def is_equivalent(pred: str | None, gold: str | None, options: OptionsArg = None
 
 def clear_caches() -> None:
     """Forget every cached normalisation and comparison (for benchmarks and tests)."""
-    for fn in (_light, _letter_form, _math_key, _freeform_key, _numeric_values, _probe, _symbolic_equal,
-               _option_table, _resolve_options):
+    for fn in (_light, _letter_form, _math_key, _freeform_key, _option_table, _resolve_options):
         fn.cache_clear()
+    _clear_latex_eval_caches()
+    _clear_symbolic_caches()

@@ -1,0 +1,143 @@
+"""Symbolic tier of math equivalence: math-verify behind an input screen and a time limit.
+
+:mod:`vlcohort.grading` tries the cheap tiers first (normalised keys, then numeric values
+and probing in :mod:`vlcohort.latex_eval`); what they cannot read or decide (``\\int``,
+matrices, equations equal up to a factor) comes here. Symbolic comparison is slow (a
+millisecond to a second) and some inputs make sympy run for minutes, so it is kept apart:
+one guarded entry point, :func:`symbolic_equal`, whose results are cached
+(``functools.lru_cache`` on the pair; :func:`clear_caches` forgets them). It imports
+nothing from the rest of the package.
+
+Time limit and threads
+----------------------
+math-verify's own timeouts use ``signal.alarm``, which works only in the main thread
+(elsewhere it raises). We call it with its timeouts off and impose our own limit: in the
+main thread a ``setitimer`` alarm (sub-second, restored afterwards) aborts the call; in
+any other thread no signal can be used, so the limit there rests on an input screen that
+refuses what is known to make sympy slow (long inputs, deep nesting, power towers, huge
+exponents or factorials). A refused or timed-out comparison counts as not equivalent.
+
+>>> symbolic_equal("(x-1)(x+1)", "x^2-1", 1.0)
+True
+>>> symbolic_equal("1", "\\\\frac{1}{x}^{10^{10}}", 1.0)  # refused by the screen
+False
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import signal
+import threading
+import time
+from typing import Callable
+
+__all__ = ["SYMBOLIC_MAX_CHARS", "clear_caches", "symbolic_equal"]
+
+logger = logging.getLogger(__name__)
+
+#: Inputs longer than this never reach sympy.
+SYMBOLIC_MAX_CHARS = 200
+_SYMBOLIC_MAX_DEPTH = 12
+
+_POWER_TOWER = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\{?\s*-?\d{4,}|\^\s*\{?[^{}]*\d{3,}\s*!|\d{3,}\s*!|!\s*!")
+
+
+class _SymbolicTimeout(BaseException):
+    """Raised by our alarm; BaseException so math-verify's ``except Exception`` lets it out."""
+
+
+def _symbolic_safe(key: str) -> bool:
+    """Refuse inputs known to make sympy slow; the only guard outside the main thread.
+
+    >>> _symbolic_safe("\\\\frac{1}{x}^{10^{10}}"), _symbolic_safe("x^2+1")
+    (False, True)
+    """
+    if len(key) > SYMBOLIC_MAX_CHARS or _POWER_TOWER.search(key):
+        return False
+    depth = deepest = 0
+    for c in key:
+        if c in "{([":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "})]":
+            depth -= 1
+    return deepest <= _SYMBOLIC_MAX_DEPTH
+
+
+@functools.lru_cache(maxsize=1)
+def _math_verify():
+    """Import math-verify once; None (symbolic tier off) when it is not installed."""
+    try:
+        import math_verify
+    except ImportError:  # pragma: no cover - math-verify is a dependency
+        logger.warning("math-verify is not installed: symbolic equivalence is disabled")
+        return None
+    # We turn its timeouts off and impose ours, so its one-time "Timeout is disabled"
+    # warning is noise; drop that message only, leaving the rest of its logging alone.
+    for name in ("math_verify.parser", "math_verify.grader"):
+        logging.getLogger(name).addFilter(_drop_timeout_disabled_warning)
+    return math_verify
+
+
+def _drop_timeout_disabled_warning(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Timeout is disabled")
+
+
+def _as_latex(key: str) -> str:
+    """A key as math-verify reads it best: inside ``$...$`` (bare LaTeX loses its LaTeX)."""
+    key = re.sub(r"(?<!\\)%", r"\\%", key)
+    return key if "$" in key or "\\boxed" in key else f"${key}$"
+
+
+def _run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
+    """Run ``fn`` under a SIGALRM limit in the main thread; elsewhere run it unguarded.
+
+    Any timer already armed (say by pytest-timeout) is restored with its remaining time.
+    """
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return fn()
+
+    def on_alarm(signum, frame):
+        raise _SymbolicTimeout
+
+    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    limit = min(seconds, previous_delay) if previous_delay > 0 else seconds
+    started = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        return fn()
+    except _SymbolicTimeout:
+        logger.debug("symbolic comparison timed out after %.2fs", seconds)
+        return False
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_delay > 0:
+            remaining = max(previous_delay - (time.monotonic() - started), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, remaining, previous_interval)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def symbolic_equal(a: str, b: str, timeout_s: float) -> bool:
+    """math-verify's ``verify(parse(a), parse(b))`` on two keys, screened and time-limited."""
+    mv = _math_verify()
+    if mv is None or not a or not b or not (_symbolic_safe(a) and _symbolic_safe(b)):
+        return False
+
+    def compare() -> bool:
+        gold = mv.parse(_as_latex(a), parsing_timeout=None)
+        pred = mv.parse(_as_latex(b), parsing_timeout=None)
+        return bool(gold and pred and mv.verify(gold, pred, timeout_seconds=None))
+
+    try:
+        return _run_with_time_limit(compare, timeout_s)
+    except Exception:  # math-verify swallows most errors itself; be sure
+        logger.debug("symbolic comparison failed for %r vs %r", a, b, exc_info=True)
+        return False
+
+def clear_caches() -> None:
+    """Forget every cached comparison (for benchmarks and tests)."""
+    symbolic_equal.cache_clear()
