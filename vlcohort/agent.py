@@ -95,8 +95,8 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
         enable()
     params = [p for p in agent.model.parameters() if p.requires_grad]
     lr = mc.lr if mc.lr is not None else cfg.optim.lr
-    agent.optimizer = torch.optim.AdamW(params, lr=lr, betas=tuple(cfg.optim.betas),
-                                        weight_decay=cfg.optim.weight_decay)
+    agent.optimizer = _adamw(params, lr=lr, betas=tuple(cfg.optim.betas),
+                             weight_decay=cfg.optim.weight_decay)
     total = max(1, cfg.run.steps)
     agent.scheduler = torch.optim.lr_scheduler.LambdaLR(
         agent.optimizer,
@@ -105,6 +105,15 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
     )
     agent.engine = make_engine(cfg.rollout.engine, adapter, agent.model)
     return agent
+
+
+def _adamw(params, **kwargs) -> torch.optim.Optimizer:
+    """Fused AdamW where torch has it for these tensors (one kernel for all parameters:
+    ~3x faster optimizer steps on CPU), else the default implementation."""
+    try:
+        return torch.optim.AdamW(params, fused=True, **kwargs)
+    except (RuntimeError, ValueError):
+        return torch.optim.AdamW(params, **kwargs)
 
 
 def _load_from(adapter: Adapter, folder: str):
@@ -159,54 +168,61 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
                  length_norm: int) -> dict[str, float]:
     """One optimizer step per PPO epoch on this agent's rollouts.
 
-    ``advantages`` [N] per sequence. Old (and reference) log-probs come first, without
-    gradient, from the same micro-batches; the IS weights compare the old policy with the
-    sampler. Micro-batch losses use the full batch's normaliser, so their gradients add
-    up to the full-batch gradient. A non-finite loss skips the optimizer step.
+    ``advantages`` [N] per sequence. The "old" log-probs are the policy's before this
+    step's update. With ``ppo_epochs == 1`` the policy has not moved when each micro-batch
+    is first evaluated, so old = logp.detach() of that very forward pass (one model pass
+    saved, as TRL does); with more epochs a no-grad pass computes them first. The IS
+    weights compare old with the sampler's log-probs. Micro-batch losses use the full
+    batch's normaliser, so their gradients add up to the full-batch gradient. A
+    non-finite loss skips the optimizer step.
     """
     model = agent.model
-    C = rollouts.logprobs.shape[1]
+    N, C = len(rollouts.completions), rollouts.logprobs.shape[1]
     mbs = micro_batches(agent, rendered, rollouts, g.micro_batch_seqs)
-    mask = torch.zeros(len(rollouts.completions), C)  # [N, C]
+    comp_mask = torch.zeros(N, C)  # [N, C] real completion tokens
     for rows, tb in mbs:
-        mask[rows] = _pad_to(tb.completion_mask.float(), C)
+        comp_mask[rows] = _pad_to(tb.completion_mask.float(), C)
+    mask = comp_mask * torch.isfinite(rollouts.logprobs).float()  # NaN/inf rollout tokens out
+    on_policy = g.ppo_epochs == 1
+    old = ref = None
     with torch.no_grad(), agent.autocast():
-        old = torch.cat([_pad_to(agent.adapter.completion_logprobs(model, tb, temperature), C)
-                         for _, tb in mbs])  # [N, C]
-        ref = None
+        if not on_policy:
+            old = torch.cat([_pad_to(agent.adapter.completion_logprobs(model, tb, temperature), C)
+                             for _, tb in mbs])  # [N, C]
         if g.kl_coef > 0:
             with agent.reference_context():
                 ref = torch.cat([_pad_to(agent.adapter.completion_logprobs(
                     agent.ref_forward_model, tb, temperature), C) for _, tb in mbs])
-    if g.is_mode == "off":
-        weights, is_stats = None, {}
-    else:
-        weights, is_stats = grpo.importance_weights(
-            old, rollouts.logprobs, mask, level=g.is_level, mode=g.is_mode, cap=g.is_cap,
-            low=g.is_low, high=g.is_high)
-        mask = mask * torch.isfinite(rollouts.logprobs).float()  # NaN/inf rollout tokens out
     denom = grpo.aggregate_denominator(mask, g.loss_agg)
     model.train()
     totals: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "grad_norm": 0.0}
+    is_parts: list[tuple[dict, float]] = []
     skipped = 0
-    for _ in range(g.ppo_epochs):
+    for epoch in range(g.ppo_epochs):
         agent.optimizer.zero_grad(set_to_none=True)
         bad = False
         for rows, tb in mbs:
             with agent.autocast():
                 logp = _pad_to(agent.adapter.completion_logprobs(model, tb, temperature), C)
+            old_mb = logp.detach() if on_policy else old[rows]  # [n, C]
+            weights = None
+            if g.is_mode != "off":
+                weights, st_is = grpo.importance_weights(  # masks and counts NaN/inf itself
+                    old_mb, rollouts.logprobs[rows], comp_mask[rows], level=g.is_level,
+                    mode=g.is_mode, cap=g.is_cap, low=g.is_low, high=g.is_high)
+                if epoch == 0:
+                    is_parts.append((st_is, float(comp_mask[rows].sum())))
             loss, st = grpo.policy_loss(
-                logp, old[rows], advantages[rows], mask[rows], clip_low=g.clip_low,
-                clip_high=g.clip_high, is_weights=None if weights is None else weights[rows],
+                logp, old_mb, advantages[rows], mask[rows], clip_low=g.clip_low,
+                clip_high=g.clip_high, is_weights=weights,
                 ref_logp=None if ref is None else ref[rows], kl_coef=g.kl_coef,
                 kl_kind=g.kl_kind, agg=g.loss_agg, denom=denom, length_norm=length_norm)
             if not torch.isfinite(loss):
                 bad = True
                 break
             loss.backward()
-            n_rows = rows.stop - rows.start
+            share = (rows.stop - rows.start) / N
             totals["loss"] += float(loss.detach())
-            share = n_rows / len(rollouts.completions)
             totals["clip_frac"] += st.get("clip_frac", 0.0) * share / g.ppo_epochs
             totals["kl"] += st.get("kl", 0.0) * share / g.ppo_epochs
         if bad:
@@ -226,5 +242,25 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
            "lr": agent.optimizer.param_groups[0]["lr"]}
     if g.kl_coef > 0:
         out["kl"] = totals["kl"]
-    out.update({f"is/{k.split('/', 1)[-1]}": v for k, v in is_stats.items()})
+    out.update({f"is/{k.split('/', 1)[-1]}": v for k, v in merge_is_stats(is_parts).items()})
+    return out
+
+
+def merge_is_stats(parts: list[tuple[dict[str, float], float]]) -> dict[str, float]:
+    """Combine per-micro-batch IS statistics: token-weighted means and shares, global
+    min / max, summed counts (``grpo.importance_weights`` stat names)."""
+    if not parts:
+        return {}
+    total = sum(n for _, n in parts) or 1.0
+    out: dict[str, float] = {}
+    for key in parts[0][0]:
+        values = [(st[key], n) for st, n in parts]
+        if key.endswith("/min"):
+            out[key] = min(v for v, n in values if n > 0) if any(n > 0 for _, n in values) else 0.0
+        elif key.endswith("/max"):
+            out[key] = max(v for v, _ in values)
+        elif key.endswith("nonfinite_tokens"):
+            out[key] = sum(v for v, _ in values)
+        else:
+            out[key] = sum(v * n for v, n in values) / total
     return out
