@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from vlcohort.cli import main
@@ -10,7 +12,7 @@ from vlcohort.cli import main
 def test_config_prints_resolved_and_totals(capsys):
     assert main(["config", "--set", "rollout.prompts_per_step=2"]) == 0
     out = capsys.readouterr().out
-    assert "prompts_per_step: 2" in out and "sequences_per_step (A x B x G): 16" in out
+    assert "prompts_per_step: 2" in out and "sequences_per_step (A x B x G): 32" in out
 
 
 def test_config_error_exit_code_and_message(capsys):
@@ -18,18 +20,30 @@ def test_config_error_exit_code_and_message(capsys):
     assert "run.stepz: unknown key" in capsys.readouterr().err
 
 
-def test_train_default_config_runs_and_says_where_results_are(tmp_path, monkeypatch, capsys):
-    """The embedded default (two tiny families, peer vote), shortened to 2 steps."""
+def test_train_default_recipe_runs_at_tiny_scale(tmp_path, monkeypatch, capsys):
+    """The embedded demo recipe end to end (warm-up, two arms, summary, plot), shrunk."""
     monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path / "cache"))
     run = tmp_path / "run"
-    assert main(["train", f"run.output_dir={run}", "run.steps=2", "log.tensorboard=false"]) == 0
+    shrink = [f"run.output_dir={run}", "run.steps=2", "eval.every=1", "eval.problems_per_task=4",
+              "rollout.prompts_per_step=2", "rollout.rollouts_per_prompt=4",
+              "parallel_arms=false"]
+    for i in (0, 1):
+        shrink += [f"agents.{i}.warmup.steps=2", f"agents.{i}.warmup.uniform_steps=1",
+                   f"agents.{i}.warmup.batch_size=4"]
+    assert main(["train", *shrink]) == 0
     out = capsys.readouterr().out
-    assert "[1/2 eta" in out and "step 2 | A:" in out
-    assert f"results: {run}" in out
-    saved = yaml.safe_load((run / "config.yaml").read_text())
-    assert saved["run"]["output_dir"] == str(run) and len(saved["agents"]) == 2
-    assert (run / "metrics.jsonl").is_file() and (run / "plots" / "dynamics.png").is_file()
-    assert (run / "checkpoints" / "step-2" / "A" / "model.safetensors").is_file()
+    assert "held-out accuracy" in out and f"results: {run}" in out
+    summary = json.loads((run / "summary.json").read_text())
+    assert set(summary["methods"]) == {"co_rl", "ttrl"}
+    assert set(summary["methods"]["co_rl"]) >= {"A", "B", "step"}
+    assert (run / "comparison.png").stat().st_size > 1000
+    assert (run / "warmup" / "A" / "warmup.json").is_file()
+    for arm in ("co_rl", "ttrl"):
+        saved = yaml.safe_load((run / arm / "config.yaml").read_text())
+        assert saved["method"] == arm and saved["agents"][0]["path"] == str(run / "warmup" / "A")
+    # a re-run reuses the warm-up
+    assert main(["train", *shrink]) == 0
+    assert "warm-up A: reusing" in capsys.readouterr().out
 
 
 def test_python_dash_m_is_the_same_cli(tmp_path):

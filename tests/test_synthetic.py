@@ -25,7 +25,8 @@ from vlcohort.synthetic import (
     make_problem,
 )
 
-MULTIPLE_CHOICE = ("compare_bars", "shape_colour", "shape_kind")
+MULTIPLE_CHOICE = ("compare_bars", "shape_colour", "shape_kind", "fg_colour", "bg_colour",
+                   "top_colour", "bottom_colour")
 FREE_FORM = ("count_shapes", "read_chart")
 
 
@@ -165,7 +166,7 @@ def test_multiple_choice_and_free_form_gold_forms():
         assert p.text.endswith("?")
 
 
-@pytest.mark.parametrize("task", ["shape_colour", "shape_kind", "compare_bars"])
+@pytest.mark.parametrize("task", ["shape_colour", "shape_kind", "compare_bars", "fg_colour", "bg_colour"])
 def test_gold_letter_is_balanced(task):
     data = make_dataset(task, n=400, seed=11)
     four = [p for p in data if len(p.options) == 4]
@@ -258,3 +259,40 @@ def test_generators_are_pure_functions_of_their_rng():
         a = generate(random.Random(1), 0)
         b = generate(random.Random(1), 0)
         assert a.images[0].tobytes() == b.images[0].tobytes() and a.gold == b.gold, name
+
+
+def test_fg_and_bg_colour_gold_match_the_pixels():
+    from vlcohort.synthetic import COLOURS, make_dataset
+
+    for task in ("fg_colour", "bg_colour"):
+        for p in make_dataset((task,), n=20, seed=5):
+            image = p.images[0]
+            x0, y0, x1, y1 = p.meta["box"]
+            centre = image.getpixel(((x0 + x1) // 2, (y0 + y1) // 2 + (y1 - y0) // 4))
+            corner = image.getpixel((0, 0))
+            gold_name = p.options["ABCD".index(p.gold)]
+            expected = centre if task == "fg_colour" else corner
+            assert COLOURS[gold_name] == expected, (task, p.id)
+            assert p.meta["colour"] != p.meta["background"]
+
+
+def test_fixed_option_order():
+    from vlcohort.synthetic import COLOURS, make_dataset
+
+    data = make_dataset(("fg_colour", "shape_kind"), n=40, seed=2, shuffle_options=False)
+    for p in data:
+        if p.meta["task"] == "fg_colour":
+            assert p.options == list(COLOURS)
+        assert p.options[LETTERS.index(p.gold)] == p.meta["answer_text"]
+    assert len({p.gold for p in data}) == 4  # letters still vary with the answer
+
+
+def test_top_and_bottom_colour_gold_match_the_pixels():
+    from vlcohort.synthetic import COLOURS, make_dataset
+
+    for task, y in (("top_colour", 0), ("bottom_colour", -1)):
+        for p in make_dataset((task,), n=20, seed=6):
+            image = p.images[0]
+            pixel = image.getpixel((image.width // 2, y % image.height))
+            assert COLOURS[p.options[LETTERS.index(p.gold)]] == pixel, (task, p.id)
+            assert p.meta["top"] != p.meta["bottom"]

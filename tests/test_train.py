@@ -24,7 +24,11 @@ FAST = ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2_5_vl'}]",
         "reward.answer_style=last_letter", "data.tasks=[shape_colour, shape_kind]",
         "data.num_problems=16", "rollout.prompts_per_step=2", "rollout.rollouts_per_prompt=8",
         "rollout.max_new_tokens=16", "grpo.micro_batch_seqs=8", "optim.lr=1e-3",
-        "optim.warmup_ratio=0", "log.plot=false", "log.tensorboard=false", "run.seed=4"]
+        "optim.warmup_ratio=0", "log.plot=false", "log.tensorboard=false", "run.seed=4",
+        # the demo recipe's comparison arms, held-out eval and vote gate / KL are off here
+        "arms=[]", "eval.every=0", "reward.min_share=0", "grpo.kl_coef=0",
+        "optim.schedule=cosine", "checkpoint.keep_last=2", "data.shuffle_options=true",
+        "prompt.system_prompt=You are a helpful assistant."]
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +86,9 @@ def test_checkpoint_loads_with_transformers(tmp_path):
 
 def test_two_agent_peer_vote_runs_and_logs_every_metric(tmp_path):
     run = tmp_path / "pair"
-    args = ["train", "method=co_rl", "reward.answer_style=last_letter",
+    args = ["train", "method=co_rl", "reward.answer_style=last_letter", "arms=[]",
+            "eval.every=0", "agents.0.warmup.steps=0", "agents.0.warmup.uniform_steps=0",
+            "agents.1.warmup.steps=0", "agents.1.warmup.uniform_steps=0",
             "data.tasks=[shape_colour]", "data.num_problems=8", "rollout.prompts_per_step=2",
             "rollout.rollouts_per_prompt=4", "rollout.max_new_tokens=8",
             "grpo.micro_batch_seqs=4", "run.steps=2", "log.tensorboard=false",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import ConfigError, field_docs, load_config, resolved_text
+from .config import DEMO_RECIPE, ConfigError, field_docs, load_config, resolved_text
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 cfg = resume_config(args.resume, overrides)
             else:
-                cfg = load_config(config_path, overrides)
+                cfg = load_config(config_path or DEMO_RECIPE, overrides)
             if args.command == "config":
                 if args.fields:
                     for key, default, doc in field_docs():

@@ -32,6 +32,30 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class WarmupConfig:
+    """Supervised warm-up of one agent before RL (see ``vlcohort/warmup.py``)."""
+
+    steps: int = 0
+    """Supervised steps on ``tasks`` (0: no warm-up)."""
+    uniform_steps: int = 0
+    """Further steps adding the uniform-over-options term on ``uniform_tasks``."""
+    lr: float = 1e-3
+    """AdamW learning rate of the warm-up."""
+    batch_size: int = 32
+    """Problems per warm-up step (per term)."""
+    tasks: list[str] = field(default_factory=list)
+    """Synthetic task families learned with their gold answers (the agent's own skill)."""
+    uniform_tasks: list[str] = field(default_factory=list)
+    """Families whose choice among the options is pulled towards uniform (no gold used)."""
+    uniform_weight: float = 1.0
+    """Weight of the uniform term."""
+    keep_supervised: bool = True
+    """Keep the supervised term during the uniform steps."""
+    answer_template: str = "<answer>{}</answer>"
+    """The completion taught, ``{}`` being the option letter."""
+
+
+@dataclass
 class ModelConfig:
     """One agent: its model and how its inputs are prepared."""
 
@@ -73,6 +97,8 @@ class ModelConfig:
     """Recompute activations in the backward pass (less memory, ~30% slower)."""
     autocast_bf16: bool = False
     """Run forward passes under bf16 autocast (weights stay in ``dtype``)."""
+    warmup: WarmupConfig = field(default_factory=WarmupConfig)
+    """Supervised warm-up before RL (none by default)."""
 
 
 @dataclass
@@ -88,6 +114,9 @@ class DataConfig:
     """synthetic: how many problems to draw (the stream cycles through them in epochs)."""
     image_size: int = 56
     """synthetic: image side in pixels."""
+    shuffle_options: bool = True
+    """synthetic: shuffle option order per problem (false: a fixed order, so a letter
+    always names the same colour / kind)."""
     shuffle: bool = True
     """Shuffle the order each epoch (seeded by run.seed and the epoch)."""
 
@@ -209,6 +238,18 @@ class LogConfig:
 
 
 @dataclass
+class EvalConfig:
+    """Held-out accuracy during training (gold used to measure only, never to reward)."""
+
+    every: int = 0
+    """Evaluate every this many steps, and before the first and after the last (0: never)."""
+    problems_per_task: int = 64
+    """Held-out problems per task family (drawn with a seed apart from the training data)."""
+    max_new_tokens: int = 16
+    """Greedy answer length."""
+
+
+@dataclass
 class CheckpointConfig:
     """Checkpoints."""
 
@@ -271,6 +312,14 @@ class Config:
     """Logging."""
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     """Checkpoints."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Held-out accuracy during training."""
+    arms: list[str] = field(default_factory=list)
+    """Methods to compare from the same warm-up and budget (e.g. [co_rl, ttrl]): each arm is
+    a full run in <output_dir>/<method>/, then summary.json and comparison.png. Empty: one
+    run of ``method``."""
+    parallel_arms: bool = True
+    """Run the arms as parallel processes (one torch thread each)."""
     run: RunConfig = field(default_factory=RunConfig)
     """Run bookkeeping."""
 
@@ -322,9 +371,14 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     return cfg
 
 
-def default_config() -> Config:
-    """The embedded default, resolved and validated (``vlcohort train`` with no arguments)."""
-    return load_config()
+#: The packaged demo recipe: what ``vlcohort train`` runs with no arguments
+#: (``configs/demo.yaml`` is a link to it).
+DEMO_RECIPE = Path(__file__).resolve().parent / "recipes" / "demo.yaml"
+
+
+def default_config(overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """The embedded default (the demo recipe), resolved and validated."""
+    return load_config(DEMO_RECIPE, overrides)
 
 
 def _split_override(item: str) -> tuple[str, Any]:
@@ -520,6 +574,24 @@ def validate(cfg: Config) -> None:
     for i, a in enumerate(cfg.agents):
         if a.lora_rank < 0:
             raise ConfigError(f"agents.{i}.lora_rank: must be >= 0")
+    for arm in cfg.arms:
+        if arm not in METHOD_SOURCES:
+            raise ConfigError(f"arms: {arm!r} is not one of: {', '.join(METHOD_SOURCES)}")
+        if METHOD_SOURCES[arm] == "peer_vote" and len(cfg.agents) < 2:
+            raise ConfigError(f"arms: {arm} needs at least 2 agents")
+    if len(set(cfg.arms)) != len(cfg.arms):
+        raise ConfigError(f"arms: each method once, got {cfg.arms}")
+    for i, a in enumerate(cfg.agents):
+        w = a.warmup
+        if w.steps < 0 or w.uniform_steps < 0 or w.batch_size < 1:
+            raise ConfigError(f"agents.{i}.warmup: steps and uniform_steps >= 0, batch_size >= 1")
+        if w.steps and not w.tasks:
+            raise ConfigError(f"agents.{i}.warmup.tasks: which task families to learn "
+                              "(warmup.steps > 0)")
+        if w.uniform_steps and not w.uniform_tasks:
+            raise ConfigError(f"agents.{i}.warmup.uniform_tasks: needed when uniform_steps > 0")
+        if "{}" not in w.answer_template:
+            raise ConfigError(f"agents.{i}.warmup.answer_template: must hold {{}} for the letter")
     if cfg.data.num_problems < 1:
         raise ConfigError("data.num_problems: must be >= 1")
     if not cfg.data.tasks:

@@ -20,6 +20,8 @@ METRIC_DOCS: dict[str, str] = {
                                  "(prompts with gold and a non-abstaining teacher)",
     "agent/<a>/vote/acc": "share of the agent's own majority votes equal to gold",
     "agent/<a>/acc": "share of the agent's rollouts whose answer equals gold",
+    "agent/<a>/acc/<t>": "the same, on the step's prompts of task family <t> (when "
+                         "problems carry a task name)",
     "agent/<a>/teacher_abstain": "share of prompts where the agent's teacher abstained "
                                  "(no learning signal from them)",
     "agent/<a>/parse_rate": "share of rollouts with an extractable answer",
@@ -41,6 +43,8 @@ METRIC_DOCS: dict[str, str] = {
     "agent/<a>/grad_norm": "gradient norm before clipping (mean over optimizer steps)",
     "agent/<a>/lr": "learning rate",
     "agent/<a>/skipped_updates": "updates skipped this step for a NaN / inf loss",
+    "eval/<a>/<t>/acc": "held-out greedy accuracy of agent <a> on task family <t> (and "
+                        "<t> = all); logged at step 0, every eval.every steps and at the end",
     "cohort/agreement": "share of prompts where all agents' majority votes agree "
                         "(abstentions count as disagreement)",
     "cohort/no_signal": "1 when no agent had a non-zero advantage this step (nothing trained)",
@@ -56,7 +60,8 @@ def documented(key: str) -> bool:
     import re
 
     for pattern in METRIC_DOCS:
-        regex = "^" + re.escape(pattern).replace(re.escape("<a>"), "[^/]+") + "$"
+        regex = "^" + re.escape(pattern).replace(re.escape("<a>"), "[^/]+").replace(
+            re.escape("<t>"), "[^/]+") + "$"
         if re.match(regex, key):
             return True
     return False
@@ -80,6 +85,9 @@ class MetricsLogger:
     def truncate_after(self, step: int) -> None:
         """Drop lines of steps after ``step`` (a resumed run rewrites them)."""
         if not self.path.is_file():
+            return
+        if step == 0:  # a fresh run: nothing to keep
+            self.path.unlink()
             return
         keep = [line for line in self.path.read_text().splitlines()
                 if line.strip() and json.loads(line)["step"] <= step]

@@ -377,6 +377,84 @@ def shape_kind(rng: random.Random, index: int,
                     colour=colour, kind=kind, box=box)
 
 
+def _shape_on_colour(rng: random.Random, size: int) -> tuple[Image.Image, dict]:
+    """A shape of one colour, 40-60% of the side, near the centre, on a background of
+    another colour: the one picture both ``fg_colour`` and ``bg_colour`` ask about."""
+    ground, figure = rng.sample(list(COLOURS), 2)
+    kind = rng.choice(SHAPES)
+    side = rng.randint(round(0.4 * size), round(0.6 * size))
+    jitter = max(1, size // 14)
+    x0 = (size - side) // 2 + rng.randint(-jitter, jitter)
+    y0 = (size - side) // 2 + rng.randint(-jitter, jitter)
+    box = [x0, y0, x0 + side - 1, y0 + side - 1]
+    image = Image.new("RGB", (size, size), COLOURS[ground])
+    _draw_shape(ImageDraw.Draw(image), kind, box, COLOURS[figure])
+    return image, {"colour": figure, "background": ground, "kind": kind, "box": box}
+
+
+def fg_colour(rng: random.Random, index: int,
+              image_size: int = DEFAULT_IMAGE_SIZE) -> Problem:
+    """'What colour is the shape?' about a shape on a *coloured* background.
+
+    With ``bg_colour`` it forms the learning demo's two complementary skill families:
+    the same pictures, two questions, so one skill does not give away the other (on
+    white backgrounds "the dominant colour" would answer both).
+    """
+    _check_size(image_size)
+    image, drawn = _shape_on_colour(rng, image_size)
+    options, gold = _multiple_choice(rng, drawn["colour"],
+                                     [c for c in COLOURS if c != drawn["colour"]])
+    return _problem("fg_colour", index, "What colour is the shape?", image, gold, options,
+                    **drawn)
+
+
+def bg_colour(rng: random.Random, index: int,
+              image_size: int = DEFAULT_IMAGE_SIZE) -> Problem:
+    """'What is the background colour?' on the pictures of ``fg_colour``."""
+    _check_size(image_size)
+    image, drawn = _shape_on_colour(rng, image_size)
+    options, gold = _multiple_choice(rng, drawn["background"],
+                                     [c for c in COLOURS if c != drawn["background"]])
+    return _problem("bg_colour", index, "What is the background colour?", image, gold,
+                    options, **drawn)
+
+
+def _two_bands(rng: random.Random, size: int) -> tuple[Image.Image, dict]:
+    """Top band one colour, bottom band another (split near the middle): the one picture
+    both ``top_colour`` and ``bottom_colour`` ask about."""
+    top, bottom = rng.sample(list(COLOURS), 2)
+    split = size // 2 + rng.randint(-(size // 14), size // 14)
+    image = Image.new("RGB", (size, size), COLOURS[top])
+    ImageDraw.Draw(image).rectangle((0, split, size - 1, size - 1), fill=COLOURS[bottom])
+    return image, {"top": top, "bottom": bottom, "split": split}
+
+
+def top_colour(rng: random.Random, index: int,
+               image_size: int = DEFAULT_IMAGE_SIZE) -> Problem:
+    """'What colour is the top half?' of a two-band picture.
+
+    With ``bottom_colour`` it is the learning demo's pair of complementary skill families:
+    the same pictures, two questions, equally easy for a tiny vision tower, and knowing
+    one gives nothing about the other (the two colours are drawn independently).
+    """
+    _check_size(image_size)
+    image, drawn = _two_bands(rng, image_size)
+    options, gold = _multiple_choice(rng, drawn["top"], [c for c in COLOURS if c != drawn["top"]])
+    return _problem("top_colour", index, "What colour is the top half?", image, gold, options,
+                    **drawn)
+
+
+def bottom_colour(rng: random.Random, index: int,
+                  image_size: int = DEFAULT_IMAGE_SIZE) -> Problem:
+    """'What colour is the bottom half?' of the pictures of ``top_colour``."""
+    _check_size(image_size)
+    image, drawn = _two_bands(rng, image_size)
+    options, gold = _multiple_choice(rng, drawn["bottom"],
+                                     [c for c in COLOURS if c != drawn["bottom"]])
+    return _problem("bottom_colour", index, "What colour is the bottom half?", image, gold,
+                    options, **drawn)
+
+
 #: Task families by name. Each maps ``(rng, index, image_size)`` to a :class:`Problem`.
 TASKS: dict[str, Generator] = {
     "count_shapes": count_shapes,
@@ -384,6 +462,10 @@ TASKS: dict[str, Generator] = {
     "read_chart": read_chart,
     "shape_colour": shape_colour,
     "shape_kind": shape_kind,
+    "fg_colour": fg_colour,
+    "bg_colour": bg_colour,
+    "top_colour": top_colour,
+    "bottom_colour": bottom_colour,
 }
 
 
@@ -405,8 +487,21 @@ def _check_tasks(tasks: Sequence[str] | str) -> tuple[str, ...]:
     return names
 
 
+def _canonical_order(problem: Problem) -> Problem:
+    """Options in a fixed order (colours as in :data:`COLOURS`, kinds as in :data:`SHAPES`),
+    gold letter recomputed. With fixed options a letter always means the same colour /
+    kind, so answering is plain classification; with shuffled options a model must also
+    match the option texts in the prompt, which tiny models learn far more slowly."""
+    if not problem.options:
+        return problem
+    rank = {name: i for i, name in enumerate([*COLOURS, *SHAPES])}
+    options = sorted(problem.options, key=lambda o: rank.get(o, len(rank)))
+    gold = LETTERS[options.index(problem.meta["answer_text"])]
+    return replace(problem, options=options, gold=gold)
+
+
 def make_problem(task: str, index: int, seed: int = 0,
-                 image_size: int = DEFAULT_IMAGE_SIZE) -> Problem:
+                 image_size: int = DEFAULT_IMAGE_SIZE, shuffle_options: bool = True) -> Problem:
     """Problem ``index`` of family ``task`` for ``seed``; id ``synthetic-<task>-<seed>-<index>``.
 
     Each problem gets its own rng, seeded from (seed, task, index) as a string (hashed with
@@ -416,12 +511,14 @@ def make_problem(task: str, index: int, seed: int = 0,
     (task,) = _check_tasks((task,))
     rng = random.Random(f"vlcohort.synthetic/{seed}/{task}/{index}")
     problem = TASKS[task](rng, index, image_size=image_size)
+    if not shuffle_options:
+        problem = _canonical_order(problem)
     return replace(problem, id=f"synthetic-{task}-{seed}-{index}",
                    meta={**problem.meta, "seed": seed})
 
 
 def make_dataset(tasks: Sequence[str] | str = DEFAULT_TASKS, n: int = 64, seed: int = 0,
-                 image_size: int = DEFAULT_IMAGE_SIZE) -> list[Problem]:
+                 image_size: int = DEFAULT_IMAGE_SIZE, shuffle_options: bool = True) -> list[Problem]:
     """``n`` problems cycling through ``tasks`` round-robin (problem i is ``tasks[i % k]``).
 
     Deterministic: the same arguments give identical problems and identical image bytes;
@@ -436,5 +533,5 @@ def make_dataset(tasks: Sequence[str] | str = DEFAULT_TASKS, n: int = 64, seed: 
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n must be a non-negative integer (number of problems), got {n!r}")
     _check_size(image_size)
-    return [make_problem(names[i % len(names)], i, seed=seed, image_size=image_size)
-            for i in range(n)]
+    return [make_problem(names[i % len(names)], i, seed=seed, image_size=image_size,
+                         shuffle_options=shuffle_options) for i in range(n)]

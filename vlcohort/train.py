@@ -53,6 +53,7 @@ class Run:
     stream: ProblemStream
     logger: MetricsLogger
     grader: Any
+    eval_problems: list = field(default_factory=list)
     step: int = 0  # last completed step
     bad_steps_in_row: int = 0
     skipped_records: dict[str, int] = field(default_factory=dict)
@@ -66,7 +67,19 @@ def load_problems(cfg: Config) -> list[Problem]:
     from .synthetic import make_dataset
 
     return make_dataset(tasks=tuple(cfg.data.tasks), n=cfg.data.num_problems,
-                        seed=cfg.run.seed, image_size=cfg.data.image_size)
+                        seed=cfg.run.seed, image_size=cfg.data.image_size,
+                        shuffle_options=cfg.data.shuffle_options)
+
+
+def load_eval_problems(cfg: Config) -> list[Problem]:
+    """Held-out problems for ``eval.*``: the training families, drawn with another seed."""
+    if not cfg.eval.every:
+        return []
+    from .synthetic import make_dataset
+
+    n = cfg.eval.problems_per_task * len(cfg.data.tasks)
+    return make_dataset(tasks=tuple(cfg.data.tasks), n=n, seed=cfg.run.seed + 7919,
+                        image_size=cfg.data.image_size, shuffle_options=cfg.data.shuffle_options)
 
 
 def seed_everything(seed: int) -> None:
@@ -87,7 +100,7 @@ def setup(cfg: Config, resume: str | Path | None = None) -> Run:
               for mc in cfg.agents]
     logger = MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard)
     run = Run(cfg=cfg, dir=run_dir, agents=agents, stream=stream, logger=logger,
-              grader=get_grader(cfg.reward.grader))
+              grader=get_grader(cfg.reward.grader), eval_problems=load_eval_problems(cfg))
     if folder is not None:
         state = ckpt.load_state(folder)
         for agent in agents:
@@ -228,9 +241,29 @@ def agent_metrics(name, answers, votes, labels, scored, advantages, rollouts, up
                 [gold_match(labels[b], problems[b], grader) for b in lab]))
         out[p + "vote/acc"] = float(np.mean([gold_match(votes[b].label, problems[b], grader)
                                              for b in with_gold]))
-        out[p + "acc"] = float(np.mean([gold_match(a, problems[b], grader)
-                                        for b in with_gold for a in answers[b]]))
+        hits = {b: [gold_match(a, problems[b], grader) for a in answers[b]] for b in with_gold}
+        out[p + "acc"] = float(np.mean([h for b in with_gold for h in hits[b]]))
+        by_task: dict[str, list[bool]] = {}
+        for b in with_gold:
+            task = problems[b].meta.get("task")
+            if task:
+                by_task.setdefault(task, []).extend(hits[b])
+        out.update({f"{p}acc/{t}": float(np.mean(v)) for t, v in by_task.items()})
     out.update({p + k: v for k, v in update.items()})
+    return out
+
+
+def evaluate(run: Run) -> dict[str, float]:
+    """``eval/<agent>/<task>/acc`` on the held-out problems (greedy answers)."""
+    from .evaluate import accuracy_by_task
+
+    out = {}
+    for agent in run.agents:
+        accs = accuracy_by_task(agent, run.eval_problems, run.cfg.prompt.system_prompt,
+                                run.cfg.prompt.instruction, run.grader,
+                                max_new_tokens=run.cfg.eval.max_new_tokens,
+                                style=run.cfg.reward.answer_style)
+        out.update({f"eval/{agent.name}/{task}/acc": v for task, v in accs.items()})
     return out
 
 
@@ -261,9 +294,13 @@ def train(run: Run) -> None:
     cfg = run.cfg
     names = [a.name for a in run.agents]
     t_start, first = time.perf_counter(), run.step
+    if run.eval_problems and run.step == 0:
+        run.logger.log({"step": 0, **evaluate(run)})
     while run.step < cfg.run.steps:
         step = run.step + 1
         record = train_step(run, step)
+        if run.eval_problems and (step % cfg.eval.every == 0 or step == cfg.run.steps):
+            record.update(evaluate(run))
         bad = sum(record.get(f"agent/{n}/skipped_updates", 0) for n in names)
         updated = any(f"agent/{n}/loss" in record for n in names)
         if bad:
@@ -321,6 +358,13 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
 def main(cfg: Config, resume: str | None = None) -> int:
     """Run a whole training job; ``resume`` continues the run in that folder."""
     print(resolved_text(cfg))
+    if cfg.arms:
+        if resume is not None:
+            raise TrainingError("--resume takes one arm's folder (e.g. runs/demo/co_rl), not a "
+                                "comparison run")
+        from .compare import run_arms
+
+        return run_arms(cfg)
     run = setup(cfg, resume)
     try:
         train(run)

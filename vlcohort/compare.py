@@ -1,0 +1,284 @@
+"""Several methods from one warm-up and one budget: the demo's "Co-RL beside self-vote".
+
+    <run>/config.yaml          the resolved config (with ``arms``)
+    <run>/warmup/<agent>/      warmed-up checkpoints (reused on a re-run, by fingerprint)
+    <run>/<method>/            a complete ordinary run per arm (config, metrics, checkpoints)
+    <run>/summary.json         final held-out accuracy per method, agent and task family
+    <run>/comparison.png       accuracy on each family over RL steps, arms side by side
+
+Each arm starts every agent from its warmed-up checkpoint and differs from the other arms
+only in ``method`` (the reward source). Arms run as parallel processes (one torch thread
+each) when ``parallel_arms`` is set: on a 2-core machine two tiny-model processes beat one
+process with two threads.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .config import Config, save_resolved, to_yaml
+from .metrics import read_metrics
+from .warmup import fingerprint, reusable, save_fingerprint, warm_up, warmed_up_folder
+
+
+def _warm_one(cfg: Config, i: int, folder: Path, key: str, threads: int | None) -> dict:
+    """Warm up agent ``i`` (runs in a worker process when warm-ups run in parallel)."""
+    import torch
+
+    from .agent import build_agent
+
+    if threads:
+        torch.set_num_threads(threads)
+    mc = cfg.agents[i]
+    agent = build_agent(mc)
+    stats = warm_up(agent, mc, cfg, folder, seed=cfg.run.seed + 101 * (i + 1))
+    save_fingerprint(folder, key, stats)
+    return stats
+
+
+def prepare_warmups(cfg: Config, run_dir: Path, log=print) -> dict[str, Path]:
+    """Warm up every agent that asks for it (or reuse a matching earlier warm-up); with
+    ``parallel_arms`` the agents warm up in parallel processes, one thread each."""
+    out: dict[str, Path] = {}
+    todo = []
+    for i, mc in enumerate(cfg.agents):
+        if not (mc.warmup.steps or mc.warmup.uniform_steps):
+            continue
+        folder = warmed_up_folder(run_dir, mc.name)
+        key = fingerprint(mc, cfg, cfg.run.seed + i)
+        if reusable(folder, key):
+            log(f"warm-up {mc.name}: reusing {folder}")
+        else:
+            todo.append((i, folder, key))
+        out[mc.name] = folder
+    if cfg.parallel_arms and len(todo) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        from processors.tiny import tiny_model_path, is_tiny_spec
+
+        for i, _, _ in todo:  # build tiny checkpoints once, before the workers race for them
+            if is_tiny_spec(cfg.agents[i].path):
+                tiny_model_path(cfg.agents[i].path)
+        log(f"warming up {', '.join(cfg.agents[i].name for i, _, _ in todo)} in parallel")
+        with ProcessPoolExecutor(len(todo), mp_context=mp.get_context("spawn")) as pool:
+            futures = [pool.submit(_warm_one, cfg, i, folder, key, 1) for i, folder, key in todo]
+            for (i, _, _), f in zip(todo, futures):
+                st = f.result()
+                log(f"warm-up {cfg.agents[i].name}: done in {st['seconds']:.0f}s")
+    else:
+        for i, folder, key in todo:
+            _warm_one(cfg, i, folder, key, None)
+    return out
+
+
+def arm_config(cfg: Config, method: str, run_dir: Path, warmed: dict[str, Path]) -> Config:
+    """The ordinary one-method config of one arm."""
+    arm = copy.deepcopy(cfg)
+    arm.method = method
+    arm.reward.source = None
+    arm.arms = []
+    arm.run.output_dir = str(run_dir / method)
+    arm.run.name = f"{cfg.run.name}-{method}"
+    for mc in arm.agents:
+        if mc.name in warmed:
+            mc.path = str(warmed[mc.name])
+            mc.warmup = type(mc.warmup)()  # already warmed up
+    from .config import validate
+
+    validate(arm)
+    return arm
+
+
+def run_arms(cfg: Config) -> int:
+    run_dir = Path(cfg.run.output_dir)
+    save_resolved(cfg, run_dir)
+    t0 = time.perf_counter()
+    warmed = prepare_warmups(cfg, run_dir)
+    t_warm = time.perf_counter() - t0
+    arms = [arm_config(cfg, m, run_dir, warmed) for m in cfg.arms]
+    for arm in arms:
+        save_resolved(arm, arm.run.output_dir)
+    t1 = time.perf_counter()
+    if cfg.parallel_arms and len(arms) > 1:
+        rc = _run_parallel(arms)
+    else:
+        from .train import main as train_main
+
+        rc = 0
+        for arm in arms:
+            print(f"\n=== arm {arm.method} ===")
+            rc = rc or train_main(arm)
+    t_rl = time.perf_counter() - t1
+    if rc:
+        print(f"an arm failed (exit {rc}); see its train.log in {run_dir}", file=sys.stderr)
+        return rc
+    summary = summarise(cfg, run_dir)
+    summary["seconds"] = {"warmup": round(t_warm, 1), "rl": round(t_rl, 1),
+                          "total": round(time.perf_counter() - t0, 1)}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(summary_table(summary))
+    png = plot_comparison(cfg, run_dir, run_dir / "comparison.png")
+    print(f"\nwarm-up {t_warm:.0f}s, RL {t_rl:.0f}s")
+    print(f"results: {run_dir} (summary.json, comparison.png, {', '.join(cfg.arms)}/, warmup/)")
+    if png:
+        print(f"plot: {png}")
+    return 0
+
+
+def _run_parallel(arms: list[Config]) -> int:
+    """One process per arm, one torch thread each; progress from their metrics files."""
+    procs = []
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    for arm in arms:
+        folder = Path(arm.run.output_dir)
+        cfg_path = folder / "config.yaml"
+        cfg_path.write_text(to_yaml(arm))
+        log = open(folder / "train.log", "w")
+        procs.append((arm, subprocess.Popen(
+            [sys.executable, "-m", "vlcohort", "train", str(cfg_path), "run.threads=1"],
+            stdout=log, stderr=subprocess.STDOUT, env=env), log))
+    last = ""
+    while any(p.poll() is None for _, p, _ in procs):
+        time.sleep(2)
+        parts = []
+        for arm, _, _ in procs:
+            m = Path(arm.run.output_dir) / "metrics.jsonl"
+            n = max((r["step"] for r in read_metrics(m)), default=0) if m.is_file() else 0
+            parts.append(f"{arm.method} {n}/{arm.run.steps}")
+        line = "RL arms: " + ", ".join(parts)
+        if line != last:
+            print(line, flush=True)
+            last = line
+    rc = 0
+    for arm, p, log in procs:
+        log.close()
+        if p.returncode:
+            print(f"arm {arm.method} failed (exit {p.returncode}); its log: "
+                  f"{Path(arm.run.output_dir) / 'train.log'}", file=sys.stderr)
+            rc = rc or p.returncode
+    return rc
+
+
+def _own_tasks(cfg: Config) -> dict[str, set[str]]:
+    return {mc.name: set(mc.warmup.tasks) for mc in cfg.agents}
+
+
+def summarise(cfg: Config, run_dir: Path) -> dict:
+    """{methods: {method: {agent: {task: acc, ..., "own": x, "unseen": y}}}} from the last
+    and first eval records of each arm."""
+    own = _own_tasks(cfg)
+    out: dict = {"tasks": list(cfg.data.tasks), "agents": {a: sorted(t) for a, t in own.items()},
+                 "methods": {}, "start": {}}
+    for method in cfg.arms:
+        recs = [r for r in read_metrics(run_dir / method / "metrics.jsonl")
+                if any(k.startswith("eval/") for k in r)]
+        if not recs:
+            continue
+        out["methods"][method] = _eval_table(recs[-1], cfg, own)
+        out["methods"][method]["step"] = recs[-1]["step"]
+        out["start"] = _eval_table(recs[0], cfg, own)
+    return out
+
+
+def _eval_table(rec: dict, cfg: Config, own: dict[str, set[str]]) -> dict:
+    table: dict = {}
+    for mc in cfg.agents:
+        row = {t: rec.get(f"eval/{mc.name}/{t}/acc") for t in cfg.data.tasks}
+        mine = [v for t, v in row.items() if t in own[mc.name] and v is not None]
+        other = [v for t, v in row.items() if t not in own[mc.name] and v is not None]
+        if mine:
+            row["own"] = sum(mine) / len(mine)
+        if other:
+            row["unseen"] = sum(other) / len(other)
+        table[mc.name] = row
+    return table
+
+
+def summary_table(summary: dict) -> str:
+    tasks = summary["tasks"]
+    lines = ["", "held-out accuracy (greedy) per method, agent and task family "
+                 "(own = warmed up on it, unseen = not)",
+             f"{'method':<10} {'agent':<6} " + " ".join(f"{t:>12}" for t in tasks)
+             + f" {'own':>6} {'unseen':>7}"]
+
+    def fmt(v):
+        return f"{v:.2f}" if isinstance(v, (int, float)) and not math.isnan(v) else "-"
+
+    rows = [("start", summary.get("start", {}))] + list(summary["methods"].items())
+    for method, table in rows:
+        for agent, row in table.items():
+            if not isinstance(row, dict):
+                continue
+            lines.append(f"{method:<10} {agent:<6} " + " ".join(f"{fmt(row.get(t)):>12}" for t in tasks)
+                         + f" {fmt(row.get('own')):>6} {fmt(row.get('unseen')):>7}")
+    return "\n".join(lines)
+
+
+def plot_comparison(cfg: Config, run_dir: Path, out_png: Path) -> Path | None:
+    """Accuracy on each family over RL steps per agent, one column per arm, plus
+    pseudo-label accuracy and agreement."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = [m for m in cfg.arms if (run_dir / m / "metrics.jsonl").is_file()]
+    if not arms:
+        return None
+    own = _own_tasks(cfg)
+    fig, axes = plt.subplots(2, len(arms), figsize=(6 * len(arms), 7), squeeze=False)
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
+    for j, method in enumerate(arms):
+        recs = read_metrics(run_dir / method / "metrics.jsonl")
+        ax = axes[0][j]
+        for i, mc in enumerate(cfg.agents):
+            for task in cfg.data.tasks:
+                pts = [(r["step"], r[f"eval/{mc.name}/{task}/acc"]) for r in recs
+                       if f"eval/{mc.name}/{task}/acc" in r]
+                if pts:
+                    style = "-" if task in own[mc.name] else "--"
+                    tag = "own" if task in own[mc.name] else "unseen"
+                    ax.plot(*zip(*pts), style, color=colours[i % 4],
+                            label=f"{mc.name} on {task} ({tag})")
+        ax.axhline(0.25, color="grey", lw=0.8, ls=":")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(f"{method}: held-out accuracy per skill family")
+        ax.set_xlabel("RL step")
+        ax.legend(fontsize=8, loc="center right")
+        ax = axes[1][j]
+        for i, mc in enumerate(cfg.agents):
+            pts = [(r["step"], r[f"agent/{mc.name}/pseudo_label/acc"]) for r in recs
+                   if r.get(f"agent/{mc.name}/pseudo_label/acc") is not None]
+            if pts:
+                xs, ys = zip(*pts)
+                ax.plot(xs, _smooth(ys), color=colours[i % 4], label=f"{mc.name} pseudo-label acc")
+        pts = [(r["step"], r["cohort/agreement"]) for r in recs if r.get("cohort/agreement") is not None]
+        if pts:
+            xs, ys = zip(*pts)
+            ax.plot(xs, _smooth(ys), color="black", label="agreement")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(f"{method}: pseudo-labels and agreement (smoothed)")
+        ax.set_xlabel("RL step")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=80)
+    plt.close(fig)
+    return out_png
+
+
+def _smooth(ys, k: int = 10):
+    out, acc = [], []
+    for y in ys:
+        acc.append(y)
+        acc = acc[-k:]
+        out.append(sum(acc) / len(acc))
+    return out

@@ -1,0 +1,152 @@
+"""Supervised warm-up of one agent before label-free RL.
+
+Two terms, both through the adapter's real batches and log-probs:
+
+- **supervised** (on ``warmup.tasks``, with gold): maximise log p(answer completion), the
+  completion being ``answer_template`` filled with the gold letter plus the end-of-turn
+  token. It teaches the answer format and the agent's own skill family.
+- **uniform** (on ``warmup.uniform_tasks``, no gold used): for each question, the K option
+  letters give K candidate completions with sequence log-probs l_1..l_K. The loss
+  ``-logsumexp(l)`` keeps the answer format likely, and ``-mean_k log_softmax(l)_k`` pulls
+  the choice among the options towards uniform.
+
+Why the uniform term: plain supervised warm-up on one family makes a tiny model
+confidently wrong on the other (top option at p ~ 0.999): all G rollouts then agree,
+every advantage is zero and no peer vote can teach it (measured, see
+``../shared/FINDINGS.md``). Uniform over the options means "knows the format, does not
+know the answer", which is the starting point the method assumes.
+
+Warmed-up weights are saved with ``save_pretrained`` under ``<run>/warmup/<agent>/`` with a
+fingerprint of everything that shaped them; a re-run with the same fingerprint reuses them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from .config import Config, ModelConfig, WarmupConfig
+from .problems import LETTERS, Problem
+
+FINGERPRINT = "warmup.json"
+
+
+def answer_ids(adapter, letter: str, template: str) -> list[int]:
+    """Token ids of the completion that answers ``letter``, end-of-turn included."""
+    ids = adapter.tokenizer.encode(template.format(letter), add_special_tokens=False)
+    return ids + adapter.stop_token_ids()[:1]
+
+
+def _sequence_logprobs(adapter, model, rendered, completions) -> torch.Tensor:
+    """[N] summed log-probs of ``completions[i]`` after ``rendered[i]``."""
+    batch = adapter.encode_training(adapter.encode_prompts(rendered), completions)
+    lp = adapter.completion_logprobs(model, batch)  # [N, C]
+    return (lp * batch.completion_mask).sum(dim=1)
+
+
+def supervised_loss(adapter, model, rendered, problems: Sequence[Problem], template: str) -> torch.Tensor:
+    completions = [answer_ids(adapter, p.gold, template) for p in problems]
+    return -_sequence_logprobs(adapter, model, rendered, completions).mean()
+
+
+def uniform_loss(adapter, model, rendered, problems: Sequence[Problem], template: str
+                 ) -> tuple[torch.Tensor, float]:
+    """(loss, mean probability mass the model puts on well-formed answers)."""
+    K = len(problems[0].options)
+    if any(len(p.options or ()) != K for p in problems):
+        raise ValueError("uniform warm-up needs multiple-choice problems with the same "
+                         "number of options")
+    rows = [r for r in rendered for _ in range(K)]  # row b*K + k
+    completions = [answer_ids(adapter, LETTERS[k], template) for _ in problems for k in range(K)]
+    seq = _sequence_logprobs(adapter, model, rows, completions).view(len(problems), K)  # [B, K]
+    format_term = -torch.logsumexp(seq, dim=1)  # [B]
+    spread_term = -torch.log_softmax(seq, dim=1).mean(dim=1) - torch.log(torch.tensor(float(K)))
+    loss = (format_term + spread_term).mean()
+    return loss, float(torch.exp(-format_term.detach()).mean())
+
+
+def fingerprint(mc: ModelConfig, cfg: Config, seed: int) -> str:
+    payload = json.dumps({"path": mc.path, "warmup": vars(mc.warmup), "seed": seed,
+                          "system": cfg.prompt.system_prompt,
+                          "instruction": cfg.prompt.instruction,
+                          "image_size": cfg.data.image_size,
+                          "shuffle_options": cfg.data.shuffle_options}, sort_keys=True, default=str)
+    return hashlib.sha1(payload.encode()).hexdigest()[:16]
+
+
+def warmed_up_folder(run_dir: Path, name: str) -> Path:
+    return Path(run_dir) / "warmup" / name
+
+
+def reusable(folder: Path, key: str) -> bool:
+    f = folder / FINGERPRINT
+    return f.is_file() and json.loads(f.read_text()).get("fingerprint") == key
+
+
+def _pool(tasks: Sequence[str], n: int, seed: int, cfg: Config) -> list[Problem]:
+    from .synthetic import make_dataset
+
+    if not tasks:
+        return []
+    return make_dataset(tuple(tasks), n=n, seed=seed, image_size=cfg.data.image_size,
+                        shuffle_options=cfg.data.shuffle_options)
+
+
+def warm_up(agent, mc: ModelConfig, cfg: Config, folder: Path, seed: int, log=print) -> dict:
+    """Train ``agent.model`` in place by ``mc.warmup``; save it to ``folder``; return stats."""
+    w: WarmupConfig = mc.warmup
+    adapter, model = agent.adapter, agent.model
+    sys_prompt, instr = cfg.prompt.system_prompt, cfg.prompt.instruction
+    pool = _pool(w.tasks, max(w.batch_size * 8, 256), seed, cfg)
+    upool = _pool(w.uniform_tasks, max(w.batch_size * 8, 256), seed + 1, cfg)
+    render = {}  # rendered prompts are reused across steps
+
+    def rendered(ps):
+        for p in ps:
+            if p.id not in render:
+                render[p.id] = adapter.render(p, sys_prompt, instr)
+        return [render[p.id] for p in ps]
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=w.lr, betas=(0.9, 0.98))
+    rng = random.Random(seed)
+    model.train()
+    t0 = time.perf_counter()
+    stats: dict = {}
+    total = w.steps + w.uniform_steps
+    for step in range(total):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.zeros(())
+        if pool and (step < w.steps or w.keep_supervised):
+            batch = rng.sample(pool, min(w.batch_size, len(pool)))
+            sup = supervised_loss(adapter, model, rendered(batch), batch, w.answer_template)
+            loss = loss + sup
+            stats["supervised_loss"] = float(sup.detach())
+        if upool and step >= w.steps:
+            batch = rng.sample(upool, min(w.batch_size, len(upool)))
+            uni, mass = uniform_loss(adapter, model, rendered(batch), batch, w.answer_template)
+            loss = loss + w.uniform_weight * uni
+            stats["uniform_loss"], stats["format_mass"] = float(uni.detach()), mass
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        if (step + 1) % max(1, total // 5) == 0 or step + 1 == total:
+            log(f"warm-up {agent.name}: step {step + 1}/{total} "
+                + " ".join(f"{k}={v:.3f}" for k, v in stats.items())
+                + f" ({time.perf_counter() - t0:.0f}s)")
+    model.eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    adapter.processor.save_pretrained(folder)
+    stats["seconds"] = time.perf_counter() - t0
+    return stats
+
+
+def save_fingerprint(folder: Path, key: str, stats: dict) -> None:
+    (folder / FINGERPRINT).write_text(json.dumps({"fingerprint": key, "stats": stats}, indent=1))
