@@ -34,3 +34,14 @@ def test_no_trust_remote_code_true_hard_coded():
     hits = [str(p) for d in ("vlcohort", "processors", "eval") for p in (ROOT / d).rglob("*.py")
             if re.search(r"trust_remote_code\s*=\s*True", p.read_text())]
     assert not hits, hits
+
+
+def test_readme_lists_every_metric_and_method():
+    """README tables stay true to the code: every documented metric key and every method."""
+    from vlcohort.config import METHOD_SOURCES
+    from vlcohort.metrics import METRIC_DOCS
+
+    readme = (ROOT / "README.md").read_text()
+    missing = [k for k in METRIC_DOCS if f"`{k}`" not in readme]
+    assert not missing, f"README metrics table lacks: {missing}"
+    assert all(f"`{m}`" in readme for m in METHOD_SOURCES)
