@@ -377,6 +377,16 @@ def shape_kind(rng: random.Random, index: int,
                     colour=colour, kind=kind, box=box)
 
 
+def _ask_colour(task: str, question: str, picture: Callable, field: str,
+                rng: random.Random, index: int, image_size: int) -> Problem:
+    """A colour question about one region of a two-colour picture: draw the picture, offer
+    the four colours, gold = the colour ``picture`` recorded under ``field``."""
+    _check_size(image_size)
+    image, drawn = picture(rng, image_size)
+    options, gold = _multiple_choice(rng, drawn[field], [c for c in COLOURS if c != drawn[field]])
+    return _problem(task, index, question, image, gold, options, **drawn)
+
+
 def _shape_on_colour(rng: random.Random, size: int) -> tuple[Image.Image, dict]:
     """A shape of one colour, 40-60% of the side, near the centre, on a background of
     another colour: the one picture both ``fg_colour`` and ``bg_colour`` ask about."""
@@ -400,23 +410,15 @@ def fg_colour(rng: random.Random, index: int,
     the same pictures, two questions, so one skill does not give away the other (on
     white backgrounds "the dominant colour" would answer both).
     """
-    _check_size(image_size)
-    image, drawn = _shape_on_colour(rng, image_size)
-    options, gold = _multiple_choice(rng, drawn["colour"],
-                                     [c for c in COLOURS if c != drawn["colour"]])
-    return _problem("fg_colour", index, "What colour is the shape?", image, gold, options,
-                    **drawn)
+    return _ask_colour("fg_colour", "What colour is the shape?", _shape_on_colour, "colour",
+                       rng, index, image_size)
 
 
 def bg_colour(rng: random.Random, index: int,
               image_size: int = DEFAULT_IMAGE_SIZE) -> Problem:
     """'What is the background colour?' on the pictures of ``fg_colour``."""
-    _check_size(image_size)
-    image, drawn = _shape_on_colour(rng, image_size)
-    options, gold = _multiple_choice(rng, drawn["background"],
-                                     [c for c in COLOURS if c != drawn["background"]])
-    return _problem("bg_colour", index, "What is the background colour?", image, gold,
-                    options, **drawn)
+    return _ask_colour("bg_colour", "What is the background colour?", _shape_on_colour,
+                       "background", rng, index, image_size)
 
 
 def _two_bands(rng: random.Random, size: int) -> tuple[Image.Image, dict]:
@@ -437,22 +439,15 @@ def top_colour(rng: random.Random, index: int,
     the same pictures, two questions, equally easy for a tiny vision tower, and knowing
     one gives nothing about the other (the two colours are drawn independently).
     """
-    _check_size(image_size)
-    image, drawn = _two_bands(rng, image_size)
-    options, gold = _multiple_choice(rng, drawn["top"], [c for c in COLOURS if c != drawn["top"]])
-    return _problem("top_colour", index, "What colour is the top half?", image, gold, options,
-                    **drawn)
+    return _ask_colour("top_colour", "What colour is the top half?", _two_bands, "top",
+                       rng, index, image_size)
 
 
 def bottom_colour(rng: random.Random, index: int,
                   image_size: int = DEFAULT_IMAGE_SIZE) -> Problem:
     """'What colour is the bottom half?' of the pictures of ``top_colour``."""
-    _check_size(image_size)
-    image, drawn = _two_bands(rng, image_size)
-    options, gold = _multiple_choice(rng, drawn["bottom"],
-                                     [c for c in COLOURS if c != drawn["bottom"]])
-    return _problem("bottom_colour", index, "What colour is the bottom half?", image, gold,
-                    options, **drawn)
+    return _ask_colour("bottom_colour", "What colour is the bottom half?", _two_bands,
+                       "bottom", rng, index, image_size)
 
 
 #: Task families by name. Each maps ``(rng, index, image_size)`` to a :class:`Problem`.
