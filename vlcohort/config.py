@@ -56,6 +56,19 @@ class WarmupConfig:
 
 
 @dataclass
+class ViewConfig:
+    """One agent's view of the data: its own wording of each question (the paper's
+    "Different family+" setting gives one agent the original and another a rewrite).
+    Images, options and gold stay the dataset's, so votes still compare like with like."""
+
+    column: str = ""
+    """Read this agent's question from this column of the data file ("": the question column)."""
+    rewrite_file: str = ""
+    """JSON ({id: question}) or JSONL ({"id": ..., "question": ...} per line) of rewritten
+    questions keyed by problem id; a problem without a rewrite is skipped and counted."""
+
+
+@dataclass
 class ModelConfig:
     """One agent: its model and how its inputs are prepared."""
 
@@ -99,6 +112,25 @@ class ModelConfig:
     """Run forward passes under bf16 autocast (weights stay in ``dtype``)."""
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     """Supervised warm-up before RL (none by default)."""
+    view: ViewConfig = field(default_factory=ViewConfig)
+    """This agent's own wording of each question (default: the dataset's question)."""
+
+
+@dataclass
+class DataColumns:
+    """Column names of a data file; "" means the preset's (generic: id, question, images,
+    options, answer)."""
+
+    id: str = ""
+    """Unique record id (missing: ``<file stem>:<row>``)."""
+    question: str = ""
+    """The question text (options in it, e.g. "Choices:\nA: ...", are parsed out)."""
+    images: str = ""
+    """One image or a list: paths (relative to the data file's folder), bytes, or HF Image."""
+    options: str = ""
+    """Option texts (a list, or "A. x;B. y"); overrides options found in the question."""
+    answer: str = ""
+    """Gold answer (metrics and the ground_truth reward only; never shown)."""
 
 
 @dataclass
@@ -106,7 +138,22 @@ class DataConfig:
     """Training problems."""
 
     source: str = "synthetic"
-    """synthetic: the built-in drawn dataset (no files)."""
+    """synthetic: the built-in drawn dataset (no files) | file: data.path is a local
+    parquet / JSON / JSONL file or dataset folder | hub: data.path is a hub dataset id."""
+    path: str = ""
+    """file or hub: where the data is."""
+    preset: str = "generic"
+    """file or hub: column layout. mmr1 (images, problem, answer) | open_r1 (image, problem,
+    solution with <answer>X</answer>) | generic (data.columns)."""
+    columns: DataColumns = field(default_factory=DataColumns)
+    """file or hub: column names, overriding the preset's."""
+    split: str = "train"
+    """file (dataset folder) or hub: which split."""
+    limit: int = 0
+    """file or hub: read at most this many rows (0: all)."""
+    decouple: bool = False
+    """Give each agent a disjoint shard of the stream. Not supported yet (peer votes need
+    every agent to answer the same problems); true is an error."""
     tasks: list[str] = field(default_factory=lambda: ["shape_colour", "count_shapes",
                                                       "compare_bars", "read_chart"])
     """synthetic: task families to mix (round-robin)."""
@@ -335,7 +382,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "reward.grader": ("corrected", "legacy"),
     "reward.tie": ("abstain", "first", "canonical"),
     "reward.answer_style": ("auto", "answer_tag", "boxed", "phrase", "last_letter", "last_number"),
-    "data.source": ("synthetic",),
+    "data.source": ("synthetic", "file", "hub"),
+    "data.preset": ("mmr1", "open_r1", "generic"),
     "grpo.adv_scale": ("group", "none"),
     "grpo.kl_kind": ("k1", "k3"),
     "grpo.loss_agg": ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"),
@@ -592,6 +640,23 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"agents.{i}.warmup.uniform_tasks: needed when uniform_steps > 0")
         if "{}" not in w.answer_template:
             raise ConfigError(f"agents.{i}.warmup.answer_template: must hold {{}} for the letter")
+    d = cfg.data
+    _check_choice("data.preset", d.preset)
+    if d.source != "synthetic" and not d.path:
+        raise ConfigError(f"data.path: empty; data.source={d.source} needs a "
+                          + ("file or dataset folder" if d.source == "file" else "hub dataset id"))
+    if d.limit < 0:
+        raise ConfigError(f"data.limit: must be >= 0 (0: all rows), got {d.limit}")
+    if d.decouple:
+        raise ConfigError("data.decouple: not supported yet (every agent answers the same "
+                          "problems each step, which peer votes need); set it to false")
+    for i, a in enumerate(cfg.agents):
+        if a.view.column and a.view.rewrite_file:
+            raise ConfigError(f"agents.{i}.view: set column or rewrite_file, not both")
+        if (a.view.column or a.view.rewrite_file) and d.source == "synthetic":
+            raise ConfigError(f"agents.{i}.view: per-agent views need data.source=file or hub")
+        if a.view.rewrite_file and not Path(a.view.rewrite_file).is_file():
+            raise ConfigError(f"agents.{i}.view.rewrite_file: {a.view.rewrite_file} not found")
     if cfg.data.num_problems < 1:
         raise ConfigError("data.num_problems: must be >= 1")
     if not cfg.data.tasks:

@@ -7,8 +7,11 @@ metrics read its gold. Gold is never shown to a model: adapters render only ``te
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 LETTERS = "ABCDEFGH"
 
@@ -47,3 +50,362 @@ class Problem:
                 f"problem {self.id!r}: {len(self.options)} options, at most {len(LETTERS)} "
                 f"(letters {LETTERS[0]}-{LETTERS[-1]}) are supported"
             )
+
+
+# ============================================================================ options in text
+
+# A header that introduces a list of options ("Choices:", "Options:", "Answer Choices:").
+_HEADER = re.compile(r"(?im)(?:^|(?<=\s))(?:answer\s+)?(?:choices|options)\s*[:：]\s*")
+# Option markers: "(A)" or a bare "A." / "A:" / "A)" not glued to a word before it.
+_PAREN = re.compile(r"\(([A-H])\)\s*")
+_BARE = re.compile(r"(?<![A-Za-z0-9(])([A-H])\s*[.:：)]\s*")
+
+
+def _chain(text: str, pattern: re.Pattern, strict: bool) -> tuple[int, list[str], str] | None:
+    """The last run of markers A, B, C... in ``text`` reaching its end.
+
+    Returns (start of the "A" marker, option texts, trailing text) or None. ``strict``
+    (no "Choices:" header before the list) demands that bare markers after "A" start a
+    line or follow a ";", so that prose such as "point A. Then B. ..." is not read as options.
+    """
+    marks = list(pattern.finditer(text))
+    for ai in range(len(marks) - 1, -1, -1):
+        if marks[ai].group(1) != "A":
+            continue
+        chain = [marks[ai]]
+        for m in marks[ai + 1:]:
+            if m.group(1) == LETTERS[len(chain)]:
+                if strict and pattern is _BARE:
+                    before = text[chain[-1].end():m.start()].rstrip(" \t")
+                    if not (before.endswith(";") or before.endswith("\n") or before.endswith("；")):
+                        continue
+                chain.append(m)
+                if len(chain) == len(LETTERS):
+                    break
+        if len(chain) < 2:
+            continue
+        if strict and pattern is _BARE:
+            head = text[:chain[0].start()]
+            if head and not head[-1].isspace() and head[-1] not in ";:":
+                continue
+        opts = [text[m.end():n.start()] for m, n in zip(chain, chain[1:])]
+        last = text[chain[-1].end():]
+        trailing = ""
+        newline_list = all("\n" in text[m.end():n.start()] for m, n in zip(chain, chain[1:]))
+        if newline_list and "\n" in last.strip():  # one option per line: later lines are prose
+            last, trailing = last.strip().split("\n", 1)
+        opts.append(last)
+        opts = [o.strip().rstrip(";；,").strip() for o in opts]
+        if any(not o for o in opts):
+            continue
+        return chain[0].start(), opts, trailing.strip()
+    return None
+
+
+def split_options(text: str) -> tuple[str, list[str] | None]:
+    """Find a list of lettered options at the end of a question.
+
+    Recognised: a "Choices:" / "Options:" header followed by options in any of the forms
+    below; without a header, "(A) x (B) y" anywhere at the end, or bare "A. x;B. y" /
+    one-per-line "A: x" lists. Returns (question without the options block, option texts in
+    letter order), or (text, None) when there is no such list.
+
+    The block is removed from the question on purpose: adapters append
+    ``Choices:\\nA. ...`` themselves whenever ``Problem.options`` is set, so keeping it
+    would show every option twice (and in two formats). Prose after a one-per-line list
+    (an instruction line, say) is kept after the question.
+    """
+    if not text:
+        return text, None
+    headers = list(_HEADER.finditer(text))
+    if headers:
+        h = headers[-1]
+        body = text[h.end():]
+        for pattern in (_PAREN, _BARE):
+            found = _chain(body, pattern, strict=False)
+            if found and not body[:found[0]].strip():
+                _, opts, trailing = found
+                stem = text[:h.start()].rstrip()
+                return (stem + ("\n" + trailing if trailing else "")), opts
+    for pattern in (_PAREN, _BARE):
+        found = _chain(text, pattern, strict=True)
+        if found:
+            start, opts, trailing = found
+            stem = text[:start].rstrip()
+            return (stem + ("\n" + trailing if trailing else "")), opts
+    return text, None
+
+
+def parse_options_field(value: Any) -> list[str] | None:
+    """An options column: a list of texts, a JSON list, or a lettered string ("A. x;B. y")."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        opts = [str(v).strip() for v in value if v is not None and str(v).strip()]
+        return opts or None
+    text = str(value).strip()
+    if not text:
+        return None
+    if text.startswith("["):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list):
+            return parse_options_field(parsed)
+    for pattern in (_PAREN, _BARE):
+        found = _chain(text, pattern, strict=False)
+        if found and not text[:found[0]].strip():
+            return found[1]
+    return None
+
+
+# ============================================================================ loading
+
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+
+
+def answer_from_solution(solution: Any) -> str | None:
+    """The gold inside a ``<think>...</think><answer>X</answer>`` solution (the last tag)."""
+    if solution is None:
+        return None
+    found = _ANSWER_TAG.findall(str(solution))
+    if found and found[-1].strip():
+        return found[-1].strip()
+    return None
+
+
+@dataclass
+class Columns:
+    """Which column holds which field. ``images`` may hold one image or a list; a column
+    that a dataset lacks is treated as empty, except ``question`` (an error)."""
+
+    id: str = "id"
+    question: str = "question"
+    images: str = "images"
+    options: str = "options"
+    answer: str = "answer"
+    answer_is_solution: bool = False  # the answer column holds <answer>X</answer> somewhere
+
+
+PRESETS: dict[str, Columns] = {
+    # MMR1/MMR1-Math-RL-Data-v0: images (list), problem, answer
+    "mmr1": Columns(question="problem", images="images", answer="answer"),
+    # lmms-lab/multimodal-open-r1-8k-verified: image, problem, solution (<answer> tag)
+    "open_r1": Columns(question="problem", images="image", answer="solution",
+                       answer_is_solution=True),
+    "generic": Columns(),
+}
+
+
+class DataError(ValueError):
+    """A dataset that cannot be used at all (missing file, missing question column, no
+    usable record). Bad single records are not errors: they are skipped and counted."""
+
+
+@dataclass
+class LoadReport:
+    """What a loader read, kept and skipped (by reason), with the first few skipped records
+    named by file, row and field so that a user can find and fix them."""
+
+    source: str
+    rows: int = 0
+    loaded: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    examples: list[str] = field(default_factory=list)
+    max_examples: int = 5
+
+    def skip(self, reason: str, row: int, fld: str, message: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+        if len(self.examples) < self.max_examples:
+            self.examples.append(f"{self.source}, row {row}, field {fld!r}: {message}")
+
+    def summary(self) -> str:
+        lines = [f"{self.source}: {self.rows} rows read, {self.loaded} problems loaded"]
+        if self.skipped:
+            total = sum(self.skipped.values())
+            by = ", ".join(f"{k}={v}" for k, v in sorted(self.skipped.items()))
+            lines.append(f"  skipped {total} ({by}); first ones:")
+            lines += [f"    {e}" for e in self.examples]
+        return "\n".join(lines)
+
+
+def _image_feature_no_decode(ft):
+    """The same feature with every HF ``Image`` left undecoded: dicts of bytes/path, so
+    that nothing is decoded at load and a broken image fails (and is counted) at render."""
+    from datasets import Image, List, Sequence
+
+    if isinstance(ft, Image):
+        return Image(decode=False)
+    if isinstance(ft, List):
+        return List(_image_feature_no_decode(ft.feature), length=ft.length)
+    if isinstance(ft, Sequence):
+        return Sequence(_image_feature_no_decode(ft.feature), length=ft.length)
+    return ft
+
+
+def open_dataset(path: str, *, source: str = "file", split: str = "train"):
+    """A ``datasets.Dataset`` and the folder relative image paths are resolved against.
+
+    ``source=file``: a parquet / JSON / JSONL file, a saved dataset folder
+    (``save_to_disk``), or a folder of data files (e.g. a downloaded hub snapshot).
+    ``source=hub``: a hub id (needs the network).
+    """
+    import datasets
+
+    if source == "hub":
+        try:
+            ds = datasets.load_dataset(path, split=split)
+        except Exception as e:  # noqa: BLE001 - the hub's errors are many; name the key
+            raise DataError(f"data.path={path!r} (data.source=hub): could not load split "
+                            f"{split!r}: {e}. Is the hub reachable? Otherwise download the "
+                            "files and use data.source=file.") from e
+        return ds, None
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DataError(f"data.path: {p} does not exist; give a parquet/JSON/JSONL file or a "
+                        "dataset folder")
+    if p.is_dir():
+        base = p
+        if (p / "dataset_info.json").exists() or (p / "dataset_dict.json").exists() \
+                or (p / "state.json").exists():
+            ds = datasets.load_from_disk(str(p))
+            if isinstance(ds, datasets.DatasetDict):
+                if split not in ds:
+                    raise DataError(f"data.split: {split!r} is not in {p} (splits: "
+                                    f"{', '.join(ds)})")
+                ds = ds[split]
+        else:
+            try:
+                ds = datasets.load_dataset(str(p), split=split)
+            except ValueError as e:
+                raise DataError(f"data.path={p}: could not read split {split!r} from the "
+                                f"folder: {e}") from e
+    else:
+        base = p.parent
+        kind = {".parquet": "parquet", ".json": "json", ".jsonl": "json"}.get(p.suffix.lower())
+        if kind is None:
+            raise DataError(f"data.path: {p}: unknown file type {p.suffix!r}; use .parquet, "
+                            ".json or .jsonl (or a dataset folder)")
+        try:
+            ds = datasets.load_dataset(kind, data_files=str(p), split="train")
+        except Exception as e:  # noqa: BLE001 - malformed JSON, broken parquet
+            raise DataError(f"data.path: {p}: cannot be read as {kind}: {e}") from e
+    ds = ds.cast(datasets.Features({k: _image_feature_no_decode(v)
+                                    for k, v in ds.features.items()}))
+    return ds, base
+
+
+def _is_blank(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and not v.strip())
+
+
+def _images_of(value: Any) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if v is not None]
+    return [value]
+
+
+def _check_image(src: Any, base: Path | None) -> tuple[str, str] | None:
+    """Cheap load-time checks (no decoding): (reason, message) or None."""
+    if isinstance(src, dict):
+        if src.get("bytes"):
+            return None
+        if not src.get("path"):
+            return "image_missing", "image has neither bytes nor a path"
+        src = src["path"]
+    if isinstance(src, (str, Path)):
+        if not str(src).strip():
+            return "image_missing", "empty image path"
+        p = Path(src)
+        if not p.is_absolute() and base is not None:
+            p = base / p
+        if not p.is_file():
+            return "image_not_found", f"image file not found: {p}"
+    elif isinstance(src, (bytes, bytearray)) and len(src) == 0:
+        return "image_unreadable", "image bytes are empty"
+    return None
+
+
+def load_problems_from(path: str, *, source: str = "file", preset: str = "generic",
+                       columns: Columns | None = None, split: str = "train",
+                       limit: int = 0, require_answer: bool = False,
+                       extra_columns: Sequence[str] = (),
+                       ) -> tuple[list[Problem], LoadReport]:
+    """Read problems from a dataset file/folder/hub id; bad records skipped and counted.
+
+    ``columns`` overrides the preset's (``None``: the preset's own). ``limit`` reads at
+    most that many rows (0: all). ``extra_columns`` are text columns kept in
+    ``meta["columns"]`` (per-agent views read their prompt from them). Images are checked
+    only cheaply here (a path that does not exist, an image with neither bytes nor path);
+    decoding is left to rendering, which skips and counts a broken image.
+    """
+    if preset not in PRESETS:
+        raise DataError(f"data.preset: {preset!r} is not one of: {', '.join(PRESETS)}")
+    cols = columns or PRESETS[preset]
+    ds, base = open_dataset(path, source=source, split=split)
+    names = set(ds.column_names)
+    where = f"{path}" + (f" [{split}]" if source == "hub" or (base is not None and Path(path).is_dir()) else "")
+    if cols.question not in names:
+        raise DataError(f"data.columns.question: column {cols.question!r} is not in {where} "
+                        f"(columns: {', '.join(sorted(names))}); set data.columns.question or "
+                        "data.preset")
+    for key in extra_columns:
+        if key not in names:
+            raise DataError(f"agents.*.view.column: column {key!r} is not in {where} "
+                            f"(columns: {', '.join(sorted(names))})")
+    if limit and limit < len(ds):
+        ds = ds.select(range(limit))
+    report = LoadReport(source=where)
+    name = Path(path).stem if source == "file" else path
+    seen: set[str] = set()
+    problems: list[Problem] = []
+    for row, rec in enumerate(ds):
+        report.rows += 1
+        pid = rec.get(cols.id) if cols.id in names else None
+        pid = f"{name}:{row}" if _is_blank(pid) else str(pid).strip()
+        q = rec.get(cols.question)
+        if _is_blank(q):
+            report.skip("empty_question", row, cols.question, f"problem {pid!r}: empty question")
+            continue
+        if pid in seen:
+            report.skip("duplicate_id", row, cols.id, f"id {pid!r} seen before (first kept)")
+            continue
+        images = _images_of(rec.get(cols.images)) if cols.images in names else []
+        bad = None
+        for i, src in enumerate(images):
+            bad = _check_image(src, base)
+            if bad:
+                report.skip(bad[0], row, f"{cols.images}[{i}]", f"problem {pid!r}: {bad[1]}")
+                break
+        if bad:
+            continue
+        raw_answer = rec.get(cols.answer) if cols.answer in names else None
+        gold = answer_from_solution(raw_answer) if cols.answer_is_solution else (
+            None if _is_blank(raw_answer) else str(raw_answer).strip())
+        if gold is None and require_answer:
+            report.skip("missing_answer", row, cols.answer,
+                        f"problem {pid!r}: no answer (the ground_truth reward needs one)")
+            continue
+        text, options = split_options(str(q).strip())
+        from_column = parse_options_field(rec.get(cols.options)) if cols.options in names else None
+        if from_column:
+            options = from_column  # the column wins; a block in the text was still removed
+        if not text.strip():
+            text = str(q).strip()  # the question *was* its options: keep it as written
+        if options and len(options) > len(LETTERS):
+            report.skip("too_many_options", row, cols.options,
+                        f"problem {pid!r}: {len(options)} options, at most {len(LETTERS)}")
+            continue
+        meta: dict[str, Any] = {"row": row}
+        if base is not None:
+            meta["base_dir"] = str(base)
+        if extra_columns:
+            meta["columns"] = {k: rec.get(k) for k in extra_columns}
+        seen.add(pid)
+        problems.append(Problem(id=pid, text=text, images=images, options=options, gold=gold,
+                                source=name, meta=meta))
+    report.loaded = len(problems)
+    return problems, report

@@ -32,13 +32,14 @@ from processors import ProblemInputError
 from . import checkpoint as ckpt
 from . import grpo
 from .agent import Agent, build_agent, update_agent
-from .config import Config, load_config, resolved_text, save_resolved
+from .config import Config, ConfigError, load_config, resolved_text, save_resolved
 from .grading import get_grader
 from .metrics import MetricsLogger, summary_line
 from .problems import Problem
 from .rewards import extract_all, gold_match, labels_for, score, vote_all
 from .rollout.base import SamplingParams
 from .stream import ProblemStream
+from .views import view_of
 
 
 class TrainingError(RuntimeError):
@@ -64,11 +65,39 @@ class Run:
 
 
 def load_problems(cfg: Config) -> list[Problem]:
-    from .synthetic import make_dataset
+    """The training set: synthetic (default) or a file / hub dataset through ``data.*``.
 
-    return make_dataset(tasks=tuple(cfg.data.tasks), n=cfg.data.num_problems,
-                        seed=cfg.run.seed, image_size=cfg.data.image_size,
-                        shuffle_options=cfg.data.shuffle_options)
+    Bad records are skipped and counted at load (summary printed here); images are decoded
+    only at render, where ``next_prompts`` skips and counts the broken ones.
+    """
+    d = cfg.data
+    if d.source == "synthetic":
+        from .synthetic import make_dataset
+
+        return make_dataset(tasks=tuple(d.tasks), n=d.num_problems,
+                            seed=cfg.run.seed, image_size=d.image_size,
+                            shuffle_options=d.shuffle_options)
+    from dataclasses import replace as _replace
+
+    from .problems import PRESETS, DataError, load_problems_from
+    from .views import attach_views
+
+    preset = PRESETS[d.preset]
+    overrides = {k: v for k, v in vars(d.columns).items() if v}
+    views = [(a.name, a.view.column, a.view.rewrite_file) for a in cfg.agents
+             if a.view.column or a.view.rewrite_file]
+    try:
+        problems, report = load_problems_from(
+            d.path, source=d.source, preset=d.preset, columns=_replace(preset, **overrides),
+            split=d.split, limit=d.limit, require_answer=cfg.reward.source == "ground_truth",
+            extra_columns=sorted({c for _, c, _ in views if c}))
+        problems = attach_views(problems, views, report)
+    except DataError as e:
+        raise ConfigError(str(e)) from e
+    print(report.summary(), file=sys.stderr if report.skipped else sys.stdout)
+    if not problems:
+        raise ConfigError(f"data.path: no usable record in {d.path} (see the summary above)")
+    return problems
 
 
 def load_eval_problems(cfg: Config) -> list[Problem]:
@@ -136,6 +165,8 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[list]]:
 
     A problem that fails to render for any agent (missing or corrupt image, placeholder
     mismatch, empty question) is skipped for all agents, counted by reason, and replaced.
+    Each agent renders its own view of the problem (``agents.N.view``; the same text by
+    default); the problems, options and gold are shared, so votes compare like with like.
     """
     B = run.cfg.rollout.prompts_per_step
     problems: list[Problem] = []
@@ -148,7 +179,8 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[list]]:
                                 f"skipped so far: {run.skipped_records}")
         p = run.stream.next()
         try:
-            r = [a.adapter.render(p, run.cfg.prompt.system_prompt, run.cfg.prompt.instruction)
+            r = [a.adapter.render(view_of(p, a.name), run.cfg.prompt.system_prompt,
+                                  run.cfg.prompt.instruction)
                  for a in run.agents]
         except ProblemInputError as e:
             reason = getattr(e, "reason", type(e).__name__)
