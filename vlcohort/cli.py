@@ -1,4 +1,4 @@
-"""Command line: ``vlcohort train | config | simulate | tiny``.
+"""Command line: ``vlcohort train | config | simulate | eval | tiny``.
 
 Configs are YAML files plus ``key.sub=value`` overrides, given as ``--set key=value`` or
 as bare ``key=value`` arguments::
@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .simulate import add_arguments
 
     add_arguments(p)
+    p = sub.add_parser("eval", help="evaluate models on MathVista / MathVerse / MATH-Vision / "
+                       "We-Math (or score saved responses: vlcohort eval score ...)")
+    from eval.cli import add_arguments as add_eval_arguments
+
+    add_eval_arguments(p)
     p = sub.add_parser("tiny", help="build tiny offline models and print their folders")
     p.add_argument("names", nargs="*", help="tiny model names (default: all)")
     return parser
@@ -81,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
             from .simulate import run
 
             return run(args)
+        if args.command == "eval":
+            from eval.cli import run as eval_run
+
+            return eval_run(args)
         if args.command == "tiny":
             from processors.tiny import TINY_MODELS, tiny_model_path
 

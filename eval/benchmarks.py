@@ -1,0 +1,408 @@
+"""Benchmark loaders: each benchmark's *official* annotation file -> :class:`Problem` records.
+
+Published numbers are hard to compare because every project re-packages the benchmarks
+differently, so we read the files the benchmark authors publish, as they publish them:
+
+- MathVista ``testmini.json``: a dict keyed by pid; multiple-choice gold is the option *text*.
+- MathVerse ``testmini.json`` (or ``testmini_text_only.json``): a list; options live inside
+  the question text ("Choices:\\nA:40°"); multiple-choice gold is a letter; five problem
+  versions per problem.
+- MATH-Vision ``testmini.jsonl`` / ``test.jsonl``: ``<image1>`` placeholders in the question,
+  options ``[]`` or five strings (sometimes just "A".."E": the content is in the image).
+- We-Math ``testmini.json``: space-named fields (``knowledge concept``), one ``;``-separated
+  option string, several rows (sub-steps and the composite question) per problem ``ID``.
+
+Every loader returns the option texts in letter order (the form the grader takes), gold as
+the grader takes it, and keeps the benchmark fields the scorers need in ``meta``. An item
+whose image cannot be found is skipped, counted and listed (DESIGN rule 8), never dropped
+silently and never a crash in the middle of a run.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from vlcohort.problems import LETTERS, Problem
+
+__all__ = [
+    "BENCHMARKS", "BenchmarkData", "BenchmarkError", "SkippedItem", "find_benchmark_file",
+    "load_benchmark", "parse_benchmark_names", "read_json", "read_jsonl",
+]
+
+
+class BenchmarkError(ValueError):
+    """Bad benchmark input: the message names the file, the record and what to do."""
+
+
+@dataclass(frozen=True)
+class SkippedItem:
+    """One record a loader could not use, and why (reported at the end of a run)."""
+
+    id: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass
+class BenchmarkData:
+    """The usable problems of one benchmark file, plus what was skipped.
+
+    ``rows`` counts every record in the file, so ``rows == len(problems) + len(skipped)``
+    always holds: nothing disappears without a trace.
+    """
+
+    name: str
+    path: Path
+    problems: list[Problem]
+    skipped: list[SkippedItem] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return len(self.problems) + len(self.skipped)
+
+    def skipped_by_reason(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for item in self.skipped:
+            counts[item.reason] = counts.get(item.reason, 0) + 1
+        return counts
+
+
+# --------------------------------------------------------------------------- file reading
+
+
+def read_json(path: Path) -> Any:
+    """A whole-file JSON document; a syntax error names the file, line and column."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise BenchmarkError(f"{path}: line {e.lineno}, column {e.colno}: malformed JSON "
+                             f"({e.msg}). Fix the file or download it again.") from e
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line; a malformed line names file and line."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise BenchmarkError(f"{path}: line {lineno}: malformed JSON ({e.msg}). "
+                                     "Each line must be one JSON object.") from e
+            if not isinstance(obj, dict):
+                raise BenchmarkError(f"{path}: line {lineno}: expected a JSON object, got "
+                                     f"{type(obj).__name__}.")
+            yield lineno, obj
+
+
+def _records(path: Path) -> list[dict]:
+    """A JSON list, a JSON dict of records (keyed by id), or JSONL, as a list of dicts."""
+    path = Path(path)
+    if path.suffix == ".jsonl":
+        return [obj for _, obj in read_jsonl(path)]
+    data = read_json(path)
+    if isinstance(data, dict):
+        return list(data.values())
+    if isinstance(data, list):
+        return data
+    raise BenchmarkError(f"{path}: expected a list or a dict of records, got {type(data).__name__}.")
+
+
+# --------------------------------------------------------------------------- images
+
+
+def _image_roots(data_file: Path, extra: tuple[str, ...]) -> list[Path]:
+    """Where an annotation's relative image path may live: beside the file (the official
+    layout, paths like ``images/1.jpg``), in ``images/`` beside it, or in a named folder
+    (the shared data's ``mathvision_images/``)."""
+    base = data_file.parent
+    return [base, base / "images", *(base / name for name in extra)]
+
+
+def resolve_image(rel: str, roots: list[Path]) -> Path | None:
+    """The first existing ``root/rel`` or ``root/rel-without-its-first-folder``."""
+    rel_path = Path(rel)
+    candidates = [rel_path]
+    if len(rel_path.parts) > 1:
+        candidates.append(Path(*rel_path.parts[1:]))
+    for root in roots:
+        for cand in candidates:
+            p = root / cand
+            if p.is_file():
+                return p
+    return None
+
+
+def _with_images(problem: Problem, rels: list[str], roots: list[Path],
+                 skipped: list[SkippedItem], need_images: bool) -> Problem | None:
+    """Attach resolved image paths; a missing one skips the problem (counted, listed).
+
+    With ``need_images=False`` unresolved images are left out and the problem kept: that is
+    for reading annotations alone (scoring saved responses, counting rows)."""
+    paths = []
+    for rel in rels:
+        found = resolve_image(rel, roots)
+        if found is None:
+            if need_images:
+                skipped.append(SkippedItem(problem.id, "missing_image",
+                                           f"{rel} (looked in {', '.join(map(str, roots))})"))
+                return None
+            problem.meta.setdefault("missing_images", []).append(rel)
+            continue
+        paths.append(str(found))
+    problem.images = paths
+    return problem
+
+
+# --------------------------------------------------------------------------- option parsing
+
+_CHOICES_BLOCK = re.compile(r"\n\s*(?:Choices?|Options?)\s*:\s*\n", re.IGNORECASE)
+_OPTION_LINE = re.compile(r"^\s*\(?([A-H])\s*[:.)]\s*(.*)$")
+
+
+def split_choices_block(question: str) -> tuple[str, list[str] | None]:
+    """``"...()\\nChoices:\\nA:40°\\nB:60°"`` -> (``"...()"``, ``["40°", "60°"]``).
+
+    The stem is returned without the block because adapters list ``Problem.options``
+    themselves; keeping both would show the options twice. A block that does not parse as
+    consecutive letters A, B, ... is left in the text (options None)."""
+    m = None
+    for m in _CHOICES_BLOCK.finditer(question):
+        pass
+    if m is None:
+        return question, None
+    options: list[str] = []
+    for line in question[m.end():].splitlines():
+        if not line.strip():
+            continue
+        om = _OPTION_LINE.match(line)
+        if om and len(options) < len(LETTERS) and om.group(1) == LETTERS[len(options)]:
+            options.append(om.group(2).strip())
+        elif options:
+            options[-1] += "\n" + line.strip()  # a continuation line of the previous option
+        else:
+            return question, None
+    if len(options) < 2:
+        return question, None
+    return question[:m.start()].rstrip(), options
+
+
+def split_semicolon_options(option: str) -> list[str] | None:
+    """We-Math's ``"A. 300, 400;B. 400, 300; E. No correct answer"`` -> option texts.
+
+    Options are found by their letter markers in order (A, then B, ...), not by splitting
+    at ';': a few published rows miss a ';' (``"A. 45° B. 60° ;C. 120°"``) or use a
+    full-width period (``"B．②"``), and an option text may itself contain ';'."""
+    text = option or ""
+    starts: list[tuple[int, int]] = []  # (marker start, text start) per letter
+    pos = 0
+    for letter in LETTERS:
+        m = re.compile(rf"(?:^|(?<=[;\s])){letter}\s*[.．:：)]").search(text, pos)
+        if m is None:
+            break
+        starts.append((m.start(), m.end()))
+        pos = m.end()
+    if not starts:
+        return None
+    ends = [s for s, _ in starts[1:]] + [len(text)]
+    return [text[t:e].strip().rstrip(";").strip() for (_, t), e in zip(starts, ends)]
+
+
+def _maybe_literal(value: Any) -> Any:
+    """The Bard output file stores some fields as stringified Python (``"['a', 'b']"``)."""
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return value
+    return value
+
+
+# --------------------------------------------------------------------------- loaders
+
+MATHVISION_PROMPT = ("Please solve the problem step by step and put your answer in one "
+                     "\"\\boxed{}\". If it is a multiple choice question, only one letter is "
+                     "allowed in the \"\\boxed{}\".")
+WEMATH_PROMPT = (
+    "Now, we require you to solve a multiple-choice math question. Please briefly describe "
+    "your thought process and provide the final answer(option).\nQuestion: {question}\n"
+    "Option: {option}\nRegarding the format, please answer following the template below, and "
+    "be sure to include two <> symbols:\n<Thought process>: <<your thought process>> "
+    "<Answer>: <<your option>>")
+
+
+def _mathvista(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData:
+    """MathVista: gold of a multiple-choice item is the option text; ``precision`` and
+    ``answer_type`` drive the official normalisation, so they are kept in ``meta``."""
+    roots = _image_roots(path, ("mathvista_images",))
+    problems, skipped = [], []
+    for row in rows:
+        pid = str(row["pid"])
+        choices = _maybe_literal(row.get("choices"))
+        metadata = _maybe_literal(row.get("metadata")) or {}
+        p = Problem(
+            id=pid, text=row["question"], options=[str(c) for c in choices] if choices else None,
+            gold=str(row["answer"]), source="mathvista",
+            meta={"question_type": row.get("question_type"), "answer_type": row.get("answer_type"),
+                  "precision": row.get("precision"), "unit": row.get("unit"),
+                  "category": metadata.get("category"), "task": metadata.get("task"),
+                  "official_query": row.get("query")})
+        rels = [row["image"]] if row.get("image") else []
+        if (p := _with_images(p, rels, roots, skipped, need_images)) is not None:
+            problems.append(p)
+    return BenchmarkData("mathvista", path, problems, skipped)
+
+
+def _mathverse(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData:
+    """MathVerse: one record per (problem, version); ids are ``sample_index`` (unique over
+    versions). Options are parsed out of the question text; gold is kept as published
+    (messy: ``(C)``, ``2191.7 metres``) because the grader already reads those forms."""
+    roots = _image_roots(path, ("mathverse_images",))
+    problems, skipped = [], []
+    for row in rows:
+        stem, options = split_choices_block(row["question"])
+        is_mc = row.get("question_type") == "multi-choice"
+        p = Problem(
+            id=str(row["sample_index"]), text=stem if (options and is_mc) else row["question"],
+            options=options if is_mc else None, gold=str(row["answer"]).strip(),
+            source="mathverse",
+            meta={"problem_index": str(row.get("problem_index")),
+                  "problem_version": row.get("problem_version"),
+                  "question_type": row.get("question_type"),
+                  "subject": (row.get("metadata") or {}).get("subject"),
+                  "official_query": row.get("query_cot")})
+        rels = [row["image"]] if row.get("image") else []
+        if (p := _with_images(p, rels, roots, skipped, need_images)) is not None:
+            problems.append(p)
+    return BenchmarkData("mathverse", path, problems, skipped)
+
+
+def _mathvision(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData:
+    """MATH-Vision: ``<image1>`` stays in the text (adapters place the image there); gold
+    is the letter for multiple choice, which the grader maps to the option."""
+    roots = _image_roots(path, ("mathvision_images",))
+    problems, skipped = [], []
+    for row in rows:
+        options = [str(o) for o in row.get("options") or []] or None
+        official = row["question"] + (
+            "\n" + "\n".join(f"({LETTERS[i]}) {o}" for i, o in enumerate(options)) if options else "")
+        p = Problem(
+            id=str(row["id"]), text=row["question"], options=options, gold=str(row["answer"]),
+            source="mathvision",
+            meta={"level": row.get("level"), "subject": row.get("subject"),
+                  "official_query": official + "\n" + MATHVISION_PROMPT})
+        rels = [row["image"]] if row.get("image") else []
+        if (p := _with_images(p, rels, roots, skipped, need_images)) is not None:
+            problems.append(p)
+    return BenchmarkData("mathvision", path, problems, skipped)
+
+
+def _wemath(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData:
+    """We-Math: a row is one question of a problem (``ID``) at one step (``key``), so the
+    item id is ``ID/key``; ``ID`` and ``key`` stay in ``meta`` for the four-dimensional
+    metrics, which need every step of a problem."""
+    roots = _image_roots(path, ("wemath_images",))
+    problems, skipped = [], []
+    for row in rows:
+        pid = f"{row['ID']}/{row['key']}"
+        options = split_semicolon_options(row.get("option", ""))
+        p = Problem(
+            id=pid, text=row["question"], options=options, gold=str(row["answer"]).strip(),
+            source="wemath",
+            meta={"ID": row["ID"], "key": row["key"],
+                  "knowledge_concept": row.get("knowledge concept"),
+                  "question_number": row.get("question number"),
+                  "official_query": WEMATH_PROMPT.format(question=row["question"],
+                                                         option=row.get("option", ""))})
+        rels = [row["image_path"]] if row.get("image_path") else []
+        if (p := _with_images(p, rels, roots, skipped, need_images)) is not None:
+            problems.append(p)
+    return BenchmarkData("wemath", path, problems, skipped)
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """How to find and read one benchmark; ``files`` are tried in order inside a data dir."""
+
+    name: str
+    loader: Callable[[list[dict], Path, bool], BenchmarkData]
+    files: tuple[str, ...]
+    required: tuple[str, ...]  # fields every record must have
+
+
+BENCHMARKS: dict[str, BenchmarkSpec] = {
+    "mathvista": BenchmarkSpec("mathvista", _mathvista, (
+        "mathvista_testmini.json", "mathvista/testmini.json", "mathvista/data/testmini.json",
+        "testmini.json"), ("pid", "question", "answer")),
+    "mathverse": BenchmarkSpec("mathverse", _mathverse, (
+        "mathverse_testmini.json", "mathverse/testmini.json", "mathverse/data/testmini.json",
+        "mathverse_testmini_text_only.json", "mathverse/testmini_text_only.json"),
+        ("sample_index", "question", "answer")),
+    "mathvision": BenchmarkSpec("mathvision", _mathvision, (
+        "mathvision_testmini.jsonl", "mathvision/testmini.jsonl", "mathvision/data/testmini.jsonl",
+        "mathvision_test.jsonl", "mathvision/test.jsonl"), ("id", "question", "answer")),
+    "wemath": BenchmarkSpec("wemath", _wemath, (
+        "wemath_testmini.json", "wemath/testmini.json", "wemath/data/testmini.json"),
+        ("ID", "key", "question", "answer")),
+}
+
+
+def parse_benchmark_names(spec: str | list[str]) -> list[str]:
+    """``"mathvista,wemath"`` -> names; an unknown name lists the known ones."""
+    names = [n.strip().lower() for n in (spec.split(",") if isinstance(spec, str) else spec)]
+    names = [n for n in names if n]
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown or not names:
+        raise BenchmarkError(f"unknown benchmark {', '.join(map(repr, unknown)) or '(none given)'}; "
+                             f"known: {', '.join(BENCHMARKS)}")
+    return list(dict.fromkeys(names))
+
+
+def find_benchmark_file(name: str, data_dir: Path) -> Path:
+    """The annotation file of ``name`` in ``data_dir`` (or ``data_dir`` itself, a file)."""
+    data_dir = Path(data_dir)
+    if data_dir.is_file():
+        return data_dir
+    tried = [data_dir / f for f in BENCHMARKS[name].files]
+    for p in tried:
+        if p.is_file():
+            return p
+    raise BenchmarkError(f"{name}: no annotation file in {data_dir}; looked for "
+                         f"{', '.join(BENCHMARKS[name].files)}. Put the benchmark's official "
+                         "file there (images in an images/ folder beside it).")
+
+
+def load_benchmark(name: str, path: Path, need_images: bool = True) -> BenchmarkData:
+    """Read one benchmark's official annotation file (``path``: the file or a data dir).
+
+    A record missing a required field is skipped and listed (reason ``missing_field``);
+    a duplicate id is skipped and listed (reason ``duplicate_id``)."""
+    name = parse_benchmark_names(name)[0]
+    spec = BENCHMARKS[name]
+    path = find_benchmark_file(name, Path(path))
+    good, bad = [], []
+    for i, row in enumerate(_records(path)):
+        missing = [f for f in spec.required if row.get(f) in (None, "")] if isinstance(row, dict) else ["*"]
+        if missing:
+            bad.append(SkippedItem(f"record {i}", "missing_field",
+                                   f"{path}: record {i} lacks {', '.join(missing)}"))
+        else:
+            good.append(row)
+    data = spec.loader(good, path, need_images)
+    seen: set[str] = set()
+    unique = []
+    for p in data.problems:
+        if p.id in seen:
+            bad.append(SkippedItem(p.id, "duplicate_id", f"{path}: id {p.id!r} appears twice"))
+            continue
+        seen.add(p.id)
+        unique.append(p)
+    data.problems = unique
+    data.skipped = [*data.skipped, *bad]
+    return data

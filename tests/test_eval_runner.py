@@ -1,0 +1,87 @@
+"""``vlcohort eval`` end to end with a tiny real model, and scoring saved responses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PIL import Image
+
+from vlcohort.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _tiny_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
+
+
+def _bench_dir(tmp_path):
+    d = tmp_path / "bench"
+    (d / "images").mkdir(parents=True)
+    for i, colour in enumerate(["red", "blue", "green"]):
+        Image.new("RGB", (64, 48), colour).save(d / "images" / f"{i}.png")
+    vista = {str(i): {"pid": str(i), "question": f"What colour? ({i})", "image": f"images/{i}.png",
+                      "choices": ["red", "blue", "green"], "unit": None, "precision": None,
+                      "answer": c, "question_type": "multi_choice", "answer_type": "text",
+                      "metadata": {"task": "colour", "category": "general-vqa"}}
+             for i, c in enumerate(["red", "blue", "green"])}
+    vista["9"] = {**vista["0"], "pid": "9", "image": "images/missing.png"}
+    (d / "mathvista_testmini.json").write_text(json.dumps(vista))
+    rows = [{"id": str(i), "question": f"How many sides? <image1>", "options": [],
+             "image": f"images/{i}.png", "answer": "4", "level": 1, "subject": "counting"}
+            for i in range(2)]
+    (d / "mathvision_testmini.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return d
+
+
+def test_eval_end_to_end_tiny_model_resumes(tmp_path, capsys):
+    d, out = _bench_dir(tmp_path), tmp_path / "out"
+    argv = ["eval", "--model", "tiny:qwen2_5_vl", "--benchmark", "mathvista,mathvision",
+            "--data-dir", str(d), "--out", str(out), "--max-new-tokens", "4",
+            "--samples", "2", "--no-progress"]
+    assert main(argv) == 0
+    items = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+    assert len(items) == (3 + 2) * 2  # the item with a missing image is skipped
+    assert {"response", "extracted", "canonical", "correct"} <= items[0].keys()
+    summary = json.loads((out / "summary.json").read_text())
+    vista = summary["benchmarks"]["mathvista"]
+    assert vista["skipped"] == {"missing_image": 1} and vista["skipped_ids"] == ["9"]
+    assert {"maj", "mean"} <= vista["models"]["tiny:qwen2_5_vl"].keys()
+    assert "tiny:qwen2_5_vl" in summary["average"]
+    assert "| **mathvision** |" in (out / "summary.md").read_text()
+    err = capsys.readouterr().err
+    assert "mathvista: skipped 1 of 4" in err
+    assert main(argv) == 0  # resumed: nothing new generated
+    assert "generated 0 new responses" in capsys.readouterr().err
+    assert len((out / "items.jsonl").read_text().splitlines()) == 10
+
+
+def test_eval_unknown_benchmark(tmp_path, capsys):
+    assert main(["eval", "--model", "tiny:qwen2_5_vl", "--benchmark", "mmmu",
+                 "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "known: mathvista, mathverse, mathvision, wemath" in capsys.readouterr().err
+
+
+def test_score_saved_responses(tmp_path, capsys):
+    d = _bench_dir(tmp_path)
+    r = tmp_path / "r.jsonl"
+    r.write_text('{"id": "0", "response": "\\\\boxed{A}"}\n{"id": "1", "response": "\\\\boxed{red}"}\n')
+    assert main(["eval", "score", "--benchmark", "mathvista", "--data", str(d),
+                 "--responses", str(r), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["benchmarks"]["mathvista"]["models"]["responses"]["maj"] == 0.5
+    r.write_text('{"id": "0", "response": "x"}\n{"id": "nope", "response": "x"}\n')
+    assert main(["eval", "score", "--benchmark", "mathvista", "--data", str(d),
+                 "--responses", str(r)]) == 2
+    assert "'nope'" in capsys.readouterr().err
+    r.write_text('{"id": "0", "response": "x"}\n{"id": \n')
+    assert main(["eval", "score", "--benchmark", "mathvista", "--data", str(d),
+                 "--responses", str(r)]) == 2
+    assert "r.jsonl: line 2" in capsys.readouterr().err
+
+
+def test_cli_prompt_styles_match_runner():
+    from eval.cli import PROMPT_STYLES
+    from eval.runner import PROMPTS
+
+    assert tuple(PROMPTS) == PROMPT_STYLES
