@@ -12,7 +12,8 @@ Time limit and threads
 ----------------------
 math-verify's own timeouts use ``signal.alarm``, which works only in the main thread
 (elsewhere it raises). We call it with its timeouts off and impose our own limit: in the
-main thread a ``setitimer`` alarm (sub-second, restored afterwards) aborts the call; in
+main thread a CPU-time timer (``setitimer(ITIMER_PROF)``, sub-second, restored
+afterwards; CPU time so that a verdict does not depend on machine load) aborts the call; in
 any other thread no signal can be used, so the limit there rests on an input screen that
 refuses what is known to make sympy slow (long inputs, deep nesting, power towers, huge
 exponents or factorials). A refused or timed-out comparison counts as not equivalent.
@@ -92,32 +93,36 @@ def _as_latex(key: str) -> str:
 
 
 def _run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
-    """Run ``fn`` under a SIGALRM limit in the main thread; elsewhere run it unguarded.
+    """Run ``fn`` under a limit of ``seconds`` of this process's CPU time (SIGPROF), in the
+    main thread; elsewhere run it unguarded.
 
-    Any timer already armed (say by pytest-timeout) is restored with its remaining time.
+    CPU time, not wall time: a verdict must not depend on how loaded the machine is (under
+    load a 1 s wall-clock limit turned true equivalences into "not equivalent"), and
+    sympy's slow cases are CPU-bound. SIGPROF also leaves SIGALRM timers (pytest-timeout)
+    alone; an outer ITIMER_PROF timer is restored with its remaining time.
     """
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         return fn()
 
-    def on_alarm(signum, frame):
+    def on_limit(signum, frame):
         raise _SymbolicTimeout
 
-    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
-    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    previous_handler = signal.signal(signal.SIGPROF, on_limit)
+    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_PROF, 0)
     limit = min(seconds, previous_delay) if previous_delay > 0 else seconds
-    started = time.monotonic()
-    signal.setitimer(signal.ITIMER_REAL, limit)
+    started = time.process_time()
+    signal.setitimer(signal.ITIMER_PROF, limit)
     try:
         return fn()
     except _SymbolicTimeout:
-        logger.debug("symbolic comparison timed out after %.2fs", seconds)
+        logger.debug("symbolic comparison hit its %.2fs CPU limit", seconds)
         return False
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous_handler)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous_handler)
         if previous_delay > 0:
-            remaining = max(previous_delay - (time.monotonic() - started), 1e-3)
-            signal.setitimer(signal.ITIMER_REAL, remaining, previous_interval)
+            remaining = max(previous_delay - (time.process_time() - started), 1e-3)
+            signal.setitimer(signal.ITIMER_PROF, remaining, previous_interval)
 
 
 @functools.lru_cache(maxsize=1 << 15)
