@@ -11,6 +11,10 @@ differently, so we read the files the benchmark authors publish, as they publish
   options ``[]`` or five strings (sometimes just "A".."E": the content is in the image).
 - We-Math ``testmini.json``: space-named fields (``knowledge concept``), one ``;``-separated
   option string, several rows (sub-steps and the composite question) per problem ``ID``.
+- Text benchmarks for LLM cohorts: GSM8K (``question``, ``answer`` whose gold follows
+  ``#### ``; JSONL as in openai/grade-school-math, parquet as in the hub's ``openai/gsm8k``)
+  and MATH-500 (``problem``, ``answer``, ``subject``, ``level``, ``unique_id``; JSONL or
+  parquet as in ``HuggingFaceH4/MATH-500``).
 
 Every loader returns the option texts in letter order (the form the grader takes), gold as
 the grader takes it, and keeps the benchmark fields the scorers need in ``meta``. An item
@@ -30,7 +34,7 @@ from typing import Any, Callable, Iterator
 from vlcohort.problems import LETTERS, Problem
 
 __all__ = [
-    "BENCHMARKS", "BenchmarkData", "BenchmarkError", "SkippedItem", "find_benchmark_file",
+    "BENCHMARKS", "DEFAULT_BENCHMARKS", "TEXT_BENCHMARKS", "BenchmarkData", "BenchmarkError", "SkippedItem", "find_benchmark_file",
     "load_benchmark", "parse_benchmark_names", "read_json", "read_jsonl",
 ]
 
@@ -101,9 +105,46 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             yield lineno, obj
 
 
-def _records(path: Path) -> list[dict]:
-    """A JSON list, a JSON dict of records (keyed by id), or JSONL, as a list of dicts."""
+def read_parquet(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
+    """Rows of a parquet file, or of the parquet files of a folder (a downloaded hub
+    snapshot), read through ``datasets`` with every ``Image`` column left undecoded: images
+    come back as ``{"bytes": ..., "path": ...}`` dicts, decoded only when a model sees them.
+
+    In a folder the files of the first split in ``splits`` that has any are read (hub
+    files are named ``<split>-00000-of-00001.parquet`` or sit in a ``<split>/`` folder);
+    with no such file, all parquet files."""
+    import datasets
+
+    from vlcohort.problems import _image_feature_no_decode
+
     path = Path(path)
+    if path.is_dir():
+        files = sorted(path.rglob("*.parquet"))
+        chosen: list[Path] = []
+        for split in splits:
+            chosen = [f for f in files if f.name.startswith(f"{split}-") or f.stem == split
+                      or f.parent.name == split]
+            if chosen:
+                break
+        files = chosen or files
+        if not files:
+            raise BenchmarkError(f"{path}: no parquet files in this folder.")
+    else:
+        files = [path]
+    try:
+        ds = datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")
+    except Exception as e:  # noqa: BLE001 - broken parquet, mismatched schemas
+        raise BenchmarkError(f"{path}: cannot be read as parquet: {e}") from e
+    ds = ds.cast(datasets.Features({k: _image_feature_no_decode(v) for k, v in ds.features.items()}))
+    return [dict(row) for row in ds]
+
+
+def _records(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
+    """A JSON list, a JSON dict of records (keyed by id), JSONL, or parquet (a file or a
+    folder of files), as a list of dicts."""
+    path = Path(path)
+    if path.is_dir() or path.suffix == ".parquet":
+        return read_parquet(path, splits)
     if path.suffix == ".jsonl":
         return [obj for _, obj in read_jsonl(path)]
     data = read_json(path)
@@ -326,14 +367,55 @@ def _wemath(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData:
     return BenchmarkData("wemath", path, problems, skipped)
 
 
+_GSM8K_GOLD = re.compile(r"####\s*(.+?)\s*$", re.DOTALL)
+
+
+def gsm8k_gold(answer: str) -> str | None:
+    """The final answer of a GSM8K solution: the text after ``#### ``, thousands
+    separators removed (``"...\\n#### 1,200"`` -> ``"1200"``); None when there is no ``####``."""
+    m = _GSM8K_GOLD.search(answer or "")
+    if m is None:
+        return None
+    gold = m.group(1).strip()
+    return re.sub(r"(?<=\d),(?=\d{3}\b)", "", gold)
+
+
+def _gsm8k(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData:
+    """GSM8K: no ids in the files, so an item's id is its row number (0-based, counted
+    over the whole file); the worked solution stays in ``meta["solution"]``."""
+    problems, skipped = [], []
+    for row in rows:
+        pid = str(row.get("id", row["_row"]))
+        gold = gsm8k_gold(str(row["answer"]))
+        if gold is None:
+            skipped.append(SkippedItem(pid, "no_gold", f"{path}: row {row['_row']}: the answer "
+                                       "has no '#### <final answer>' line"))
+            continue
+        problems.append(Problem(id=pid, text=row["question"], gold=gold, source="gsm8k",
+                                meta={"solution": row["answer"]}))
+    return BenchmarkData("gsm8k", path, problems, skipped)
+
+
+def _math500(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData:
+    """MATH-500: ids are ``unique_id`` (``test/precalculus/807.json``); gold is the
+    ``answer`` column (LaTeX, as the grader reads it); subject and level for the tables."""
+    problems = [Problem(id=str(row["unique_id"]), text=row["problem"], gold=str(row["answer"]),
+                        source="math500",
+                        meta={"subject": row.get("subject"), "level": row.get("level"),
+                              "solution": row.get("solution")})
+                for row in rows]
+    return BenchmarkData("math500", path, problems, [])
+
+
 @dataclass(frozen=True)
 class BenchmarkSpec:
     """How to find and read one benchmark; ``files`` are tried in order inside a data dir."""
 
     name: str
     loader: Callable[[list[dict], Path, bool], BenchmarkData]
-    files: tuple[str, ...]
+    files: tuple[str, ...]  # glob patterns allowed (first match in sorted order)
     required: tuple[str, ...]  # fields every record must have
+    splits: tuple[str, ...] = ("testmini", "test")  # preferred split in a parquet folder
 
 
 BENCHMARKS: dict[str, BenchmarkSpec] = {
@@ -350,7 +432,19 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
     "wemath": BenchmarkSpec("wemath", _wemath, (
         "wemath_testmini.json", "wemath/testmini.json", "wemath/data/testmini.json"),
         ("ID", "key", "question", "answer")),
+    "gsm8k": BenchmarkSpec("gsm8k", _gsm8k, (
+        "gsm8k_test.jsonl", "gsm8k/test.jsonl", "gsm8k/grade_school_math/data/test.jsonl",
+        "grade_school_math/data/test.jsonl", "gsm8k_test.parquet", "gsm8k/main/test-*.parquet",
+        "gsm8k/test-*.parquet"), ("question", "answer"), ("test",)),
+    "math500": BenchmarkSpec("math500", _math500, (
+        "math500_test.jsonl", "math500/test.jsonl", "MATH-500/test.jsonl", "math500.jsonl",
+        "math500_test.parquet", "math500/test-*.parquet", "math500/data/test-*.parquet",
+        "MATH-500/test-*.parquet"), ("problem", "answer", "unique_id"), ("test",)),
 }
+#: The four vision-language benchmarks the paper reports (the CLI default).
+DEFAULT_BENCHMARKS = ("mathvista", "mathverse", "mathvision", "wemath")
+#: Text-only benchmarks, for cohorts of language models.
+TEXT_BENCHMARKS = ("gsm8k", "math500")
 
 
 def parse_benchmark_names(spec: str | list[str]) -> list[str]:
@@ -369,10 +463,13 @@ def find_benchmark_file(name: str, data_dir: Path) -> Path:
     data_dir = Path(data_dir)
     if data_dir.is_file():
         return data_dir
-    tried = [data_dir / f for f in BENCHMARKS[name].files]
-    for p in tried:
-        if p.is_file():
-            return p
+    for pattern in BENCHMARKS[name].files:
+        if any(c in pattern for c in "*?["):
+            hits = sorted(p for p in data_dir.glob(pattern) if p.is_file())
+            if hits:
+                return hits[0]
+        elif (data_dir / pattern).is_file():
+            return data_dir / pattern
     raise BenchmarkError(f"{name}: no annotation file in {data_dir}; looked for "
                          f"{', '.join(BENCHMARKS[name].files)}. Put the benchmark's official "
                          "file there (images in an images/ folder beside it).")
@@ -387,7 +484,9 @@ def load_benchmark(name: str, path: Path, need_images: bool = True) -> Benchmark
     spec = BENCHMARKS[name]
     path = find_benchmark_file(name, Path(path))
     good, bad = [], []
-    for i, row in enumerate(_records(path)):
+    for i, row in enumerate(_records(path, spec.splits)):
+        if isinstance(row, dict):
+            row = {**row, "_row": i}
         missing = [f for f in spec.required if row.get(f) in (None, "")] if isinstance(row, dict) else ["*"]
         if missing:
             bad.append(SkippedItem(f"record {i}", "missing_field",

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from .benchmarks import BENCHMARKS, BenchmarkError
+from .benchmarks import BENCHMARKS, DEFAULT_BENCHMARKS, BenchmarkError
 
 # Kept in step with eval.runner.PROMPTS (a test checks); the runner, which pulls in the grader
 # and voting, is imported only when ``eval`` runs, so other subcommands start fast.
@@ -23,8 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run: generate and score (default); score: score saved responses")
     p.add_argument("--model", action="append", default=[], metavar="PATH_OR_SPEC",
                    help="checkpoint folder, hub id or tiny: spec (repeat for an ensemble)")
-    p.add_argument("--benchmark", default=",".join(BENCHMARKS),
-                   help=f"comma-separated, from: {', '.join(BENCHMARKS)}")
+    p.add_argument("--benchmark", default=",".join(DEFAULT_BENCHMARKS),
+                   help=f"comma-separated, from: {', '.join(BENCHMARKS)} (default: the four "
+                        "vision-language ones; gsm8k and math500 are text-only)")
     p.add_argument("--data-dir", "--data", dest="data_dir", type=Path, default=Path("."),
                    help="folder of the official annotation files (or one file, for score)")
     p.add_argument("--out", type=Path, default=Path("runs/eval"), help="output folder")

@@ -39,7 +39,8 @@ PROMPTS = {
 }
 #: What each benchmark is grouped by in the tables.
 GROUP_BY = {"mathvista": ("task",), "mathverse": ("problem_version",),
-            "mathvision": ("subject", "level"), "wemath": ("key",)}
+            "mathvision": ("subject", "level"), "wemath": ("key",),
+            "gsm8k": (), "math500": ("subject", "level")}
 JUDGE_NOTES = {
     "mathvista": "official extraction is a GPT call: scorer 'official' applies the official "
                  "normalisation (letter->option, nearest option, int/float/precision) to our "
@@ -47,6 +48,8 @@ JUDGE_NOTES = {
     "mathverse": "official judge is GPT: numbers use our extraction and grader",
     "mathvision": "our extraction and grader (official rule-based scorer not reproduced here)",
     "wemath": "four-dimensional metrics (IK, IG, CM, RM) from our per-question verdicts",
+    "gsm8k": "our extraction and grader; gold is the number after '####'",
+    "math500": "our extraction and grader (per subject and level)",
 }
 
 
