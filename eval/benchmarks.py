@@ -16,6 +16,12 @@ differently, so we read the files the benchmark authors publish, as they publish
   and MATH-500 (``problem``, ``answer``, ``subject``, ``level``, ``unique_id``; JSONL or
   parquet as in ``HuggingFaceH4/MATH-500``).
 
+The common hub parquet forms load too (``AI4Math/MathVista``, ``AI4Math/MathVerse``,
+``MathLLMs/MathVision``, ``We-Math/We-Math``: one parquet file, or a downloaded snapshot
+folder whose ``testmini`` files are preferred), through ``datasets`` with the embedded
+images (``decoded_image`` / an ``Image`` column / a binary column) kept as bytes; the
+loaders are the same, since those files carry the official fields.
+
 Every loader returns the option texts in letter order (the form the grader takes), gold as
 the grader takes it, and keeps the benchmark fields the scorers need in ``meta``. An item
 whose image cannot be found is skipped, counted and listed (DESIGN rule 8), never dropped
@@ -122,8 +128,8 @@ def read_parquet(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
         files = sorted(path.rglob("*.parquet"))
         chosen: list[Path] = []
         for split in splits:
-            chosen = [f for f in files if f.name.startswith(f"{split}-") or f.stem == split
-                      or f.parent.name == split]
+            chosen = ([f for f in files if f.name.startswith(f"{split}-") or f.stem == split]
+                      or [f for f in files if f.parent.name == split])
             if chosen:
                 break
         files = chosen or files
@@ -162,7 +168,7 @@ def _image_roots(data_file: Path, extra: tuple[str, ...]) -> list[Path]:
     """Where an annotation's relative image path may live: beside the file (the official
     layout, paths like ``images/1.jpg``), in ``images/`` beside it, or in a named folder
     (the shared data's ``mathvision_images/``)."""
-    base = data_file.parent
+    base = data_file if data_file.is_dir() else data_file.parent  # a parquet folder: itself
     return [base, base / "images", *(base / name for name in extra)]
 
 
@@ -180,14 +186,17 @@ def resolve_image(rel: str, roots: list[Path]) -> Path | None:
     return None
 
 
-def _with_images(problem: Problem, rels: list[str], roots: list[Path],
+def _with_images(problem: Problem, rels: list, roots: list[Path],
                  skipped: list[SkippedItem], need_images: bool) -> Problem | None:
     """Attach resolved image paths; a missing one skips the problem (counted, listed).
 
     With ``need_images=False`` unresolved images are left out and the problem kept: that is
     for reading annotations alone (scoring saved responses, counting rows)."""
-    paths = []
+    paths: list = []
     for rel in rels:
+        if isinstance(rel, dict):  # an embedded image (parquet): kept as bytes, decoded at render
+            paths.append(rel)
+            continue
         found = resolve_image(rel, roots)
         if found is None:
             if need_images:
@@ -199,6 +208,30 @@ def _with_images(problem: Problem, rels: list[str], roots: list[Path],
         paths.append(str(found))
     problem.images = paths
     return problem
+
+
+def image_refs(row: dict, *columns: str) -> list:
+    """The image of a record, from the first of ``columns`` that holds one.
+
+    Hub parquet files embed the image: an HF ``Image`` column read undecoded gives
+    ``{"bytes": ..., "path": ...}`` (MathVista's and MATH-Vision's ``decoded_image``,
+    MathVerse's ``image``), and a plain binary column gives raw bytes; both are returned as
+    a ``{"bytes", "path"}`` dict, which the adapters decode. Otherwise the first string is a
+    path relative to the annotation file (the official JSON layout, or the ``image`` column
+    that MathVista's parquet keeps beside ``decoded_image``)."""
+    for col in columns:
+        v = row.get(col)
+        if isinstance(v, dict) and v.get("bytes"):
+            return [{"bytes": v["bytes"], "path": v.get("path")}]
+        if isinstance(v, (bytes, bytearray)) and v:
+            return [{"bytes": bytes(v), "path": None}]
+    for col in columns:
+        v = row.get(col)
+        if isinstance(v, dict) and v.get("path"):
+            return [v["path"]]
+        if isinstance(v, str) and v.strip():
+            return [v]
+    return []
 
 
 # --------------------------------------------------------------------------- option parsing
@@ -294,7 +327,7 @@ def _mathvista(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData
                   "precision": row.get("precision"), "unit": row.get("unit"),
                   "category": metadata.get("category"), "task": metadata.get("task"),
                   "official_query": row.get("query")})
-        rels = [row["image"]] if row.get("image") else []
+        rels = image_refs(row, "decoded_image", "image")
         if (p := _with_images(p, rels, roots, skipped, need_images)) is not None:
             problems.append(p)
     return BenchmarkData("mathvista", path, problems, skipped)
@@ -318,7 +351,7 @@ def _mathverse(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData
                   "question_type": row.get("question_type"),
                   "subject": (row.get("metadata") or {}).get("subject"),
                   "official_query": row.get("query_cot")})
-        rels = [row["image"]] if row.get("image") else []
+        rels = image_refs(row, "image")
         if (p := _with_images(p, rels, roots, skipped, need_images)) is not None:
             problems.append(p)
     return BenchmarkData("mathverse", path, problems, skipped)
@@ -338,7 +371,7 @@ def _mathvision(rows: list[dict], path: Path, need_images: bool) -> BenchmarkDat
             source="mathvision",
             meta={"level": row.get("level"), "subject": row.get("subject"),
                   "official_query": official + "\n" + MATHVISION_PROMPT})
-        rels = [row["image"]] if row.get("image") else []
+        rels = image_refs(row, "decoded_image", "image")
         if (p := _with_images(p, rels, roots, skipped, need_images)) is not None:
             problems.append(p)
     return BenchmarkData("mathvision", path, problems, skipped)
@@ -361,7 +394,7 @@ def _wemath(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData:
                   "question_number": row.get("question number"),
                   "official_query": WEMATH_PROMPT.format(question=row["question"],
                                                          option=row.get("option", ""))})
-        rels = [row["image_path"]] if row.get("image_path") else []
+        rels = image_refs(row, "image_path", "image")
         if (p := _with_images(p, rels, roots, skipped, need_images)) is not None:
             problems.append(p)
     return BenchmarkData("wemath", path, problems, skipped)
@@ -416,30 +449,38 @@ class BenchmarkSpec:
     files: tuple[str, ...]  # glob patterns allowed (first match in sorted order)
     required: tuple[str, ...]  # fields every record must have
     splits: tuple[str, ...] = ("testmini", "test")  # preferred split in a parquet folder
+    folders: tuple[str, ...] = ()  # folders (in a data dir) that may hold a hub snapshot
 
 
 BENCHMARKS: dict[str, BenchmarkSpec] = {
     "mathvista": BenchmarkSpec("mathvista", _mathvista, (
         "mathvista_testmini.json", "mathvista/testmini.json", "mathvista/data/testmini.json",
-        "testmini.json"), ("pid", "question", "answer")),
+        "testmini.json", "mathvista_testmini.parquet", "mathvista/data/testmini-*.parquet",
+        "MathVista/data/testmini-*.parquet"), ("pid", "question", "answer"),
+        folders=("mathvista", "MathVista")),
     "mathverse": BenchmarkSpec("mathverse", _mathverse, (
         "mathverse_testmini.json", "mathverse/testmini.json", "mathverse/data/testmini.json",
-        "mathverse_testmini_text_only.json", "mathverse/testmini_text_only.json"),
-        ("sample_index", "question", "answer")),
+        "mathverse_testmini_text_only.json", "mathverse/testmini_text_only.json",
+        "mathverse_testmini.parquet"), ("sample_index", "question", "answer"),
+        folders=("mathverse", "MathVerse")),
     "mathvision": BenchmarkSpec("mathvision", _mathvision, (
         "mathvision_testmini.jsonl", "mathvision/testmini.jsonl", "mathvision/data/testmini.jsonl",
-        "mathvision_test.jsonl", "mathvision/test.jsonl"), ("id", "question", "answer")),
+        "mathvision_test.jsonl", "mathvision/test.jsonl", "mathvision_testmini.parquet",
+        "mathvision/data/testmini-*.parquet", "MathVision/data/testmini-*.parquet"),
+        ("id", "question", "answer"), folders=("mathvision", "MathVision", "MATH-V")),
     "wemath": BenchmarkSpec("wemath", _wemath, (
-        "wemath_testmini.json", "wemath/testmini.json", "wemath/data/testmini.json"),
-        ("ID", "key", "question", "answer")),
+        "wemath_testmini.json", "wemath/testmini.json", "wemath/data/testmini.json",
+        "wemath_testmini.parquet"), ("ID", "key", "question", "answer"),
+        folders=("wemath", "We-Math")),
     "gsm8k": BenchmarkSpec("gsm8k", _gsm8k, (
         "gsm8k_test.jsonl", "gsm8k/test.jsonl", "gsm8k/grade_school_math/data/test.jsonl",
         "grade_school_math/data/test.jsonl", "gsm8k_test.parquet", "gsm8k/main/test-*.parquet",
-        "gsm8k/test-*.parquet"), ("question", "answer"), ("test",)),
+        "gsm8k/test-*.parquet"), ("question", "answer"), ("test",), ("gsm8k",)),
     "math500": BenchmarkSpec("math500", _math500, (
         "math500_test.jsonl", "math500/test.jsonl", "MATH-500/test.jsonl", "math500.jsonl",
         "math500_test.parquet", "math500/test-*.parquet", "math500/data/test-*.parquet",
-        "MATH-500/test-*.parquet"), ("problem", "answer", "unique_id"), ("test",)),
+        "MATH-500/test-*.parquet"), ("problem", "answer", "unique_id"), ("test",),
+        ("math500", "MATH-500")),
 }
 #: The four vision-language benchmarks the paper reports (the CLI default).
 DEFAULT_BENCHMARKS = ("mathvista", "mathverse", "mathvision", "wemath")
@@ -459,7 +500,11 @@ def parse_benchmark_names(spec: str | list[str]) -> list[str]:
 
 
 def find_benchmark_file(name: str, data_dir: Path) -> Path:
-    """The annotation file of ``name`` in ``data_dir`` (or ``data_dir`` itself, a file)."""
+    """The annotation file of ``name`` in ``data_dir`` (or ``data_dir`` itself, a file).
+
+    Tried in order: the spec's file names and patterns; then a folder of parquet files
+    (a hub snapshot such as ``AI4Math/MathVista`` downloaded into ``data_dir/mathvista``, or
+    ``data_dir`` itself), read by :func:`read_parquet`."""
     data_dir = Path(data_dir)
     if data_dir.is_file():
         return data_dir
@@ -470,9 +515,18 @@ def find_benchmark_file(name: str, data_dir: Path) -> Path:
                 return hits[0]
         elif (data_dir / pattern).is_file():
             return data_dir / pattern
+    # a downloaded hub snapshot: a folder of parquet files (the split is chosen on reading)
+    for folder in (data_dir / f for f in BENCHMARKS[name].folders):
+        if folder.is_dir() and next(folder.rglob("*.parquet"), None) is not None:
+            return folder
+    # data_dir itself a snapshot: parquet files in it, in data/ or in a split folder
+    if any(next(d.glob("*.parquet"), None) for d in
+           (data_dir, data_dir / "data", *(data_dir / s for s in BENCHMARKS[name].splits))):
+        return data_dir
     raise BenchmarkError(f"{name}: no annotation file in {data_dir}; looked for "
-                         f"{', '.join(BENCHMARKS[name].files)}. Put the benchmark's official "
-                         "file there (images in an images/ folder beside it).")
+                         f"{', '.join(BENCHMARKS[name].files)} (or a folder of parquet files). "
+                         "Put the benchmark's official file there (images in an images/ "
+                         "folder beside it), or its hub parquet files.")
 
 
 def load_benchmark(name: str, path: Path, need_images: bool = True) -> BenchmarkData:
