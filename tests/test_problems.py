@@ -238,7 +238,6 @@ def test_config_keys_for_data_and_views(tmp_path):
     for bad, key in [(["data.source=file"], "data.path"),
                      (["data.source=nope"], "data.source"),
                      (["data.preset=x"], "data.preset"),
-                     (["data.decouple=true"], "data.decouple"),
                      (["agents.0.view.column=alt"], "agents.0.view"),
                      (["data.columns.bogus=x"], "data.columns.bogus")]:
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

@@ -152,8 +152,9 @@ class DataConfig:
     limit: int = 0
     """file or hub: read at most this many rows (0: all)."""
     decouple: bool = False
-    """Give each agent a disjoint shard of the stream. Not supported yet (peer votes need
-    every agent to answer the same problems); true is an error."""
+    """Give each agent a disjoint shard of the data (problems a, a+A, a+2A...): each step
+    agent a trains on B prompts of its own shard only. Every agent still answers all A x B
+    prompts (a peer vote needs the peer's answers), so generation costs A times more."""
     tasks: list[str] = field(default_factory=lambda: ["shape_colour", "count_shapes",
                                                       "compare_bars", "read_chart"])
     """synthetic: task families to mix (round-robin)."""
@@ -647,9 +648,6 @@ def validate(cfg: Config) -> None:
                           + ("file or dataset folder" if d.source == "file" else "hub dataset id"))
     if d.limit < 0:
         raise ConfigError(f"data.limit: must be >= 0 (0: all rows), got {d.limit}")
-    if d.decouple:
-        raise ConfigError("data.decouple: not supported yet (every agent answers the same "
-                          "problems each step, which peer votes need); set it to false")
     for i, a in enumerate(cfg.agents):
         if a.view.column and a.view.rewrite_file:
             raise ConfigError(f"agents.{i}.view: set column or rewrite_file, not both")

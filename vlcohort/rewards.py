@@ -71,6 +71,10 @@ class Scored:
     valid: torch.Tensor  # [B] bool: the prompt has a label (else: zero advantage)
     correct: torch.Tensor  # [B, G] bool: the answer matches the label
 
+    def select(self, prompt_indices: list[int]) -> "Scored":
+        idx = torch.tensor(prompt_indices, dtype=torch.long)
+        return Scored(self.rewards[idx], self.valid[idx], self.correct[idx])
+
 
 def score(answers: Sequence[Sequence[str | None]], labels: Sequence[str | None],
           problems: Sequence[Problem], grader, format_weight: float = 0.0) -> Scored:

@@ -55,6 +55,7 @@ class Run:
     logger: MetricsLogger
     grader: Any
     eval_problems: list = field(default_factory=list)
+    shards: list[ProblemStream] = field(default_factory=list)  # data.decouple: one per agent
     step: int = 0  # last completed step
     bad_steps_in_row: int = 0
     skipped_records: dict[str, int] = field(default_factory=dict)
@@ -123,12 +124,14 @@ def setup(cfg: Config, resume: str | Path | None = None) -> Run:
     run_dir = Path(resume) if resume is not None else Path(cfg.run.output_dir)
     seed_everything(cfg.run.seed)
     save_resolved(cfg, run_dir)
-    stream = ProblemStream(load_problems(cfg), seed=cfg.run.seed, shuffle=cfg.data.shuffle)
+    problems = load_problems(cfg)
+    stream = ProblemStream(problems, seed=cfg.run.seed, shuffle=cfg.data.shuffle)
     folder = ckpt.latest_checkpoint(run_dir) if resume is not None else None
     agents = [build_agent(mc, cfg, weights_from=str(folder / mc.name) if folder else None)
               for mc in cfg.agents]
     logger = MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard)
-    run = Run(cfg=cfg, dir=run_dir, agents=agents, stream=stream, logger=logger,
+    shards = shard_streams(problems, len(agents), cfg) if cfg.data.decouple else []
+    run = Run(cfg=cfg, dir=run_dir, agents=agents, stream=stream, shards=shards, logger=logger,
               grader=get_grader(cfg.reward.grader), eval_problems=load_eval_problems(cfg))
     if folder is not None:
         state = ckpt.load_state(folder)
@@ -137,6 +140,8 @@ def setup(cfg: Config, resume: str | Path | None = None) -> Run:
             agent.optimizer.load_state_dict(st["optimizer"])
             agent.scheduler.load_state_dict(st["scheduler"])
         stream.load_state(state["stream"])
+        for shard, st in zip(shards, state.get("shards", [])):
+            shard.load_state(st)
         run.step = int(state["step"])
         run.skipped_records = dict(state.get("skipped_records", {}))
         run.no_signal_steps = int(state.get("no_signal_steps", 0))
@@ -153,11 +158,30 @@ def setup(cfg: Config, resume: str | Path | None = None) -> Run:
 # ============================================================================ one step
 
 
+def owned_prompts(run: Run, agent: int, n_prompts: int) -> list[int]:
+    """The step's prompts agent ``agent`` trains on: all of them, or with ``data.decouple``
+    the block of B drawn from its own shard."""
+    if not run.shards:
+        return list(range(n_prompts))
+    B = n_prompts // len(run.shards)
+    return list(range(agent * B, (agent + 1) * B))
+
+
 def rollout_seed(seed: int, step: int, agent: int) -> int:
     """Sampling seed of one agent's rollouts at one step: a pure function of the run seed,
     so rollouts do not depend on how much randomness anything else used before (a model
     build, a resume), and a resumed run samples exactly what the straight run did."""
     return (seed * 1_000_003 + step * 1_009 + agent) % (2**31 - 1)
+
+
+def shard_streams(problems: list[Problem], n_agents: int, cfg: Config) -> list[ProblemStream]:
+    """``data.decouple``: agent a trains on problems a, a + A, a + 2A, ... only."""
+    shards = [problems[a::n_agents] for a in range(n_agents)]
+    if any(not s for s in shards):
+        raise TrainingError(f"data.decouple with {n_agents} agents needs at least {n_agents} "
+                            f"problems, got {len(problems)}")
+    return [ProblemStream(s, seed=cfg.run.seed * 1009 + a, shuffle=cfg.data.shuffle)
+            for a, s in enumerate(shards)]
 
 
 def next_prompts(run: Run) -> tuple[list[Problem], list[list]]:
@@ -171,13 +195,17 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[list]]:
     B = run.cfg.rollout.prompts_per_step
     problems: list[Problem] = []
     rendered: list[list] = [[] for _ in run.agents]
+    # decouple: B problems from each agent's shard, in agent order (prompt b is owned by
+    # agent b // B); every agent still answers all of them, since peer votes need it.
+    sources = run.shards or [run.stream]
     attempts = 0
-    while len(problems) < B:
+    while len(problems) < B * len(sources):
+        stream = sources[len(problems) // B]
         attempts += 1
-        if attempts > 10 * B + len(run.stream.problems):
+        if attempts > 10 * B * len(sources) + len(run.stream.problems):
             raise TrainingError("could not find renderable problems: every record fails; "
                                 f"skipped so far: {run.skipped_records}")
-        p = run.stream.next()
+        p = stream.next()
         try:
             r = [a.adapter.render(view_of(p, a.name), run.cfg.prompt.system_prompt,
                                   run.cfg.prompt.instruction)
@@ -209,6 +237,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
 
     # 2. answers, votes, teacher labels, rewards, advantages
     t0 = time.perf_counter()
+    n_prompts = len(problems)  # B, or A x B with data.decouple
     answers = [extract_all(ro.texts_by_prompt(), cfg.reward.answer_style) for ro in rollouts]  # [A][B][G]
     votes = [vote_all(ans, problems, cfg.reward.tie, cfg.reward.min_share, run.grader)
              for ans in answers]  # [A][B]
@@ -220,14 +249,28 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         adv = grpo.group_advantages(sc.rewards, scale=cfg.grpo.adv_scale, valid=sc.valid)  # [B, G]
         labels.append(lab)
         scored.append(sc)
-        advantages.append(adv.reshape(B * G))  # [N], row b*G + g
+        advantages.append(adv.reshape(n_prompts * G))  # [N], row b*G + g
     t_grading = time.perf_counter() - t0
 
     # 3. each agent's update, from its own rollouts and advantages
     t0 = time.perf_counter()
-    any_signal = any(bool((adv != 0).any()) for adv in advantages)
+    shard_views: list = []
     updates = []
     for i, agent in enumerate(agents):
+        own = owned_prompts(run, i, n_prompts)  # all, or this agent's shard (decouple)
+        if own != list(range(n_prompts)):
+            rendered[i] = [rendered[i][b] for b in own]
+            rollouts[i] = rollouts[i].select_prompts(own)
+            answers[i] = [answers[i][b] for b in own]
+            votes_i = [votes[i][b] for b in own]
+            labels[i] = [labels[i][b] for b in own]
+            scored[i] = scored[i].select(own)
+            rows = torch.tensor([b * G + g for b in own for g in range(G)])
+            advantages[i] = advantages[i][rows]
+            own_problems = [problems[b] for b in own]
+        else:
+            votes_i, own_problems = votes[i], problems
+        shard_views.append((votes_i, own_problems))
         if bool((advantages[i] != 0).any()):
             updates.append(update_agent(agent, rendered[i], rollouts[i], advantages[i],
                                         cfg.grpo, cfg.rollout.temperature,
@@ -238,13 +281,16 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
             warnings.simplefilter("ignore", UserWarning)
             agent.scheduler.step()
     t_update = time.perf_counter() - t0
+    any_signal = any(bool((adv != 0).any()) for adv in advantages)
     if not any_signal:
         run.no_signal_steps += 1
 
     record: dict[str, Any] = {"step": step}
     for i, agent in enumerate(agents):
-        record.update(agent_metrics(agent.name, answers[i], votes[i], labels[i], scored[i],
-                                    advantages[i], rollouts[i], updates[i], problems, run.grader))
+        votes_i, own_problems = shard_views[i]
+        record.update(agent_metrics(agent.name, answers[i], votes_i, labels[i], scored[i],
+                                    advantages[i], rollouts[i], updates[i], own_problems,
+                                    run.grader))
     record["cohort/agreement"] = agreement(votes, problems, run.grader)
     record["cohort/no_signal"] = 0.0 if any_signal else 1.0
     record.update({"timing/rollout": t_rollout, "timing/grading": t_grading,
@@ -315,7 +361,8 @@ def agreement(votes, problems, grader) -> float:
 
 
 def save(run: Run) -> Path:
-    state = {"stream": run.stream.state(), "skipped_records": run.skipped_records,
+    state = {"stream": run.stream.state(), "shards": [s.state() for s in run.shards],
+             "skipped_records": run.skipped_records,
              "no_signal_steps": run.no_signal_steps}
     return ckpt.save_checkpoint(
         run.dir, run.step, run.agents, [a.optimizer for a in run.agents],

@@ -41,7 +41,7 @@ class Rollouts:
         group_size: G.
     """
 
-    prompts: PromptBatch
+    prompts: PromptBatch | None  # None in a subset (select_prompts)
     completions: list[list[int]]
     texts: list[str]
     logprobs: torch.Tensor
@@ -51,6 +51,19 @@ class Rollouts:
     @property
     def num_prompts(self) -> int:
         return len(self.completions) // self.group_size
+
+    def select_prompts(self, prompt_indices: list[int]) -> "Rollouts":
+        """The rollouts of some prompts only (rows b*G .. b*G+G-1 of each), in that order.
+
+        ``prompts`` is not carried over (per-image tensors cannot be sliced without family
+        knowledge); the update re-encodes its micro-batches from the rendered prompts.
+        """
+        G = self.group_size
+        rows = [b * G + g for b in prompt_indices for g in range(G)]
+        return Rollouts(prompts=None, completions=[self.completions[r] for r in rows],
+                        texts=[self.texts[r] for r in rows],
+                        logprobs=self.logprobs[torch.tensor(rows, dtype=torch.long)],
+                        finished=[self.finished[r] for r in rows], group_size=G)
 
     def lengths(self) -> torch.Tensor:
         return torch.tensor([len(c) for c in self.completions])  # [N]
