@@ -29,7 +29,8 @@ from vlcohort.voting import majority_vote
 
 from .benchmarks import (BenchmarkData, BenchmarkError, load_benchmark, parse_benchmark_names,
                          read_jsonl)
-from .scoring import group_accuracy, mathvista_correct, mathvista_normalize, wemath_metrics
+from .scoring import (group_accuracy, mathvision_correct, mathvision_extract, mathvista_correct,
+                      mathvista_normalize, wemath_metrics)
 
 PROMPTS = {
     "boxed": "Please reason step by step, and put your final answer within \\boxed{}.",
@@ -46,7 +47,9 @@ JUDGE_NOTES = {
                  "normalisation (letter->option, nearest option, int/float/precision) to our "
                  "extracted answer",
     "mathverse": "official judge is GPT: numbers use our extraction and grader",
-    "mathvision": "our extraction and grader (official rule-based scorer not reproduced here)",
+    "mathvision": "our extraction and grader; scorer 'official' reproduces MATH-Vision's "
+                  "rule-based scorer (answer phrase / \\boxed extraction, latex/sympy equality "
+                  "at 2 decimals, gold letter or option text)",
     "wemath": "four-dimensional metrics (IK, IG, CM, RM) from our per-question verdicts",
     "gsm8k": "our extraction and grader; gold is the number after '####'",
     "math500": "our extraction and grader (per subject and level)",
@@ -101,6 +104,10 @@ def score_record(problem: Problem, response: str | None, grader) -> dict[str, An
     canonical = grader.canonical(extracted, problem.options) if extracted is not None else None
     correct = extracted is not None and grader.is_equivalent(extracted, problem.gold, problem.options)
     out = {"extracted": extracted, "canonical": canonical, "correct": bool(correct)}
+    if problem.source == "mathvision":
+        official = mathvision_extract(response or "")
+        out["official_prediction"] = official
+        out["official_correct"] = mathvision_correct(official, problem.gold, problem.options)
     if problem.source == "mathvista":
         m = problem.meta
         pred = mathvista_normalize(extracted, problem.options, m.get("question_type"),
@@ -199,10 +206,17 @@ def run_generation(settings: EvalSettings, data: dict[str, BenchmarkData], items
 
 def _item_verdicts(recs: list[dict], problem: Problem, grader, official: bool) -> dict[str, float]:
     """mean@k and maj@k of one item's samples (from one model, or pooled)."""
-    field_ = "official_correct" if official and problem.source == "mathvista" else "correct"
+    field_ = ("official_correct" if official and problem.source in ("mathvista", "mathvision")
+              else "correct")
     mean = sum(bool(r.get(field_, r["correct"])) for r in recs) / len(recs)
     if len(recs) == 1:
         return {"mean": mean, "maj": mean}
+    if field_ == "official_correct" and problem.source == "mathvision":
+        # the official protocol has no vote: the most common official answer (first on a
+        # tie), right when the official rules accept it
+        answers = [r.get("official_prediction") or "" for r in recs]
+        top = max(answers, key=lambda a: (answers.count(a), -answers.index(a)))
+        return {"mean": mean, "maj": float(bool(recs[answers.index(top)].get(field_)))}
     vote = majority_vote([r.get("extracted") for r in recs], problem.options, tie="first",
                          grader=grader)
     maj = vote.label is not None and grader.is_equivalent(vote.label, problem.gold, problem.options)
