@@ -460,3 +460,11 @@ def test_imports_point_down_and_never_to_models(module, allowed):
             imported.add(node.module or "")
     assert not {m for m in imported if m.split(".")[0] in {"torch", "transformers", "vllm", "processors"}}
     assert {m for m in imported if m.startswith("vlcohort")} <= allowed
+
+
+def test_plain_integers_compare_exactly_but_decimals_within_tolerance():
+    # found by hypothesis: within rel_tol 1e-4, yet different integer answers
+    assert not is_equivalent("609880", "609939")
+    assert not is_equivalent("100000", "100001")
+    assert is_equivalent("1,000", "1000") and is_equivalent("5", "5.0")
+    assert is_equivalent("3.14159", "3.1416") and is_equivalent("100", "100.0001")

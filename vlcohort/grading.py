@@ -468,7 +468,12 @@ def _encloses(t: str) -> bool:
 # --------------------------------------------------------------------------------------
 
 
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
 def _close(a: tuple[float, ...], b: tuple[float, ...], rel_tol: float) -> bool:
+    """Values equal within ``rel_tol``; used when at least one side is not a plain integer
+    (two plain integers compare exactly in :func:`_fast_decide`)."""
     return any(math.isclose(x, y, rel_tol=rel_tol, abs_tol=1e-12) for x in a for y in b)
 
 
@@ -513,6 +518,8 @@ def _fast_decide(a: str, b: str, rel_tol: float) -> bool | None:
         if sa is None or sb is None:
             return False
         return _sequences_equal(sa, sb, rel_tol)
+    if _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):
+        return int(a) == int(b)  # integer answers are exact: 609880 is not 609939
     va, vb = numeric_values(a), numeric_values(b)
     if va is not None and vb is not None:
         return _close(va, vb, rel_tol)
