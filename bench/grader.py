@@ -41,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from eval.benchmarks import split_semicolon_options  # noqa: E402
 from vlcohort import grading  # noqa: E402
 from vlcohort.grading import LETTERS, is_equivalent  # noqa: E402
 from vlcohort.voting import majority_vote  # noqa: E402
@@ -74,27 +75,8 @@ def load_items() -> list[dict]:
         key = (rec["ID"], rec["key"])
         if key not in seen:
             seen.add(key)
-            items.append({"gold": rec["answer"], "options": wemath_options(rec["option"]), "source": "wemath"})
+            items.append({"gold": rec["answer"], "options": split_semicolon_options(rec["option"]), "source": "wemath"})
     return items
-
-
-def wemath_options(text: str) -> list[str]:
-    """'A. 3; B. 4; C. 5' -> ['3', '4', '5'], splitting only at the next expected letter."""
-    out, pos, start = [], 0, 0
-    for letter in LETTERS:
-        m = re.compile(r"(?:^|;)\s*" + letter + r"\.\s*").search(text, pos)
-        if not m:
-            break
-        if out:
-            out[-1] = text[start : m.start()].strip()
-        out.append("")
-        start = pos = m.end()
-    if out:
-        out[-1] = text[start:].strip()
-    return out
-
-
-# ------------------------------------------------------------------ phrasings
 
 
 def mc_pairs(item: dict, rng: random.Random) -> list[tuple[str, str, list[str], bool]]:

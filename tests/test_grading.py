@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eval.benchmarks import split_semicolon_options
 from vlcohort import grading, symbolic
 from vlcohort.grading import (
     DEFAULT_TIMEOUT_S,
@@ -187,21 +188,6 @@ def test_option_validation_names_the_problem():
 # ----------------------------------------------------------------------------- real benchmark golds
 
 
-def _wemath_options(text: str) -> list[str]:
-    """'A. 3; B. 4' -> ['3', '4'], splitting only at the next expected letter."""
-    out, pos, start = [], 0, 0
-    for letter in LETTERS:
-        m = re.compile(r"(?:^|;)\s*" + letter + r"\.\s*").search(text, pos)
-        if not m:
-            break
-        if out:
-            out[-1] = text[start : m.start()].strip()
-        out.append("")
-        start = pos = m.end()
-    out[-1] = text[start:].strip()
-    return out
-
-
 def _expected_for_text(text: str, options: list[str], gold_indices: set[int]) -> bool:
     """What grading an option's own text against the gold must give.
 
@@ -257,7 +243,7 @@ def test_mathvision_multiple_choice_golds(benchmark_file):
 def test_wemath_multiple_choice_golds(benchmark_file):
     items, letter_texts = [], 0
     for rec in json.loads(benchmark_file("wemath_testmini.json").read_text()):
-        options = _wemath_options(rec["option"])
+        options = split_semicolon_options(rec["option"])
         items.append(("wemath", f"{rec['ID']}/{rec['key']}", options, rec["answer"], {LETTERS.index(rec["answer"])}))
         letter_texts += sum(o.strip() in LETTERS[: len(options)] for o in options)
     assert len(items) == 1740
