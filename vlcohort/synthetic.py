@@ -349,18 +349,32 @@ def _one_big_shape(rng: random.Random, size: int, kind: str,
     return image, box
 
 
+def _white_shape(rng: random.Random, size: int) -> tuple[Image.Image, dict]:
+    """A colour and a kind drawn independently, as one large shape on white: the picture
+    both ``shape_colour`` and ``shape_kind`` ask about."""
+    colour, kind = rng.choice(list(COLOURS)), rng.choice(SHAPES)
+    image, box = _one_big_shape(rng, size, kind, colour)
+    return image, {"colour": colour, "kind": kind, "box": box}
+
+
+def _ask(task: str, question: str, picture: Callable, field: str, choices: Sequence[str],
+         rng: random.Random, index: int, image_size: int) -> Problem:
+    """A multiple-choice question about one attribute of a drawn picture: draw it, offer
+    ``choices``, gold = the value ``picture`` recorded under ``field``."""
+    _check_size(image_size)
+    image, drawn = picture(rng, image_size)
+    options, gold = _multiple_choice(rng, drawn[field], [c for c in choices if c != drawn[field]])
+    return _problem(task, index, question, image, gold, options, **drawn)
+
+
 def shape_colour(rng: random.Random, index: int,
                  image_size: int = DEFAULT_IMAGE_SIZE) -> Problem:
     """'What colour is the shape?': one large shape; options are the four colour names.
 
     The kind is drawn independently of the colour, so knowing kinds does not help here.
     """
-    _check_size(image_size)
-    colour, kind = rng.choice(list(COLOURS)), rng.choice(SHAPES)
-    image, box = _one_big_shape(rng, image_size, kind, colour)
-    options, gold = _multiple_choice(rng, colour, [c for c in COLOURS if c != colour])
-    return _problem("shape_colour", index, "What colour is the shape?", image, gold, options,
-                    colour=colour, kind=kind, box=box)
+    return _ask("shape_colour", "What colour is the shape?", _white_shape, "colour", COLOURS,
+                rng, index, image_size)
 
 
 def shape_kind(rng: random.Random, index: int,
@@ -369,22 +383,8 @@ def shape_kind(rng: random.Random, index: int,
 
     The colour is drawn independently of the kind, so knowing colours does not help here.
     """
-    _check_size(image_size)
-    colour, kind = rng.choice(list(COLOURS)), rng.choice(SHAPES)
-    image, box = _one_big_shape(rng, image_size, kind, colour)
-    options, gold = _multiple_choice(rng, kind, [k for k in SHAPES if k != kind])
-    return _problem("shape_kind", index, "What kind of shape is shown?", image, gold, options,
-                    colour=colour, kind=kind, box=box)
-
-
-def _ask_colour(task: str, question: str, picture: Callable, field: str,
-                rng: random.Random, index: int, image_size: int) -> Problem:
-    """A colour question about one region of a two-colour picture: draw the picture, offer
-    the four colours, gold = the colour ``picture`` recorded under ``field``."""
-    _check_size(image_size)
-    image, drawn = picture(rng, image_size)
-    options, gold = _multiple_choice(rng, drawn[field], [c for c in COLOURS if c != drawn[field]])
-    return _problem(task, index, question, image, gold, options, **drawn)
+    return _ask("shape_kind", "What kind of shape is shown?", _white_shape, "kind", SHAPES,
+                rng, index, image_size)
 
 
 def _shape_on_colour(rng: random.Random, size: int) -> tuple[Image.Image, dict]:
@@ -410,15 +410,15 @@ def fg_colour(rng: random.Random, index: int,
     the same pictures, two questions, so one skill does not give away the other (on
     white backgrounds "the dominant colour" would answer both).
     """
-    return _ask_colour("fg_colour", "What colour is the shape?", _shape_on_colour, "colour",
-                       rng, index, image_size)
+    return _ask("fg_colour", "What colour is the shape?", _shape_on_colour, "colour", COLOURS,
+                rng, index, image_size)
 
 
 def bg_colour(rng: random.Random, index: int,
               image_size: int = DEFAULT_IMAGE_SIZE) -> Problem:
     """'What is the background colour?' on the pictures of ``fg_colour``."""
-    return _ask_colour("bg_colour", "What is the background colour?", _shape_on_colour,
-                       "background", rng, index, image_size)
+    return _ask("bg_colour", "What is the background colour?", _shape_on_colour, "background",
+                COLOURS, rng, index, image_size)
 
 
 def _two_bands(rng: random.Random, size: int) -> tuple[Image.Image, dict]:
@@ -439,15 +439,15 @@ def top_colour(rng: random.Random, index: int,
     the same pictures, two questions, equally easy for a tiny vision tower, and knowing
     one gives nothing about the other (the two colours are drawn independently).
     """
-    return _ask_colour("top_colour", "What colour is the top half?", _two_bands, "top",
-                       rng, index, image_size)
+    return _ask("top_colour", "What colour is the top half?", _two_bands, "top", COLOURS,
+                rng, index, image_size)
 
 
 def bottom_colour(rng: random.Random, index: int,
                   image_size: int = DEFAULT_IMAGE_SIZE) -> Problem:
     """'What colour is the bottom half?' of the pictures of ``top_colour``."""
-    return _ask_colour("bottom_colour", "What colour is the bottom half?", _two_bands,
-                       "bottom", rng, index, image_size)
+    return _ask("bottom_colour", "What colour is the bottom half?", _two_bands, "bottom", COLOURS,
+                rng, index, image_size)
 
 
 #: Task families by name. Each maps ``(rng, index, image_size)`` to a :class:`Problem`.
