@@ -180,6 +180,52 @@ class PromptConfig:
 
 
 @dataclass
+class VLLMConfig:
+    """The vLLM rollout engine (``rollout.engine=vllm``, GPU only; ``vlcohort/rollout/vllm.py``)."""
+
+    tensor_parallel_size: int = 1
+    """GPUs one agent's engine spans (within the agent's rank group; must divide
+    ``distributed.ranks_per_agent`` when > 1)."""
+    gpu_memory_utilization: float = 0.3
+    """Share of each GPU's memory vLLM may take (weights + KV cache); the rest is training's."""
+    sleep_mode: bool = True
+    """Free vLLM's KV cache and weights during the policy update (``LLM.sleep``/``wake_up``)."""
+    enforce_eager: bool = False
+    """Skip CUDA graph capture (faster start, slower decoding)."""
+    max_model_len: int = 0
+    """Prompt + completion tokens per sequence the engine reserves (0: the model's own)."""
+    max_num_seqs: int = 256
+    """Sequences vLLM decodes at once."""
+    dtype: str = "auto"
+    """Engine weights dtype: auto (the checkpoint's) | bfloat16 | float16 | float32."""
+
+
+@dataclass
+class DistributedConfig:
+    """One launch over W ranks (``torchrun`` / ``accelerate launch``): A agent groups of
+    ``ranks_per_agent`` ranks, each group training its agent data-parallel with DeepSpeed
+    ZeRO over its own process group (``vlcohort/distributed.py``). Without a launcher
+    (W = 1) every agent lives in the one process and DeepSpeed is not used."""
+
+    ranks_per_agent: int = 0
+    """Ranks per agent group; 0: W / A. W must equal A x ranks_per_agent."""
+    zero_stage: int = 2
+    """DeepSpeed ZeRO stage 0 | 1 | 2 | 3 within an agent group."""
+    offload_optimizer: bool = False
+    """ZeRO CPU offload of the optimizer state (stage >= 1)."""
+    offload_params: bool = False
+    """ZeRO-3 CPU offload of the parameters (stage 3 only)."""
+    deepspeed_config: str = ""
+    """A DeepSpeed JSON whose keys override the ones built from this section (batch sizes
+    and the optimizer stay ours)."""
+    backend: str = "auto"
+    """auto (nccl with CUDA, else gloo) | nccl | gloo."""
+    timeout_s: int = 300
+    """Collective timeout: a rank that dies makes the others fail within this many seconds
+    instead of hanging."""
+
+
+@dataclass
 class RolloutConfig:
     """Generation of rollouts."""
 
@@ -195,6 +241,8 @@ class RolloutConfig:
     """Sampling temperature (log-probs for the IS correction use the same temperature)."""
     top_p: float = 1.0
     """Nucleus sampling mass; 1.0 samples from the whole distribution."""
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    """vLLM engine settings (used when ``engine=vllm``)."""
 
 
 @dataclass
@@ -368,6 +416,8 @@ class Config:
     run of ``method``."""
     parallel_arms: bool = True
     """Run the arms as parallel processes (one torch thread each)."""
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """Multi-process launch: agent groups and DeepSpeed ZeRO."""
     run: RunConfig = field(default_factory=RunConfig)
     """Run bookkeeping."""
 
@@ -391,6 +441,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "grpo.is_level": ("token", "sequence"),
     "grpo.is_mode": ("truncate", "mask", "off"),
     "optim.schedule": ("cosine", "constant"),
+    "rollout.vllm.dtype": ("auto", "bfloat16", "float16", "float32"),
+    "distributed.backend": ("auto", "nccl", "gloo"),
 }
 
 
@@ -657,8 +709,43 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"agents.{i}.view.rewrite_file: {a.view.rewrite_file} not found")
     if cfg.data.num_problems < 1:
         raise ConfigError("data.num_problems: must be >= 1")
+    _validate_scale_out(cfg)
     if not cfg.data.tasks:
         raise ConfigError("data.tasks: at least one task family")
+
+
+def _validate_scale_out(cfg: Config) -> None:
+    """``rollout.vllm.*`` and ``distributed.*`` (the launch's world size is checked at
+    start-up, in ``distributed.py``, where it is known)."""
+    v, dist = cfg.rollout.vllm, cfg.distributed
+    _check_choice("rollout.vllm.dtype", v.dtype)
+    if v.tensor_parallel_size < 1:
+        raise ConfigError(f"rollout.vllm.tensor_parallel_size: must be >= 1, got "
+                          f"{v.tensor_parallel_size}")
+    if not 0 < v.gpu_memory_utilization <= 1:
+        raise ConfigError(f"rollout.vllm.gpu_memory_utilization: must be in (0, 1], got "
+                          f"{v.gpu_memory_utilization}")
+    if v.max_model_len < 0 or v.max_num_seqs < 1:
+        raise ConfigError("rollout.vllm.max_model_len must be >= 0 (0: the model's) and "
+                          "rollout.vllm.max_num_seqs >= 1")
+    _check_choice("distributed.backend", dist.backend)
+    if dist.ranks_per_agent < 0:
+        raise ConfigError(f"distributed.ranks_per_agent: must be >= 0 (0: world size / "
+                          f"agents), got {dist.ranks_per_agent}")
+    if dist.ranks_per_agent and v.tensor_parallel_size > 1 \
+            and dist.ranks_per_agent % v.tensor_parallel_size:
+        raise ConfigError(f"rollout.vllm.tensor_parallel_size={v.tensor_parallel_size} must "
+                          f"divide distributed.ranks_per_agent={dist.ranks_per_agent}")
+    if dist.zero_stage not in (0, 1, 2, 3):
+        raise ConfigError(f"distributed.zero_stage: {dist.zero_stage} is not one of 0, 1, 2, 3")
+    if dist.offload_params and dist.zero_stage != 3:
+        raise ConfigError("distributed.offload_params needs distributed.zero_stage=3")
+    if dist.offload_optimizer and dist.zero_stage == 0:
+        raise ConfigError("distributed.offload_optimizer needs distributed.zero_stage >= 1")
+    if dist.deepspeed_config and not Path(dist.deepspeed_config).is_file():
+        raise ConfigError(f"distributed.deepspeed_config: {dist.deepspeed_config} not found")
+    if dist.timeout_s < 1:
+        raise ConfigError(f"distributed.timeout_s: must be >= 1, got {dist.timeout_s}")
 
 
 def _check_choice(pattern: str, value: str, key: str | None = None) -> None:
