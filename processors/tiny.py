@@ -445,9 +445,18 @@ def tiny_model_path(spec: str, seed: int = 0, cache_dir: str | os.PathLike | Non
         TINY_MODELS[name].build(tmp, seed)
         try:
             os.replace(tmp, final)
-        except OSError:  # another process won the race: keep its folder
+        except OSError:  # another process won the race (keep its folder), or a broken one
             if not (final / "config.json").exists():
-                raise
+                # a folder without config.json is not a checkpoint (e.g. files deleted by
+                # hand): move it aside atomically and put the fresh build in its place
+                aside = Path(tempfile.mkdtemp(prefix=f".{name}-broken-", dir=root))
+                os.replace(final, aside / "old")
+                shutil.rmtree(aside, ignore_errors=True)
+                try:
+                    os.replace(tmp, final)
+                except OSError:
+                    if not (final / "config.json").exists():
+                        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final

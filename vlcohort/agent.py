@@ -36,6 +36,26 @@ class Agent:
     uses_lora: bool = False
     autocast_bf16: bool = False
     stats: dict = field(default_factory=dict)
+    ds_engine: Any = None  # DeepSpeed engine over PolicyLogprobs(model), in an agent group
+    layout: Any = None  # distributed.Layout when trained in an agent group
+
+    def logprobs(self, batch, temperature: float) -> torch.Tensor:
+        """[n, C] completion log-probs of the policy, through DeepSpeed when it wraps the
+        policy (ZeRO-3 needs its forward to go through the engine to accumulate
+        gradients over micro-batches; measured: calling the module directly dropped the
+        non-boundary micro-batches' gradients with deepspeed 0.19.8)."""
+        if self.ds_engine is not None:
+            return self.ds_engine(batch, temperature)
+        return self.adapter.completion_logprobs(self.model, batch, temperature)
+
+    def generation_context(self):
+        """ZeRO-3 partitions the parameters; generation gathers them once for the whole
+        ``generate`` call (instead of per layer and per token)."""
+        if self.ds_engine is not None and _zero_stage(self.ds_engine) == 3:
+            import deepspeed
+
+            return deepspeed.zero.GatheredParameters(list(self.model.parameters()))
+        return contextlib.nullcontext()
 
     @property
     def family(self) -> str:
@@ -58,6 +78,23 @@ class Agent:
         return torch.autocast(device_type=device, dtype=torch.bfloat16)
 
 
+class PolicyLogprobs(torch.nn.Module):
+    """The policy's trainable computation as one module, so DeepSpeed's engine can own the
+    forward: ``forward(batch, temperature)`` = the adapter's chunked completion log-probs."""
+
+    def __init__(self, adapter: Adapter, model):
+        super().__init__()
+        self.adapter = adapter
+        self.policy = model
+
+    def forward(self, batch, temperature: float) -> torch.Tensor:
+        return self.adapter.completion_logprobs(self.policy, batch, temperature)
+
+
+def _zero_stage(engine) -> int:
+    return int(engine.zero_optimization_stage())
+
+
 def adapter_options(mc: ModelConfig) -> AdapterOptions:
     """The ``agents.N.*`` settings, as the adapter takes them."""
     return AdapterOptions(
@@ -70,11 +107,14 @@ def adapter_options(mc: ModelConfig) -> AdapterOptions:
     )
 
 
-def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | None = None) -> Agent:
+def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | None = None,
+                layout=None) -> Agent:
     """Adapter + model (+ optimizer, schedule, reference, engine when ``cfg`` is given).
 
     ``weights_from`` loads the policy weights from a checkpoint folder instead of
-    ``mc.path`` (resume); the processor always comes from ``mc.path``.
+    ``mc.path`` (resume); the processor always comes from ``mc.path``. With a distributed
+    ``layout`` the policy and optimizer are wrapped by DeepSpeed ZeRO over the agent's
+    rank group (``distributed.py``).
     """
     adapter = adapter_for(mc.path, adapter_options(mc))
     if weights_from is not None and mc.lora_rank == 0:
@@ -97,6 +137,8 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
     lr = mc.lr if mc.lr is not None else cfg.optim.lr
     agent.optimizer = _adamw(params, lr=lr, betas=tuple(cfg.optim.betas),
                              weight_decay=cfg.optim.weight_decay)
+    if layout is not None and layout.distributed:
+        _wrap_deepspeed(agent, mc, cfg, layout)
     total = max(1, cfg.run.steps)
     agent.scheduler = torch.optim.lr_scheduler.LambdaLR(
         agent.optimizer,
@@ -105,6 +147,28 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
     )
     agent.engine = make_engine(cfg.rollout.engine, adapter, agent.model)
     return agent
+
+
+def _wrap_deepspeed(agent: Agent, mc: ModelConfig, cfg: Config, layout) -> None:
+    """DeepSpeed ZeRO over the agent's group: the engine owns PolicyLogprobs(model) and the
+    optimizer (our AdamW, partitioned by ZeRO); ``agent.model`` stays the HF module (saved
+    with ``save_pretrained``, used by the rollout engine)."""
+    import deepspeed
+
+    from .distributed import AgentGroupMPU, deepspeed_config
+
+    agent.model.to(layout.device)
+    if agent.ref_model is not None:
+        agent.ref_model.to(layout.device)
+    ds_cfg = deepspeed_config(cfg, layout, cfg.grpo.micro_batch_seqs, cfg.grpo.max_grad_norm,
+                              bf16=mc.dtype == "bfloat16")
+    engine, _, _, _ = deepspeed.initialize(
+        model=PolicyLogprobs(agent.adapter, agent.model), optimizer=agent.optimizer,
+        config=ds_cfg, mpu=AgentGroupMPU(layout))
+    # agent.optimizer stays our AdamW: ZeRO wraps it and steps it on its partitions, and
+    # its param_groups (where the LR schedule writes) are the ones ZeRO steps with
+    agent.ds_engine = engine
+    agent.layout = layout
 
 
 def _adamw(params, **kwargs) -> torch.optim.Optimizer:
@@ -177,6 +241,7 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     non-finite loss skips the optimizer step.
     """
     model = agent.model
+    engine = agent.ds_engine  # None in a single process
     N, C = len(rollouts.completions), rollouts.logprobs.shape[1]
     mbs = micro_batches(agent, rendered, rollouts, g.micro_batch_seqs)
     comp_mask = torch.zeros(N, C)  # [N, C] real completion tokens
@@ -187,13 +252,18 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     old = ref = None
     with torch.no_grad(), agent.autocast():
         if not on_policy:
-            old = torch.cat([_pad_to(agent.adapter.completion_logprobs(model, tb, temperature), C)
+            old = torch.cat([_pad_to(agent.logprobs(tb, temperature), C)
                              for _, tb in mbs])  # [N, C]
         if g.kl_coef > 0:
             with agent.reference_context():
                 ref = torch.cat([_pad_to(agent.adapter.completion_logprobs(
                     agent.ref_forward_model, tb, temperature), C) for _, tb in mbs])
     denom = grpo.aggregate_denominator(mask, g.loss_agg)
+    if engine is not None and agent.layout.ranks_per_agent > 1:
+        # DeepSpeed averages gradients over the group's R ranks: normalise by the group's
+        # total tokens / R so the averaged gradient is the full group batch's (grpo.py)
+        R = agent.layout.ranks_per_agent
+        denom = torch.tensor(agent.layout.group_sum(float(denom), "the loss normaliser") / R)
     model.train()
     totals: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "grad_norm": 0.0}
     is_parts: list[tuple[dict, float]] = []
@@ -201,9 +271,10 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     for epoch in range(g.ppo_epochs):
         agent.optimizer.zero_grad(set_to_none=True)
         bad = False
-        for rows, tb in mbs:
+        norm = None
+        for k, (rows, tb) in enumerate(mbs):
             with agent.autocast():
-                logp = _pad_to(agent.adapter.completion_logprobs(model, tb, temperature), C)
+                logp = _pad_to(agent.logprobs(tb, temperature), C)
             old_mb = logp.detach() if on_policy else old[rows]  # [n, C]
             weights = None
             if g.is_mode != "off":
@@ -217,23 +288,39 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
                 clip_high=g.clip_high, is_weights=weights,
                 ref_logp=None if ref is None else ref[rows], kl_coef=g.kl_coef,
                 kl_kind=g.kl_kind, agg=g.loss_agg, denom=denom, length_norm=length_norm)
-            if not torch.isfinite(loss):
+            finite = bool(torch.isfinite(loss))
+            if engine is not None:  # every rank of the group takes the same branch
+                finite = not agent.layout.group_any(not finite, "a non-finite loss")
+            if not finite:
                 bad = True
                 break
-            loss.backward()
+            if engine is None:
+                loss.backward()
+            else:
+                last = k == len(mbs) - 1
+                engine.set_gradient_accumulation_boundary(last)
+                engine.backward(loss, scale_wrt_gas=False)
+                if last and _zero_stage(engine) == 0:  # stage 0 does not report the norm
+                    norm = _grad_norm([p for p in model.parameters() if p.requires_grad])
+                engine.step()  # steps the optimizer at the boundary only
             share = (rows.stop - rows.start) / N
             totals["loss"] += float(loss.detach())
             totals["clip_frac"] += st.get("clip_frac", 0.0) * share / g.ppo_epochs
             totals["kl"] += st.get("kl", 0.0) * share / g.ppo_epochs
         if bad:
+            if engine is not None:
+                engine.zero_grad()
             agent.optimizer.zero_grad(set_to_none=True)
             skipped += 1
             continue
-        params = [p for p in model.parameters() if p.requires_grad]
-        max_norm = g.max_grad_norm if g.max_grad_norm > 0 else math.inf
-        norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        totals["grad_norm"] += float(norm) / g.ppo_epochs
-        agent.optimizer.step()
+        if engine is None:
+            params = [p for p in model.parameters() if p.requires_grad]
+            max_norm = g.max_grad_norm if g.max_grad_norm > 0 else math.inf
+            norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+            agent.optimizer.step()
+        elif norm is None:
+            norm = engine.get_global_grad_norm()
+        totals["grad_norm"] += float(norm if norm is not None else float("nan")) / g.ppo_epochs
     agent.optimizer.zero_grad(set_to_none=True)
     model.eval()
     agent.engine.update_weights(model)
@@ -244,6 +331,13 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
         out["kl"] = totals["kl"]
     out.update({f"is/{k.split('/', 1)[-1]}": v for k, v in merge_is_stats(is_parts).items()})
     return out
+
+
+def _grad_norm(params) -> torch.Tensor:
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
 
 
 def merge_is_stats(parts: list[tuple[dict[str, float], float]]) -> dict[str, float]:

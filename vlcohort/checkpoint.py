@@ -8,7 +8,15 @@ Layout of one checkpoint::
         <agent>/trainer_state.pt optimizer and LR-scheduler state of that agent
         state.json               step, data position, trainer counters
         rng.pt                   torch / python / numpy RNG states
+        <agent>/zero/            agent groups only: DeepSpeed's own checkpoint of the
+                                 ZeRO-partitioned optimizer state (one file per rank)
     <run>/checkpoints/latest     the name of the newest complete checkpoint
+
+In an agent-group launch each group's leader writes its agent's folder (ZeRO-3 weights are
+gathered first), every rank writes its ZeRO partition, and rank 0 writes the rest and
+renames. Resuming needs the same launch mode; within agent groups, ZeRO stage 0 resumes
+with any ``ranks_per_agent`` (the optimizer state is whole), stages 1-3 with the same one
+(the state is partitioned per rank). The weights load anywhere with ``from_pretrained``.
 
 A checkpoint is built in a hidden temporary folder and renamed into place only when
 complete; ``latest`` is replaced atomically after that. A crash mid-save leaves the
@@ -30,6 +38,11 @@ import torch
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
+ZERO = "zero"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be loaded in this launch (the message says why and what to do)."""
 
 
 def rng_state() -> dict[str, Any]:
@@ -50,12 +63,16 @@ def _atomic_write_text(path: Path, text: str) -> None:
 
 
 def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: list,
-                    schedulers: list, state: dict[str, Any], keep_last: int | None = None) -> Path:
+                    schedulers: list, state: dict[str, Any], keep_last: int | None = None,
+                    layout=None) -> Path:
     """Write ``checkpoints/step-<step>`` for all agents; return its folder.
 
     ``agents[i]`` needs ``.name``, ``.model`` (``save_pretrained``) and ``.adapter.processor``;
-    ``optimizers[i]`` / ``schedulers[i]`` need ``state_dict()``.
+    ``optimizers[i]`` / ``schedulers[i]`` need ``state_dict()``. With a distributed
+    ``layout`` every rank calls this (it holds collectives).
     """
+    if layout is not None and layout.distributed:
+        return _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layout)
     root = Path(run_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
@@ -80,6 +97,96 @@ def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: li
         for old in sorted(_complete_steps(root))[:-keep_last]:
             shutil.rmtree(root / f"step-{old}", ignore_errors=True)
     return final
+
+
+def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layout) -> Path:
+    root = Path(run_dir) / CHECKPOINTS
+    final = root / f"step-{step}"
+    tmp = None
+    if layout.is_logger:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".step-{step}-", dir=root))
+    tmp = Path(layout.broadcast(str(tmp) if tmp else None, "the checkpoint folder"))
+    try:
+        for agent, sched in zip(agents, schedulers):
+            folder = tmp / agent.name
+            with agent.generation_context():  # ZeRO-3: whole weights on every group rank
+                if layout.is_group_leader:
+                    save_pretrained_on_this_rank(agent.model, folder)
+                    agent.adapter.processor.save_pretrained(folder)
+                    torch.save({"optimizer": None, "scheduler": sched.state_dict()},
+                               folder / "trainer_state.pt")
+            # every rank of the group writes its ZeRO partition (holds a world barrier)
+            agent.ds_engine.save_checkpoint(str(folder / ZERO), tag=ZERO, save_latest=False,
+                                            exclude_frozen_parameters=True)
+        layout.barrier("the checkpoint's agent folders")
+        if layout.is_logger:
+            torch.save(rng_state(), tmp / "rng.pt")
+            (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+            _atomic_write_text(root / LATEST, final.name)
+            if keep_last:
+                for old in sorted(_complete_steps(root))[:-keep_last]:
+                    shutil.rmtree(root / f"step-{old}", ignore_errors=True)
+    finally:
+        if layout.is_logger:
+            shutil.rmtree(tmp, ignore_errors=True)
+    layout.barrier("the checkpoint rename")
+    return final
+
+
+def save_pretrained_on_this_rank(model, folder: Path) -> None:
+    """``save_pretrained`` from any rank.
+
+    transformers >= 5 writes only on global rank 0 once torch.distributed is initialised
+    (``PreTrainedModel.should_save_on_this_rank``: it assumes one model data-parallel over
+    the world), so an agent group's leader on another rank would silently write nothing.
+    There, the same files are written through the same steps save_pretrained takes (config,
+    generation config, tied weights dropped, weight renaming reverted, safetensors with
+    ``format=pt``); a test checks the files equal a single-process save_pretrained's.
+    """
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_rank() == 0 or not hasattr(model, "config") \
+            or hasattr(model, "peft_config"):  # PEFT's own save_pretrained has no rank gate
+        model.save_pretrained(folder, safe_serialization=True)
+        return
+    from safetensors.torch import save_file
+    from transformers.modeling_utils import (remove_tied_weights_from_state_dict,
+                                             revert_weight_conversion)
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.config.dtype = str(model.dtype).split(".")[1]
+    model.config.architectures = [model.__class__.__name__]
+    model.config.save_pretrained(folder)
+    if model.can_generate():
+        model.generation_config.save_pretrained(folder)
+    state = remove_tied_weights_from_state_dict(model.state_dict(), model)
+    state = revert_weight_conversion(model, state)
+    save_file({k: v.detach().contiguous().cpu() for k, v in state.items()},
+              str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
+def load_zero_state(agent, folder: Path) -> None:
+    """The agent's ZeRO optimizer state (and weights) from DeepSpeed's checkpoint."""
+    zero = Path(folder) / agent.name / ZERO
+    if not zero.is_dir():
+        raise CheckpointError(
+            f"{folder / agent.name}: no DeepSpeed state ({ZERO}/); this checkpoint was written "
+            "by a single-process run: resume it in one process, or start a new agent-group run "
+            "from its weights (agents.N.path=<that folder>)")
+    try:
+        agent.ds_engine.load_checkpoint(str(zero), tag=ZERO, load_optimizer_states=True,
+                                        load_lr_scheduler_states=False,
+                                        load_module_strict=False)
+    except Exception as e:  # DeepSpeed raises assorted errors for a partition-count mismatch
+        raise CheckpointError(
+            f"{zero}: DeepSpeed could not load this agent's state ({type(e).__name__}: {e}). "
+            "ZeRO stages 1-3 partition the optimizer state per rank: resume with the same "
+            "distributed.ranks_per_agent and zero_stage it was saved with") from e
 
 
 def _complete_steps(root: Path) -> list[int]:

@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     except RuntimeError as e:  # TrainingError and friends: a message for people
-        if type(e).__name__ != "TrainingError":
+        if type(e).__name__ not in ("TrainingError", "DistributedError", "CheckpointError"):
             raise
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -70,10 +70,13 @@ def documented(key: str) -> bool:
 class MetricsLogger:
     """Appends one JSON object per step; mirrors to TensorBoard if it is installed."""
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = True):
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, enabled: bool = True):
         self.path = Path(run_dir) / "metrics.jsonl"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.enabled = enabled  # False on every rank but 0 of a distributed launch
         self._tb = None
+        if not enabled:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -84,7 +87,7 @@ class MetricsLogger:
 
     def truncate_after(self, step: int) -> None:
         """Drop lines of steps after ``step`` (a resumed run rewrites them)."""
-        if not self.path.is_file():
+        if not self.enabled or not self.path.is_file():
             return
         if step == 0:  # a fresh run: nothing to keep
             self.path.unlink()
@@ -96,6 +99,8 @@ class MetricsLogger:
         tmp.replace(self.path)
 
     def log(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
         clean = {k: _jsonable(v) for k, v in record.items()}
         with self.path.open("a") as f:
             f.write(json.dumps(clean) + "\n")

@@ -8,7 +8,8 @@
     cleanup  final checkpoint, plots, summary of skipped records and where results are
 
 Departures from the paper's published code, on purpose:
-- one process drives every agent (no JSON label files between two jobs);
+- one launch drives every agent: one process, or W ranks in A agent groups that swap
+  extracted answers by a collective (``distributed.py``; no JSON label files between jobs);
 - the vote clusters answers by the grader's equivalence classes, so "C" and "C. 45°" are
   one vote (the published code hashed normalised strings);
 - rollout log-probs feed a token-level importance-sampling correction (Co-RL used none).
@@ -16,6 +17,7 @@ Departures from the paper's published code, on purpose:
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import time
@@ -27,11 +29,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from processors import ProblemInputError
+from processors import ProblemInputError, adapter_for
 
 from . import checkpoint as ckpt
+from . import distributed as dist_
 from . import grpo
-from .agent import Agent, build_agent, update_agent
+from .agent import Agent, adapter_options, build_agent, update_agent
 from .config import Config, ConfigError, load_config, resolved_text, save_resolved
 from .grading import get_grader
 from .metrics import MetricsLogger, summary_line
@@ -48,6 +51,10 @@ class TrainingError(RuntimeError):
 
 @dataclass
 class Run:
+    """One training run. ``agents`` are the agents trained in *this process* (all of them in
+    a single process; the rank's own agent in an agent group); ``adapters`` and ``names``
+    cover the whole cohort, so every rank renders and votes for every agent."""
+
     cfg: Config
     dir: Path
     agents: list[Agent]
@@ -60,6 +67,13 @@ class Run:
     bad_steps_in_row: int = 0
     skipped_records: dict[str, int] = field(default_factory=dict)
     no_signal_steps: int = 0
+    layout: dist_.Layout | None = None
+    adapters: list = field(default_factory=list)  # [A] every agent's adapter (rendering)
+    local: list[int] = field(default_factory=list)  # indices of ``agents`` in the cohort
+
+    @property
+    def names(self) -> list[str]:
+        return [mc.name for mc in self.cfg.agents]
 
 
 # ============================================================================ setup
@@ -121,23 +135,35 @@ def seed_everything(seed: int) -> None:
 def setup(cfg: Config, resume: str | Path | None = None) -> Run:
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
+    layout = dist_.init(cfg)
     run_dir = Path(resume) if resume is not None else Path(cfg.run.output_dir)
     seed_everything(cfg.run.seed)
-    save_resolved(cfg, run_dir)
+    if layout.is_logger:
+        save_resolved(cfg, run_dir)
     problems = load_problems(cfg)
     stream = ProblemStream(problems, seed=cfg.run.seed, shuffle=cfg.data.shuffle)
     folder = ckpt.latest_checkpoint(run_dir) if resume is not None else None
-    agents = [build_agent(mc, cfg, weights_from=str(folder / mc.name) if folder else None)
-              for mc in cfg.agents]
-    logger = MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard)
-    shards = shard_streams(problems, len(agents), cfg) if cfg.data.decouple else []
+    if resume is not None and folder is None:
+        raise TrainingError(f"--resume {run_dir}: no complete checkpoint in {run_dir / 'checkpoints'}")
+    local = layout.local_agents
+    agents = [build_agent(cfg.agents[i], cfg, layout=layout,
+                          weights_from=str(folder / cfg.agents[i].name) if folder else None)
+              for i in local]
+    adapters = [agents[local.index(i)].adapter if i in local else
+                adapter_for(mc.path, adapter_options(mc)) for i, mc in enumerate(cfg.agents)]
+    logger = MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard, enabled=layout.is_logger)
+    shards = shard_streams(problems, len(cfg.agents), cfg) if cfg.data.decouple else []
     run = Run(cfg=cfg, dir=run_dir, agents=agents, stream=stream, shards=shards, logger=logger,
-              grader=get_grader(cfg.reward.grader), eval_problems=load_eval_problems(cfg))
+              grader=get_grader(cfg.reward.grader), eval_problems=load_eval_problems(cfg),
+              layout=layout, adapters=adapters, local=local)
     if folder is not None:
         state = ckpt.load_state(folder)
         for agent in agents:
             st = ckpt.load_trainer_state(folder, agent.name)
-            agent.optimizer.load_state_dict(st["optimizer"])
+            if agent.ds_engine is not None:
+                ckpt.load_zero_state(agent, folder)
+            else:
+                agent.optimizer.load_state_dict(st["optimizer"])
             agent.scheduler.load_state_dict(st["scheduler"])
         stream.load_state(state["stream"])
         for shard, st in zip(shards, state.get("shards", [])):
@@ -147,9 +173,8 @@ def setup(cfg: Config, resume: str | Path | None = None) -> Run:
         run.no_signal_steps = int(state.get("no_signal_steps", 0))
         ckpt.set_rng_state(ckpt.load_rng(folder))
         logger.truncate_after(run.step)
-        print(f"resumed from {folder} (step {run.step})")
-    elif resume is not None:
-        raise TrainingError(f"--resume {run_dir}: no complete checkpoint in {run_dir / 'checkpoints'}")
+        if layout.is_logger:
+            print(f"resumed from {folder} (step {run.step})")
     else:
         logger.truncate_after(0)  # a fresh run in an old folder starts a fresh log
     return run
@@ -194,7 +219,7 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[list]]:
     """
     B = run.cfg.rollout.prompts_per_step
     problems: list[Problem] = []
-    rendered: list[list] = [[] for _ in run.agents]
+    rendered: list[list] = [[] for _ in run.adapters]
     # decouple: B problems from each agent's shard, in agent order (prompt b is owned by
     # agent b // B); every agent still answers all of them, since peer votes need it.
     sources = run.shards or [run.stream]
@@ -207,13 +232,14 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[list]]:
                                 f"skipped so far: {run.skipped_records}")
         p = stream.next()
         try:
-            r = [a.adapter.render(view_of(p, a.name), run.cfg.prompt.system_prompt,
-                                  run.cfg.prompt.instruction)
-                 for a in run.agents]
+            r = [ad.render(view_of(p, name), run.cfg.prompt.system_prompt,
+                           run.cfg.prompt.instruction)
+                 for ad, name in zip(run.adapters, run.names)]
         except ProblemInputError as e:
             reason = getattr(e, "reason", type(e).__name__)
             run.skipped_records[reason] = run.skipped_records.get(reason, 0) + 1
-            print(f"skipped record: {e}", file=sys.stderr)
+            if run.layout is None or run.layout.is_logger:
+                print(f"skipped record: {e}", file=sys.stderr)
             continue
         problems.append(p)
         for i, ri in enumerate(r):
@@ -221,94 +247,144 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[list]]:
     return problems, rendered
 
 
+def generated_prompts(n_prompts: int, layout) -> list[int]:
+    """The prompts this rank generates for: all of them, or every R-th from its position
+    in the agent group (rollouts of a prompt batch are spread over the agent's ranks)."""
+    if layout is None or layout.ranks_per_agent == 1:
+        return list(range(n_prompts))
+    return list(range(layout.group_rank, n_prompts, layout.ranks_per_agent))
+
+
+@dataclass
+class Shared:
+    """What crosses between agents each step, per agent, in prompt order: answers [B][G]
+    and per-rollout lengths / finished flags [N] (for metrics)."""
+
+    answers: list
+    lengths: torch.Tensor
+    finished: list
+
+
+def share_answers(run: Run, local: dict[int, dict], n_prompts: int, G: int) -> list[Shared]:
+    """Every agent's answers on every rank: one all-gather of each rank's pieces
+    ``{agent: {"prompts", "answers", "lengths", "finished"}}``, reassembled in prompt order."""
+    answers: list[list] = [[None] * n_prompts for _ in run.cfg.agents]
+    lengths = [[0] * (n_prompts * G) for _ in run.cfg.agents]
+    finished = [[False] * (n_prompts * G) for _ in run.cfg.agents]
+    for piece in run.layout.gather(local, "the step's answers") if run.layout else [local]:
+        for i, part in piece.items():
+            for j, b in enumerate(part["prompts"]):
+                answers[i][b] = part["answers"][j]
+                lengths[i][b * G:(b + 1) * G] = part["lengths"][j * G:(j + 1) * G]
+                finished[i][b * G:(b + 1) * G] = part["finished"][j * G:(j + 1) * G]
+    missing = [run.names[i] for i in range(len(answers)) if any(a is None for a in answers[i])]
+    if missing:
+        raise TrainingError(f"answers of agent(s) {missing} are missing after the exchange")
+    return [Shared(answers[i], torch.tensor(lengths[i]), finished[i]) for i in range(len(answers))]
+
+
 def train_step(run: Run, step: int) -> dict[str, Any]:
-    cfg, agents = run.cfg, run.agents
+    cfg, layout = run.cfg, run.layout
     B, G = cfg.rollout.prompts_per_step, cfg.rollout.rollouts_per_prompt
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
                               temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
     t_step = time.perf_counter()
-    problems, rendered = next_prompts(run)
+    problems, rendered = next_prompts(run)  # rendered: [A][n_prompts]
+    n_prompts = len(problems)  # B, or A x B with data.decouple
+    mine = generated_prompts(n_prompts, layout)  # this rank's share of the prompts
+    group_rank = layout.group_rank if layout else 0
 
-    # 1. every agent generates G completions per prompt, before anyone updates
+    # 1. every (local) agent generates G completions per prompt, before anyone updates
     t0 = time.perf_counter()
-    rollouts = [a.engine.generate(rendered[i], G, sampling, seed=rollout_seed(cfg.run.seed, step, i))
-                for i, a in enumerate(agents)]
+    rollouts: dict[int, Any] = {}
+    for i, agent in zip(run.local, run.agents):
+        seed = rollout_seed(cfg.run.seed, step, i) + 7919 * group_rank
+        with agent.generation_context():
+            rollouts[i] = agent.engine.generate([rendered[i][b] for b in mine], G, sampling,
+                                                seed=seed)
     t_rollout = time.perf_counter() - t0
 
-    # 2. answers, votes, teacher labels, rewards, advantages
+    # 2. answers cross between agents; every rank votes for every agent identically;
+    #    teacher labels, rewards and advantages of the local agents, over all prompts
     t0 = time.perf_counter()
-    n_prompts = len(problems)  # B, or A x B with data.decouple
-    answers = [extract_all(ro.texts_by_prompt(), cfg.reward.answer_style) for ro in rollouts]  # [A][B][G]
+    local = {i: {"prompts": mine, "lengths": ro.lengths().tolist(), "finished": ro.finished,
+                 "answers": extract_all(ro.texts_by_prompt(), cfg.reward.answer_style)}
+             for i, ro in rollouts.items()}
+    shared = share_answers(run, local, n_prompts, G)
+    answers = [sh.answers for sh in shared]  # [A][n_prompts][G]
     votes = [vote_all(ans, problems, cfg.reward.tie, cfg.reward.min_share, run.grader)
-             for ans in answers]  # [A][B]
-    scored, advantages, labels = [], [], []
-    for i in range(len(agents)):
+             for ans in answers]  # [A][n_prompts]
+    scored, advantages, labels = {}, {}, {}
+    for i in run.local:
         lab = labels_for(cfg.reward.source, i, votes, problems, cfg.reward.topology,
-                         cfg.reward.tie, run.grader)  # [B]
+                         cfg.reward.tie, run.grader)  # [n_prompts]
         sc = score(answers[i], lab, problems, run.grader, cfg.reward.format_weight)
         adv = grpo.group_advantages(sc.rewards, scale=cfg.grpo.adv_scale, valid=sc.valid)  # [B, G]
-        labels.append(lab)
-        scored.append(sc)
-        advantages.append(adv.reshape(n_prompts * G))  # [N], row b*G + g
+        labels[i], scored[i] = lab, sc
+        advantages[i] = adv.reshape(n_prompts * G)  # [N], row b*G + g
     t_grading = time.perf_counter() - t0
 
-    # 3. each agent's update, from its own rollouts and advantages
+    # 3. each local agent's update, from its own rollouts and advantages
     t0 = time.perf_counter()
-    shard_views: list = []
-    updates = []
-    for i, agent in enumerate(agents):
+    parts: dict[str, Any] = {}
+    for i, agent in zip(run.local, run.agents):
         own = owned_prompts(run, i, n_prompts)  # all, or this agent's shard (decouple)
-        if own != list(range(n_prompts)):
-            rendered[i] = [rendered[i][b] for b in own]
-            rollouts[i] = rollouts[i].select_prompts(own)
-            answers[i] = [answers[i][b] for b in own]
-            votes_i = [votes[i][b] for b in own]
-            labels[i] = [labels[i][b] for b in own]
-            scored[i] = scored[i].select(own)
-            rows = torch.tensor([b * G + g for b in own for g in range(G)])
-            advantages[i] = advantages[i][rows]
-            own_problems = [problems[b] for b in own]
+        pos = {b: j for j, b in enumerate(mine)}
+        train_on = [b for b in own if b in pos]  # owned prompts this rank generated
+        ro, rend = rollouts[i], [rendered[i][b] for b in mine]
+        if train_on != mine:
+            ro = ro.select_prompts([pos[b] for b in train_on])
+            rend = [rendered[i][b] for b in train_on]
+        rows = torch.tensor([b * G + g for b in train_on for g in range(G)], dtype=torch.long)
+        adv = advantages[i][rows]  # [n, ]
+        # the whole group takes the update (DeepSpeed collectives), or the whole group skips
+        has_signal = bool((advantages[i].reshape(n_prompts, G)[own] != 0).any())
+        if has_signal:
+            update = update_agent(agent, rend, ro, adv, cfg.grpo, cfg.rollout.temperature,
+                                  length_norm=cfg.rollout.max_new_tokens)
         else:
-            votes_i, own_problems = votes[i], problems
-        shard_views.append((votes_i, own_problems))
-        if bool((advantages[i] != 0).any()):
-            updates.append(update_agent(agent, rendered[i], rollouts[i], advantages[i],
-                                        cfg.grpo, cfg.rollout.temperature,
-                                        length_norm=cfg.rollout.max_new_tokens))
-        else:
-            updates.append({"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0})
+            update = {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
         with warnings.catch_warnings():  # the schedule follows RL steps, updated or not
             warnings.simplefilter("ignore", UserWarning)
             agent.scheduler.step()
+        if group_rank == 0:  # metrics of agent i come from its group's leader
+            own_rows = torch.tensor([b * G + g for b in own for g in range(G)], dtype=torch.long)
+            parts.update(agent_metrics(
+                agent.name, [answers[i][b] for b in own], [votes[i][b] for b in own],
+                [labels[i][b] for b in own], scored[i].select(own), advantages[i][own_rows],
+                shared[i].lengths[own_rows], [shared[i].finished[r] for r in own_rows.tolist()],
+                G, update, [problems[b] for b in own], run.grader))
+            parts[f"_signal/{agent.name}"] = has_signal
     t_update = time.perf_counter() - t0
-    any_signal = any(bool((adv != 0).any()) for adv in advantages)
+    parts.update({"timing/rollout": t_rollout, "timing/grading": t_grading,
+                  "timing/update": t_update})
+
+    # 4. one record on every rank (so every rank takes the same decisions from it)
+    record: dict[str, Any] = {"step": step}
+    for piece in layout.gather(parts, "the step's metrics") if layout else [parts]:
+        for k, v in piece.items():
+            record[k] = max(record.get(k, v), v) if k.startswith("timing/") else v
+    any_signal = any(record.pop(f"_signal/{n}") for n in run.names)
     if not any_signal:
         run.no_signal_steps += 1
-
-    record: dict[str, Any] = {"step": step}
-    for i, agent in enumerate(agents):
-        votes_i, own_problems = shard_views[i]
-        record.update(agent_metrics(agent.name, answers[i], votes_i, labels[i], scored[i],
-                                    advantages[i], rollouts[i], updates[i], own_problems,
-                                    run.grader))
     record["cohort/agreement"] = agreement(votes, problems, run.grader)
     record["cohort/no_signal"] = 0.0 if any_signal else 1.0
-    record.update({"timing/rollout": t_rollout, "timing/grading": t_grading,
-                   "timing/update": t_update, "timing/step": time.perf_counter() - t_step})
+    record["timing/step"] = time.perf_counter() - t_step
     return record
 
 
-def agent_metrics(name, answers, votes, labels, scored, advantages, rollouts, update,
-                  problems, grader) -> dict[str, Any]:
+def agent_metrics(name, answers, votes, labels, scored, advantages, lengths, finished, G,
+                  update, problems, grader) -> dict[str, Any]:
+    """Per-agent metrics over the prompts the agent trains on ([B] lists, [B, G] scores,
+    [N] advantages, lengths and finished flags)."""
     p = f"agent/{name}/"
-    G = rollouts.group_size
     r = scored.rewards  # [B, G]
     out: dict[str, Any] = {
         p + "reward/mean": float(r.mean()), p + "reward/std": float(r.std(unbiased=False)),
         p + "teacher_abstain": float((~scored.valid).float().mean()),
         p + "parse_rate": float(np.mean([a is not None for row in answers for a in row])),
-        p + "completion_len": float(rollouts.lengths().float().mean()),
-        p + "truncated": float(np.mean([not f for f in rollouts.finished])),
+        p + "completion_len": float(lengths.float().mean()),
+        p + "truncated": float(np.mean([not f for f in finished])),
         p + "zero_adv_groups": float((advantages.reshape(-1, G) == 0).all(dim=1).float().mean()),
     }
     with_gold = [b for b, prob in enumerate(problems) if prob.gold is not None]
@@ -337,11 +413,18 @@ def evaluate(run: Run) -> dict[str, float]:
 
     out = {}
     for agent in run.agents:
-        accs = accuracy_by_task(agent, run.eval_problems, run.cfg.prompt.system_prompt,
-                                run.cfg.prompt.instruction, run.grader,
-                                max_new_tokens=run.cfg.eval.max_new_tokens,
-                                style=run.cfg.reward.answer_style)
-        out.update({f"eval/{agent.name}/{task}/acc": v for task, v in accs.items()})
+        with agent.generation_context():  # every rank of a ZeRO-3 group takes part
+            accs = accuracy_by_task(agent, run.eval_problems, run.cfg.prompt.system_prompt,
+                                    run.cfg.prompt.instruction, run.grader,
+                                    max_new_tokens=run.cfg.eval.max_new_tokens,
+                                    style=run.cfg.reward.answer_style)
+        if run.layout is None or run.layout.is_group_leader:
+            out.update({f"eval/{agent.name}/{task}/acc": v for task, v in accs.items()})
+    if run.layout is not None and run.layout.distributed:
+        merged: dict[str, float] = {}
+        for piece in run.layout.gather(out, "held-out accuracies"):
+            merged.update(piece)
+        return merged
     return out
 
 
@@ -366,12 +449,14 @@ def save(run: Run) -> Path:
              "no_signal_steps": run.no_signal_steps}
     return ckpt.save_checkpoint(
         run.dir, run.step, run.agents, [a.optimizer for a in run.agents],
-        [a.scheduler for a in run.agents], state, keep_last=run.cfg.checkpoint.keep_last or None)
+        [a.scheduler for a in run.agents], state, keep_last=run.cfg.checkpoint.keep_last or None,
+        layout=run.layout)
 
 
 def train(run: Run) -> None:
     cfg = run.cfg
-    names = [a.name for a in run.agents]
+    names = run.names
+    talk = run.layout is None or run.layout.is_logger
     t_start, first = time.perf_counter(), run.step
     if run.eval_problems and run.step == 0:
         run.logger.log({"step": 0, **evaluate(run)})
@@ -388,12 +473,12 @@ def train(run: Run) -> None:
             run.bad_steps_in_row = 0
         run.logger.log(record)
         run.step = step
-        if cfg.log.progress:
+        if cfg.log.progress and talk:
             per_step = (time.perf_counter() - t_start) / (step - first)
             eta = per_step * (cfg.run.steps - step)
             print(f"[{step}/{cfg.run.steps} eta {eta:.0f}s] {summary_line(record, names)}",
                   flush=True)
-        if record["cohort/no_signal"]:
+        if record["cohort/no_signal"] and talk:
             print(f"step {step}: no learning signal (no parsed answer agreed with a label, or "
                   "every group had equal rewards): nothing was trained", flush=True)
         if run.bad_steps_in_row >= cfg.run.max_bad_steps:
@@ -410,8 +495,13 @@ def cleanup(run: Run) -> None:
     cfg = run.cfg
     if cfg.checkpoint.at_end and run.step > 0:
         folder = save(run)
-        print(f"checkpoint: {folder}")
+        if run.logger.enabled:
+            print(f"checkpoint: {folder}")
     run.logger.close()
+    if run.layout is not None:
+        dist_.shutdown(run.layout)
+    if not run.logger.enabled:
+        return
     if cfg.log.plot and run.logger.path.is_file():
         from .plots import plot_dynamics
 
@@ -436,8 +526,13 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
 
 def main(cfg: Config, resume: str | None = None) -> int:
     """Run a whole training job; ``resume`` continues the run in that folder."""
-    print(resolved_text(cfg))
+    if dist_.launched_world_size() == 1 or os.environ.get("RANK", "0") == "0":
+        print(resolved_text(cfg))
     if cfg.arms:
+        if dist_.launched_world_size() > 1:
+            raise TrainingError("arms (a comparison of methods) run as separate single-process "
+                                "jobs; launch them without torchrun, or train one method per "
+                                "launch (arms=[])")
         if resume is not None:
             raise TrainingError("--resume takes one arm's folder (e.g. runs/demo/co_rl), not a "
                                 "comparison run")
@@ -448,7 +543,7 @@ def main(cfg: Config, resume: str | None = None) -> int:
     try:
         train(run)
     except KeyboardInterrupt:
-        if run.step > 0:
+        if run.step > 0 and not (run.layout and run.layout.distributed):
             folder = save(run)
             print(f"\ninterrupted: saved {folder}; continue with "
                   f"`vlcohort train --resume {run.dir}`", file=sys.stderr)

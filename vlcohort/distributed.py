@@ -1,0 +1,271 @@
+"""One launch, A agent groups: how W ranks split, and the few collectives a cohort needs.
+
+    torchrun --standalone --nproc_per_node 2 -m vlcohort train --set distributed.ranks_per_agent=1
+
+W ranks split into A contiguous groups of R = W / A ranks; group a (ranks a*R .. a*R+R-1)
+hosts agent a. Within a group the agent is trained data-parallel with DeepSpeed ZeRO over
+that group's process group only (``AgentGroupMPU`` tells DeepSpeed which group is its
+"data parallel" world), so agents never share an engine, gradients or optimizer state.
+Between groups only extracted answers cross, by one ``all_gather_object`` over the world
+group per step; every rank then computes every vote with the same deterministic rules, so
+no label has to be broadcast.
+
+Without a launcher (``WORLD_SIZE`` unset or 1) there is one rank: every agent lives in the
+process (``local_agents`` is all of them), the collectives are identities and DeepSpeed is
+not used. That is the path the rest of the trainer was written for; the distributed path
+only adds "which agents are mine" and "what did the others answer".
+
+Collectives carry ``distributed.timeout_s``: a rank that dies makes the others fail with a
+:class:`DistributedError` (which names the rank, the collective and what to check) within a
+bounded time instead of hanging; ``torchrun`` also stops the remaining workers when one
+exits with an error.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+
+class DistributedError(RuntimeError):
+    """A collective failed (a peer rank died, timed out or disagreed): the run cannot go on."""
+
+
+@dataclass
+class Layout:
+    """Where this process sits: world size W, its rank, A agents in groups of R ranks."""
+
+    n_agents: int
+    world_size: int = 1
+    rank: int = 0
+    local_rank: int = 0
+    ranks_per_agent: int = 1
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    groups: list = field(default_factory=list)  # [A] ProcessGroup of each agent's ranks
+    timeout_s: int = 300
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def agent_index(self) -> int:
+        """The agent this rank hosts (distributed); 0 in a single process."""
+        return self.rank // self.ranks_per_agent
+
+    @property
+    def group_rank(self) -> int:
+        """This rank's position within its agent group (0 = the group's leader)."""
+        return self.rank % self.ranks_per_agent
+
+    @property
+    def local_agents(self) -> list[int]:
+        """Indices of the agents trained in this process."""
+        return [self.agent_index] if self.distributed else list(range(self.n_agents))
+
+    @property
+    def is_logger(self) -> bool:
+        """Rank 0 writes metrics.jsonl, plots, the resolved config and checkpoint state."""
+        return self.rank == 0
+
+    @property
+    def is_group_leader(self) -> bool:
+        return self.group_rank == 0
+
+    @property
+    def group(self):
+        return self.groups[self.agent_index] if self.groups else None
+
+    # -------------------------------------------------------------- collectives
+
+    def gather(self, obj: Any, what: str = "objects") -> list[Any]:
+        """Every rank's ``obj``, in rank order (world group); ``[obj]`` in one process."""
+        if not self.distributed:
+            return [obj]
+        out: list[Any] = [None] * self.world_size
+        self._guard(lambda: dist.all_gather_object(out, obj), what)
+        return out
+
+    def group_any(self, flag: bool, what: str = "a flag") -> bool:
+        """True on every rank of the agent group when it is True on any of them."""
+        if self.ranks_per_agent == 1 or not self.distributed:
+            return bool(flag)
+        t = torch.tensor([1.0 if flag else 0.0])
+        self._guard(lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group), what)
+        return bool(t.item() > 0)
+
+    def group_sum(self, value: float, what: str = "a sum") -> float:
+        """Sum of ``value`` over the agent group's ranks."""
+        if self.ranks_per_agent == 1 or not self.distributed:
+            return float(value)
+        t = torch.tensor([float(value)], dtype=torch.float64)
+        self._guard(lambda: dist.all_reduce(t, op=dist.ReduceOp.SUM, group=self.group), what)
+        return float(t.item())
+
+    def barrier(self, what: str = "a barrier") -> None:
+        if self.distributed:
+            self._guard(lambda: dist.barrier(), what)
+
+    def broadcast(self, obj: Any, what: str = "an object") -> Any:
+        """Rank 0's ``obj`` on every rank."""
+        if not self.distributed:
+            return obj
+        box = [obj]
+        self._guard(lambda: dist.broadcast_object_list(box, src=0), what)
+        return box[0]
+
+    def _guard(self, fn: Callable[[], Any], what: str) -> None:
+        try:
+            fn()
+        except (RuntimeError, dist.DistBackendError) as e:  # gloo / nccl: peer gone, timeout
+            raise DistributedError(
+                f"rank {self.rank}/{self.world_size}: collective for {what} failed ({e}). "
+                "Another rank probably died or is stuck: look for the first error in the "
+                f"other ranks' output (collectives time out after distributed.timeout_s="
+                f"{self.timeout_s} s).") from e
+
+
+def launched_world_size() -> int:
+    """W from the launcher's environment (torchrun / accelerate set WORLD_SIZE)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
+def split(world_size: int, n_agents: int, ranks_per_agent: int) -> int:
+    """R, checked: W = A x R (``ranks_per_agent`` 0 means W / A)."""
+    if world_size == 1:
+        return 1
+    if n_agents > world_size:
+        raise DistributedError(
+            f"{world_size} ranks for {n_agents} agents: each agent needs at least one rank; "
+            f"launch with --nproc_per_node {n_agents} (or a multiple), or run in one process")
+    R = ranks_per_agent or world_size // n_agents
+    if n_agents * R != world_size:
+        raise DistributedError(
+            f"distributed.ranks_per_agent={ranks_per_agent or 'auto'}: {n_agents} agents x "
+            f"{R} ranks != world size {world_size}; launch A x ranks_per_agent processes")
+    return R
+
+
+def init(cfg) -> Layout:
+    """The layout of this launch; initialises the process groups when W > 1."""
+    A = len(cfg.agents)
+    W = launched_world_size()
+    d = cfg.distributed
+    R = split(W, A, d.ranks_per_agent)
+    if W == 1:
+        return Layout(n_agents=A, timeout_s=d.timeout_s)
+    backend = d.backend
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    if not dist.is_initialized():
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=d.timeout_s))
+    rank = dist.get_rank()
+    # every rank must create every group, in the same order
+    groups = [dist.new_group(list(range(a * R, (a + 1) * R))) for a in range(A)]
+    layout = Layout(n_agents=A, world_size=W, rank=rank, local_rank=local_rank,
+                    ranks_per_agent=R, device=device, groups=groups, timeout_s=d.timeout_s)
+    B = cfg.rollout.prompts_per_step
+    if B % R:
+        raise DistributedError(f"rollout.prompts_per_step={B} must be divisible by the ranks "
+                               f"per agent ({R}): each rank generates B / R prompts")
+    return layout
+
+
+def shutdown(layout: Layout) -> None:
+    if layout.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+# ------------------------------------------------------------------- DeepSpeed
+
+
+class AgentGroupMPU:
+    """What DeepSpeed asks a "model parallel unit" for: here the data-parallel world is the
+    agent's group, and there is no model / tensor / pipeline parallelism (each rank's own
+    single-rank group)."""
+
+    def __init__(self, layout: Layout):
+        self.layout = layout
+        # every rank creates every single-rank group, in the same order
+        self._self_groups = [dist.new_group([r]) for r in range(layout.world_size)]
+
+    def get_data_parallel_group(self):
+        return self.layout.group
+
+    def get_data_parallel_rank(self) -> int:
+        return self.layout.group_rank
+
+    def get_data_parallel_world_size(self) -> int:
+        return self.layout.ranks_per_agent
+
+    def get_model_parallel_group(self):
+        return self._self_groups[self.layout.rank]
+
+    get_tensor_model_parallel_group = get_model_parallel_group
+
+    def get_model_parallel_rank(self) -> int:
+        return 0
+
+    get_tensor_model_parallel_rank = get_model_parallel_rank
+
+    def get_model_parallel_world_size(self) -> int:
+        return 1
+
+    get_tensor_model_parallel_world_size = get_model_parallel_world_size
+    get_pipeline_model_parallel_world_size = get_model_parallel_world_size
+    get_pipe_parallel_world_size = get_model_parallel_world_size
+
+    def get_tensor_model_parallel_src_rank(self) -> int:
+        return self.layout.rank
+
+
+def deepspeed_config(cfg, layout: Layout, micro_batch_seqs: int, max_grad_norm: float,
+                     bf16: bool = False) -> dict[str, Any]:
+    """The DeepSpeed config of one agent group, from ``distributed.*`` (+ the JSON in
+    ``distributed.deepspeed_config``, whose keys win except batch sizes and optimizer).
+
+    Gradient accumulation is driven by the trainer (``set_gradient_accumulation_boundary``
+    per micro-batch, losses already carrying the full batch's normaliser), so DeepSpeed's
+    own accumulation count is 1 and it never rescales a loss.
+    """
+    d = cfg.distributed
+    zero: dict[str, Any] = {"stage": d.zero_stage}
+    if d.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu"}
+    if d.offload_params:
+        zero["offload_param"] = {"device": "cpu"}
+    out: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": micro_batch_seqs,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": micro_batch_seqs * layout.ranks_per_agent,
+        "gradient_clipping": max_grad_norm if max_grad_norm > 0 else 0.0,
+        "zero_optimization": zero,
+        "zero_allow_untested_optimizer": True,  # our AdamW, wrapped by ZeRO
+        "zero_force_ds_cpu_optimizer": False,
+        "bf16": {"enabled": bf16},
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+    if d.deepspeed_config:
+        user = json.loads(Path(d.deepspeed_config).read_text())
+        for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                    "train_batch_size", "optimizer", "scheduler"):
+            user.pop(key, None)
+        out.update(user)
+    return out
