@@ -8,9 +8,14 @@ them), so the test can check that the ranks of one agent group hold identical we
 import hashlib
 import json
 import sys
+from pathlib import Path
 
-from vlcohort import train as T
-from vlcohort.config import load_config
+# run as a script, its folder (tests/, which holds a tests/processors/ folder) would come
+# first on sys.path and shadow the real `processors` package: put the repository first
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from vlcohort import train as T  # noqa: E402
+from vlcohort.config import load_config  # noqa: E402
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file
 
 from processors import adapter_for
+from processors.tiny import tiny_model_path
 from vlcohort.metrics import read_metrics
 
 pytestmark = pytest.mark.distributed
@@ -105,7 +106,7 @@ def test_four_ranks_two_per_agent_zero3_keep_group_weights_identical(tmp_path):
     agent's whole weights are identical on both ranks of its group."""
     out_json, run_dir = tmp_path / "digests.json", tmp_path / "run"
     out = _torchrun(4, [str(HERE / "dist_weights_driver.py"), str(out_json), *COHORT,
-                        "run.steps=2", f"run.output_dir={run_dir}",
+                        "run.steps=3", f"run.output_dir={run_dir}",
                         "distributed.ranks_per_agent=2", "distributed.zero_stage=3"],
                     timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
@@ -114,10 +115,16 @@ def test_four_ranks_two_per_agent_zero3_keep_group_weights_identical(tmp_path):
     assert ranks[0] == ranks[1] and list(ranks[0]) == ["A"]
     assert ranks[2] == ranks[3] and list(ranks[2]) == ["B"]
     records = read_metrics(run_dir / "metrics.jsonl")
-    assert [r["step"] for r in records] == [1, 2]
-    assert all(f"agent/{n}/loss" in records[0] for n in ("A", "B")), "no update: weak test"
-    start = load_file(next((run_dir / "checkpoints").glob("step-2")) / "A" / "model.safetensors")
-    assert start, "the ZeRO-3 checkpoint holds the gathered weights"
+    assert [r["step"] for r in records] == [1, 2, 3]
+    for n in ("A", "B"):
+        assert any(r.get(f"agent/{n}/loss") for r in records), f"{n} never updated: weak test"
+    # the ZeRO-3 checkpoint holds whole (gathered) weights that moved from the start
+    for n, spec in (("A", "tiny:qwen2_5_vl"), ("B", "tiny:internvl3_5")):
+        saved = load_file(run_dir / "checkpoints" / "step-3" / n / "model.safetensors")
+        start = load_file(tiny_model_path(spec) / "model.safetensors")
+        assert saved.keys() == start.keys()
+        assert all(saved[k].shape == start[k].shape for k in start)
+        assert any(not torch.equal(saved[k], start[k]) for k in start)
 
 
 def _free_port() -> int:

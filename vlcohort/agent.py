@@ -155,7 +155,7 @@ def _wrap_deepspeed(agent: Agent, mc: ModelConfig, cfg: Config, layout) -> None:
     with ``save_pretrained``, used by the rollout engine)."""
     import deepspeed
 
-    from .distributed import AgentGroupMPU, deepspeed_config
+    from .distributed import deepspeed_config
 
     agent.model.to(layout.device)
     if agent.ref_model is not None:
@@ -164,7 +164,7 @@ def _wrap_deepspeed(agent: Agent, mc: ModelConfig, cfg: Config, layout) -> None:
                               bf16=mc.dtype == "bfloat16")
     engine, _, _, _ = deepspeed.initialize(
         model=PolicyLogprobs(agent.adapter, agent.model), optimizer=agent.optimizer,
-        config=ds_cfg, mpu=AgentGroupMPU(layout))
+        config=ds_cfg)  # the default process group is the agent's group (distributed.py)
     # agent.optimizer stays our AdamW: ZeRO wraps it and steps it on its partitions, and
     # its param_groups (where the LR schedule writes) are the ones ZeRO steps with
     agent.ds_engine = engine

@@ -112,7 +112,7 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
             folder = tmp / agent.name
             with agent.generation_context():  # ZeRO-3: whole weights on every group rank
                 if layout.is_group_leader:
-                    save_pretrained_on_this_rank(agent.model, folder)
+                    agent.model.save_pretrained(folder, safe_serialization=True)
                     agent.adapter.processor.save_pretrained(folder)
                     torch.save({"optimizer": None, "scheduler": sched.state_dict()},
                                folder / "trainer_state.pt")
@@ -135,39 +135,6 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
             shutil.rmtree(tmp, ignore_errors=True)
     layout.barrier("the checkpoint rename")
     return final
-
-
-def save_pretrained_on_this_rank(model, folder: Path) -> None:
-    """``save_pretrained`` from any rank.
-
-    transformers >= 5 writes only on global rank 0 once torch.distributed is initialised
-    (``PreTrainedModel.should_save_on_this_rank``: it assumes one model data-parallel over
-    the world), so an agent group's leader on another rank would silently write nothing.
-    There, the same files are written through the same steps save_pretrained takes (config,
-    generation config, tied weights dropped, weight renaming reverted, safetensors with
-    ``format=pt``); a test checks the files equal a single-process save_pretrained's.
-    """
-    import torch.distributed as dist
-
-    if not dist.is_initialized() or dist.get_rank() == 0 or not hasattr(model, "config") \
-            or hasattr(model, "peft_config"):  # PEFT's own save_pretrained has no rank gate
-        model.save_pretrained(folder, safe_serialization=True)
-        return
-    from safetensors.torch import save_file
-    from transformers.modeling_utils import (remove_tied_weights_from_state_dict,
-                                             revert_weight_conversion)
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    model.config.dtype = str(model.dtype).split(".")[1]
-    model.config.architectures = [model.__class__.__name__]
-    model.config.save_pretrained(folder)
-    if model.can_generate():
-        model.generation_config.save_pretrained(folder)
-    state = remove_tied_weights_from_state_dict(model.state_dict(), model)
-    state = revert_weight_conversion(model, state)
-    save_file({k: v.detach().contiguous().cpu() for k, v in state.items()},
-              str(folder / "model.safetensors"), metadata={"format": "pt"})
 
 
 def load_zero_state(agent, folder: Path) -> None:

@@ -98,6 +98,10 @@ def arm_config(cfg: Config, method: str, run_dir: Path, warmed: dict[str, Path])
 
 
 def run_arms(cfg: Config) -> int:
+    from .distributed import launched_world_size
+
+    if launched_world_size() > 1:
+        return run_arms_distributed(cfg)
     run_dir = Path(cfg.run.output_dir)
     save_resolved(cfg, run_dir)
     t0 = time.perf_counter()
@@ -130,6 +134,53 @@ def run_arms(cfg: Config) -> int:
     print(f"results: {run_dir} (summary.json, comparison.png, {', '.join(cfg.arms)}/, warmup/)")
     if png:
         print(f"plot: {png}")
+    return 0
+
+
+def run_arms_distributed(cfg: Config) -> int:
+    """The arms under one multi-process launch: each agent group's leader warms up its own
+    agent, then the arms run one after the other over the same process groups (each arm is
+    already spread over the ranks, so ``parallel_arms`` does not apply)."""
+    from . import distributed as dist_
+    from .train import main as train_main
+
+    layout = dist_.init(cfg)
+    run_dir = Path(cfg.run.output_dir)
+    if layout.is_logger:
+        save_resolved(cfg, run_dir)
+    t0 = time.perf_counter()
+    warmed: dict[str, Path] = {}
+    for i, mc in enumerate(cfg.agents):
+        if not (mc.warmup.steps or mc.warmup.uniform_steps):
+            continue
+        folder = warmed_up_folder(run_dir, mc.name)
+        key = fingerprint(mc, cfg, cfg.run.seed + i)
+        if i in layout.local_agents and layout.is_group_leader and not reusable(folder, key):
+            _warm_one(cfg, i, folder, key, None)
+            print(f"warm-up {mc.name}: done (rank {layout.rank})", flush=True)
+        warmed[mc.name] = folder
+    layout.barrier("the warm-ups")
+    t_warm = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    for method in cfg.arms:
+        arm = arm_config(cfg, method, run_dir, warmed)
+        if layout.is_logger:
+            print(f"\n=== arm {arm.method} ===", flush=True)
+        rc = train_main(arm, layout=layout)
+        if rc:
+            return rc
+    t_rl = time.perf_counter() - t1
+    if layout.is_logger:
+        summary = summarise(cfg, run_dir)
+        summary["seconds"] = {"warmup": round(t_warm, 1), "rl": round(t_rl, 1),
+                              "total": round(time.perf_counter() - t0, 1)}
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        print(summary_table(summary))
+        png = plot_comparison(cfg, run_dir, run_dir / "comparison.png")
+        print(f"results: {run_dir} (summary.json, comparison.png, {', '.join(cfg.arms)}/, warmup/)")
+        if png:
+            print(f"plot: {png}")
+    dist_.shutdown(layout)
     return 0
 
 

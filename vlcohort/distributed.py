@@ -3,12 +3,22 @@
     torchrun --standalone --nproc_per_node 2 -m vlcohort train --set distributed.ranks_per_agent=1
 
 W ranks split into A contiguous groups of R = W / A ranks; group a (ranks a*R .. a*R+R-1)
-hosts agent a. Within a group the agent is trained data-parallel with DeepSpeed ZeRO over
-that group's process group only (``AgentGroupMPU`` tells DeepSpeed which group is its
-"data parallel" world), so agents never share an engine, gradients or optimizer state.
-Between groups only extracted answers cross, by one ``all_gather_object`` over the world
-group per step; every rank then computes every vote with the same deterministic rules, so
-no label has to be broadcast.
+hosts agent a. Within a group the agent is trained data-parallel with DeepSpeed ZeRO, so
+agents never share an engine, gradients or optimizer state. Between groups only extracted
+answers cross, by one all-gather over all W ranks per step; every rank then computes every
+vote with the same deterministic rules, so no label has to be broadcast.
+
+Two process groups per rank, from one rendezvous (the launcher's ``env://`` store):
+
+- torch.distributed's *default* group is the rank's **agent group** (size R). DeepSpeed and
+  transformers assume the default group is "the" data-parallel world: ZeRO-3 validates its
+  parameter trace with broadcasts from global rank 0 over the default group, and
+  ``save_pretrained`` writes only on default-group rank 0. With a world-wide default group
+  both break for A > 1 (measured with deepspeed 0.19.8: a ZeRO-3 forward deadlocked on a
+  world broadcast while another agent group was elsewhere). With the agent group as the
+  default, both are right by construction and DeepSpeed needs no custom parallel unit.
+- a gloo group over all W ranks (``cohort``), used only here, for the answer exchange,
+  metrics, barriers and the checkpoint folder name (CPU tensors even when training on NCCL).
 
 Without a launcher (``WORLD_SIZE`` unset or 1) there is one rank: every agent lives in the
 process (``local_agents`` is all of them), the collectives are identities and DeepSpeed is
@@ -48,7 +58,7 @@ class Layout:
     local_rank: int = 0
     ranks_per_agent: int = 1
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    groups: list = field(default_factory=list)  # [A] ProcessGroup of each agent's ranks
+    cohort: Any = None  # gloo ProcessGroup over all W ranks (the default group: the agent's)
     timeout_s: int = 300
 
     @property
@@ -79,57 +89,70 @@ class Layout:
     def is_group_leader(self) -> bool:
         return self.group_rank == 0
 
-    @property
-    def group(self):
-        return self.groups[self.agent_index] if self.groups else None
-
     # -------------------------------------------------------------- collectives
 
     def gather(self, obj: Any, what: str = "objects") -> list[Any]:
-        """Every rank's ``obj``, in rank order (world group); ``[obj]`` in one process."""
+        """Every rank's ``obj``, in global rank order; ``[obj]`` in one process."""
         if not self.distributed:
             return [obj]
-        out: list[Any] = [None] * self.world_size
-        self._guard(lambda: dist.all_gather_object(out, obj), what)
-        return out
+        box: list[Any] = []
+        self._guard(lambda: box.extend(_all_gather_objects(self.cohort, obj, self.world_size)),
+                    what)
+        return box
 
     def group_any(self, flag: bool, what: str = "a flag") -> bool:
         """True on every rank of the agent group when it is True on any of them."""
         if self.ranks_per_agent == 1 or not self.distributed:
             return bool(flag)
-        t = torch.tensor([1.0 if flag else 0.0])
-        self._guard(lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group), what)
+        t = torch.tensor([1.0 if flag else 0.0], device=self.device)
+        self._guard(lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX), what)
         return bool(t.item() > 0)
 
     def group_sum(self, value: float, what: str = "a sum") -> float:
         """Sum of ``value`` over the agent group's ranks."""
         if self.ranks_per_agent == 1 or not self.distributed:
             return float(value)
-        t = torch.tensor([float(value)], dtype=torch.float64)
-        self._guard(lambda: dist.all_reduce(t, op=dist.ReduceOp.SUM, group=self.group), what)
+        t = torch.tensor([float(value)], dtype=torch.float64, device=self.device)
+        self._guard(lambda: dist.all_reduce(t, op=dist.ReduceOp.SUM), what)
         return float(t.item())
 
     def barrier(self, what: str = "a barrier") -> None:
+        """All W ranks."""
         if self.distributed:
-            self._guard(lambda: dist.barrier(), what)
+            self.gather(None, what)
 
     def broadcast(self, obj: Any, what: str = "an object") -> Any:
         """Rank 0's ``obj`` on every rank."""
         if not self.distributed:
             return obj
-        box = [obj]
-        self._guard(lambda: dist.broadcast_object_list(box, src=0), what)
-        return box[0]
+        return self.gather(obj if self.rank == 0 else None, what)[0]
 
     def _guard(self, fn: Callable[[], Any], what: str) -> None:
         try:
             fn()
-        except (RuntimeError, dist.DistBackendError) as e:  # gloo / nccl: peer gone, timeout
+        except RuntimeError as e:  # gloo / nccl (DistBackendError too): peer gone, timeout
             raise DistributedError(
                 f"rank {self.rank}/{self.world_size}: collective for {what} failed ({e}). "
                 "Another rank probably died or is stuck: look for the first error in the "
                 f"other ranks' output (collectives time out after distributed.timeout_s="
                 f"{self.timeout_s} s).") from e
+
+
+def _all_gather_objects(group, obj: Any, world_size: int) -> list[Any]:
+    """``all_gather_object`` on a process group object that is not registered with
+    torch.distributed (the cohort group): pickled bytes, padded to the longest."""
+    import pickle
+
+    data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+    size = torch.tensor([data.numel()], dtype=torch.long)
+    sizes = [torch.zeros(1, dtype=torch.long) for _ in range(world_size)]
+    group.allgather([sizes], [size]).wait()
+    longest = int(max(int(s.item()) for s in sizes))
+    padded = torch.zeros(longest, dtype=torch.uint8)
+    padded[: data.numel()] = data
+    parts = [torch.zeros(longest, dtype=torch.uint8) for _ in range(world_size)]
+    group.allgather([parts], [padded]).wait()
+    return [pickle.loads(p[: int(n.item())].numpy().tobytes()) for p, n in zip(parts, sizes)]
 
 
 def launched_world_size() -> int:
@@ -173,13 +196,16 @@ def init(cfg) -> Layout:
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
-    if not dist.is_initialized():
-        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=d.timeout_s))
-    rank = dist.get_rank()
-    # every rank must create every group, in the same order
-    groups = [dist.new_group(list(range(a * R, (a + 1) * R))) for a in range(A)]
+    timeout = datetime.timedelta(seconds=d.timeout_s)
+    store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+    agent, group_rank = rank // R, rank % R
+    # the default group: this rank's agent group (see the module docstring)
+    dist.init_process_group(backend, store=dist.PrefixStore(f"vlcohort/agent{agent}", store),
+                            rank=group_rank, world_size=R, timeout=timeout)
+    cohort = dist.ProcessGroupGloo(dist.PrefixStore("vlcohort/cohort", store), rank, world,
+                                   timeout)
     layout = Layout(n_agents=A, world_size=W, rank=rank, local_rank=local_rank,
-                    ranks_per_agent=R, device=device, groups=groups, timeout_s=d.timeout_s)
+                    ranks_per_agent=R, device=device, cohort=cohort, timeout_s=d.timeout_s)
     B = cfg.rollout.prompts_per_step
     if B % R:
         raise DistributedError(f"rollout.prompts_per_step={B} must be divisible by the ranks "
@@ -188,51 +214,14 @@ def init(cfg) -> Layout:
 
 
 def shutdown(layout: Layout) -> None:
-    if layout.distributed and dist.is_initialized():
-        dist.destroy_process_group()
+    if layout.distributed:
+        layout.barrier("the end of the run")
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        layout.cohort = None
 
 
 # ------------------------------------------------------------------- DeepSpeed
-
-
-class AgentGroupMPU:
-    """What DeepSpeed asks a "model parallel unit" for: here the data-parallel world is the
-    agent's group, and there is no model / tensor / pipeline parallelism (each rank's own
-    single-rank group)."""
-
-    def __init__(self, layout: Layout):
-        self.layout = layout
-        # every rank creates every single-rank group, in the same order
-        self._self_groups = [dist.new_group([r]) for r in range(layout.world_size)]
-
-    def get_data_parallel_group(self):
-        return self.layout.group
-
-    def get_data_parallel_rank(self) -> int:
-        return self.layout.group_rank
-
-    def get_data_parallel_world_size(self) -> int:
-        return self.layout.ranks_per_agent
-
-    def get_model_parallel_group(self):
-        return self._self_groups[self.layout.rank]
-
-    get_tensor_model_parallel_group = get_model_parallel_group
-
-    def get_model_parallel_rank(self) -> int:
-        return 0
-
-    get_tensor_model_parallel_rank = get_model_parallel_rank
-
-    def get_model_parallel_world_size(self) -> int:
-        return 1
-
-    get_tensor_model_parallel_world_size = get_model_parallel_world_size
-    get_pipeline_model_parallel_world_size = get_model_parallel_world_size
-    get_pipe_parallel_world_size = get_model_parallel_world_size
-
-    def get_tensor_model_parallel_src_rank(self) -> int:
-        return self.layout.rank
 
 
 def deepspeed_config(cfg, layout: Layout, micro_batch_seqs: int, max_grad_norm: float,

@@ -70,6 +70,7 @@ class Run:
     layout: dist_.Layout | None = None
     adapters: list = field(default_factory=list)  # [A] every agent's adapter (rendering)
     local: list[int] = field(default_factory=list)  # indices of ``agents`` in the cohort
+    owns_layout: bool = True  # shut the process groups down at cleanup
 
     @property
     def names(self) -> list[str]:
@@ -132,10 +133,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def setup(cfg: Config, resume: str | Path | None = None) -> Run:
+def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | None = None) -> Run:
+    """``layout``: an already initialised launch (comparison arms reuse one); else this
+    run initialises (and at cleanup shuts down) its own."""
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
-    layout = dist_.init(cfg)
+    owns_layout = layout is None
+    layout = layout or dist_.init(cfg)
     run_dir = Path(resume) if resume is not None else Path(cfg.run.output_dir)
     seed_everything(cfg.run.seed)
     if layout.is_logger:
@@ -155,7 +159,7 @@ def setup(cfg: Config, resume: str | Path | None = None) -> Run:
     shards = shard_streams(problems, len(cfg.agents), cfg) if cfg.data.decouple else []
     run = Run(cfg=cfg, dir=run_dir, agents=agents, stream=stream, shards=shards, logger=logger,
               grader=get_grader(cfg.reward.grader), eval_problems=load_eval_problems(cfg),
-              layout=layout, adapters=adapters, local=local)
+              layout=layout, adapters=adapters, local=local, owns_layout=owns_layout)
     if folder is not None:
         state = ckpt.load_state(folder)
         for agent in agents:
@@ -498,7 +502,7 @@ def cleanup(run: Run) -> None:
         if run.logger.enabled:
             print(f"checkpoint: {folder}")
     run.logger.close()
-    if run.layout is not None:
+    if run.layout is not None and run.owns_layout:
         dist_.shutdown(run.layout)
     if not run.logger.enabled:
         return
@@ -524,22 +528,18 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
     return cfg
 
 
-def main(cfg: Config, resume: str | None = None) -> int:
+def main(cfg: Config, resume: str | None = None, layout: dist_.Layout | None = None) -> int:
     """Run a whole training job; ``resume`` continues the run in that folder."""
     if dist_.launched_world_size() == 1 or os.environ.get("RANK", "0") == "0":
         print(resolved_text(cfg))
     if cfg.arms:
-        if dist_.launched_world_size() > 1:
-            raise TrainingError("arms (a comparison of methods) run as separate single-process "
-                                "jobs; launch them without torchrun, or train one method per "
-                                "launch (arms=[])")
         if resume is not None:
             raise TrainingError("--resume takes one arm's folder (e.g. runs/demo/co_rl), not a "
                                 "comparison run")
         from .compare import run_arms
 
         return run_arms(cfg)
-    run = setup(cfg, resume)
+    run = setup(cfg, resume, layout)
     try:
         train(run)
     except KeyboardInterrupt:
