@@ -74,6 +74,9 @@ class EvalSettings:
     system_prompt: str | None = "You are a helpful assistant."
     seed: int = 0
     progress: bool = True
+    instruction: str | None = None
+    """When set, replaces the prompt style's answer instruction (e.g. the training
+    config's ``prompt.instruction``, so a checkpoint is asked the way it was trained)."""
 
 
 # --------------------------------------------------------------------------- prompts
@@ -132,25 +135,11 @@ def _key(rec: dict) -> tuple:
 def _generate(adapter, model, views: Sequence[tuple[Problem, str | None]], settings: EvalSettings,
               system_prompt: str | None) -> list[str]:
     """One completion per view (batched); greedy unless settings ask for samples."""
-    import torch
+    from vlcohort.evaluate import generate_texts
 
-    from processors import cut_at_stop
-
-    stops = adapter.stop_token_ids()
-    batch = adapter.encode_prompts([adapter.render(p, system_prompt, instr) for p, instr in views])
-    device = next(model.parameters()).device
-    inputs = {k: v.to(device) for k, v in batch.inputs.items()}
-    sampling = settings.samples > 1
-    kwargs = dict(do_sample=sampling, max_new_tokens=settings.max_new_tokens,
-                  eos_token_id=stops, pad_token_id=adapter.pad_token_id(),
-                  suppress_tokens=adapter.suppressed_token_ids() or None)
-    if sampling:
-        kwargs.update(temperature=settings.temperature, top_p=1.0, top_k=0)
-    with torch.no_grad():
-        out = model.generate(**inputs, **kwargs)
-    return adapter.tokenizer.batch_decode(
-        [cut_at_stop(row, stops) for row in out[:, batch.prompt_len:].tolist()],
-        skip_special_tokens=True)
+    rendered = [adapter.render(p, system_prompt, instr) for p, instr in views]
+    return generate_texts(adapter, model, rendered, settings.max_new_tokens,
+                          settings.temperature if settings.samples > 1 else None)
 
 
 def _progress(total: int, desc: str, enabled: bool):
@@ -175,8 +164,13 @@ def run_generation(settings: EvalSettings, data: dict[str, BenchmarkData], items
                 for s in range(settings.samples) if (name, p.id, spec, s) not in done]
         if not todo:
             continue
-        adapter = adapter_for(spec)
-        model = adapter.load_model()
+        try:
+            adapter = adapter_for(spec)
+            model = adapter.load_model()
+        except Exception as e:  # noqa: BLE001 - missing folder, bad config, broken weights
+            raise BenchmarkError(f"model {spec!r} could not be loaded: {type(e).__name__}: "
+                                 f"{e}. Give a checkpoint folder written by save_pretrained, "
+                                 "a hub id or a tiny:<name> spec (vlcohort tiny lists them).") from e
         if torch.cuda.is_available():
             model = model.to("cuda")
         torch.manual_seed(settings.seed)
@@ -185,10 +179,14 @@ def run_generation(settings: EvalSettings, data: dict[str, BenchmarkData], items
             for start in range(0, len(todo), settings.batch_size):
                 chunk = todo[start:start + settings.batch_size]
                 views = [prompt_view(p, settings.prompt) for _, p, _ in chunk]
+                if settings.instruction is not None:
+                    views = [(view, settings.instruction) for view, _ in views]
                 texts = _generate(adapter, model, views, settings, settings.system_prompt)
                 for (name, p, s), text in zip(chunk, texts):
                     rec = {"benchmark": name, "id": p.id, "model": spec, "sample": s,
                            "prompt": settings.prompt, "response": text,
+                           **({"instruction": settings.instruction}
+                              if settings.instruction is not None else {}),
                            **score_record(p, text, grader)}
                     f.write(json.dumps(rec, ensure_ascii=False) + "\n")
                     written += 1

@@ -1,4 +1,4 @@
-"""Command line: ``vlcohort train | config | simulate | eval | tiny``.
+"""Command line: ``vlcohort train | config | simulate | eval | diversity | tiny``.
 
 Configs are YAML files plus ``key.sub=value`` overrides, given as ``--set key=value`` or
 as bare ``key=value`` arguments::
@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     from eval.cli import add_arguments as add_eval_arguments
 
     add_eval_arguments(p)
+    p = sub.add_parser("diversity", help="how correlated are models' errors? kappa / c / w / u "
+                       "for every pair on problems with gold, and the best partner pair")
+    from .diversity import add_arguments as add_diversity_arguments
+
+    add_diversity_arguments(p)
     p = sub.add_parser("tiny", help="build tiny offline models and print their folders")
     p.add_argument("names", nargs="*", help="tiny model names (default: all)")
     return parser
@@ -90,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             from eval.cli import run as eval_run
 
             return eval_run(args)
+        if args.command == "diversity":
+            from .diversity import run as diversity_run
+
+            return diversity_run(args)
         if args.command == "tiny":
             from processors.tiny import TINY_MODELS, tiny_model_path
 

@@ -15,6 +15,32 @@ from .problems import Problem
 
 
 @torch.no_grad()
+def generate_texts(adapter, model, rendered: Sequence, max_new_tokens: int,
+                   temperature: float | None = None) -> list[str]:
+    """One completion text per rendered prompt, from one batched ``generate``.
+
+    Greedy when ``temperature`` is None (held-out accuracy, ``vlcohort eval`` at one sample,
+    ``vlcohort diversity``), else plain sampling at that temperature (top-p 1, top-k 0, so
+    the samples follow the model's own distribution). Inputs go to the model's device;
+    each completion is cut at the family's first stop token and decoded without special
+    tokens. The one place evaluation-style answering calls ``generate``.
+    """
+    stops = adapter.stop_token_ids()
+    batch = adapter.encode_prompts(rendered)
+    device = next(model.parameters()).device
+    inputs = {k: v.to(device) for k, v in batch.inputs.items()}
+    kwargs = dict(do_sample=temperature is not None, max_new_tokens=max_new_tokens,
+                  eos_token_id=stops, pad_token_id=adapter.pad_token_id(),
+                  suppress_tokens=adapter.suppressed_token_ids() or None)
+    if temperature is not None:
+        kwargs.update(temperature=temperature, top_p=1.0, top_k=0)
+    out = model.generate(**inputs, **kwargs)  # [B, prompt_len + new]
+    return adapter.tokenizer.batch_decode(
+        [cut_at_stop(row, stops) for row in out[:, batch.prompt_len:].tolist()],
+        skip_special_tokens=True)
+
+
+@torch.no_grad()
 def accuracy_by_task(agent, problems: Sequence[Problem], system_prompt: str | None,
                      instruction: str | None, grader, max_new_tokens: int = 16,
                      style: str = "auto", batch_size: int = 64) -> dict[str, float]:
@@ -23,16 +49,11 @@ def accuracy_by_task(agent, problems: Sequence[Problem], system_prompt: str | No
     was_training = model.training
     model.eval()
     right: dict[str, list[bool]] = defaultdict(list)
-    stops = adapter.stop_token_ids()
     for start in range(0, len(problems), batch_size):
         chunk = problems[start:start + batch_size]
-        batch = adapter.encode_prompts([adapter.render(p, system_prompt, instruction) for p in chunk])
-        out = model.generate(**batch.inputs, do_sample=False, max_new_tokens=max_new_tokens,
-                             eos_token_id=stops, pad_token_id=adapter.pad_token_id(),
-                             suppress_tokens=adapter.suppressed_token_ids() or None)
-        texts = adapter.tokenizer.batch_decode(
-            [cut_at_stop(row, stops) for row in out[:, batch.prompt_len:].tolist()],
-            skip_special_tokens=True)
+        texts = generate_texts(adapter, model,
+                               [adapter.render(p, system_prompt, instruction) for p in chunk],
+                               max_new_tokens)
         for p, text in zip(chunk, texts):
             ans = extract_answer(text, style=style)
             ok = ans is not None and grader.is_equivalent(ans, p.gold, p.options)
