@@ -1,4 +1,4 @@
-"""Command line: ``vlcohort train | config | simulate | eval | diversity | tiny``.
+"""Command line: ``vlcohort train | config | simulate | eval | diversity | plot | tiny``.
 
 Configs are YAML files plus ``key.sub=value`` overrides, given as ``--set key=value`` or
 as bare ``key=value`` arguments::
@@ -7,6 +7,7 @@ as bare ``key=value`` arguments::
     vlcohort train configs/demo.yaml run.steps=5 --set grpo.clip_high=0.28
     vlcohort train --resume runs/demo run.steps=40    # continue (and extend) a run
     vlcohort config --set agents.1.max_tiles=6      # print the resolved config
+    vlcohort plot runs/demo/co_rl runs/demo/ttrl --out dynamics.png
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .diversity import add_arguments as add_diversity_arguments
 
     add_diversity_arguments(p)
+    p = sub.add_parser("plot", help="training-dynamics panels of one or more runs, one line "
+                       "per run and agent")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                   help="run folder (holding metrics.jsonl) or a metrics.jsonl file")
+    p.add_argument("--out", required=True, metavar="FILE.png", help="where to write the plot")
     p = sub.add_parser("tiny", help="build tiny offline models and print their folders")
     p.add_argument("names", nargs="*", help="tiny model names (default: all)")
     return parser
@@ -99,6 +105,15 @@ def main(argv: list[str] | None = None) -> int:
             from .diversity import run as diversity_run
 
             return diversity_run(args)
+        if args.command == "plot":
+            from .plots import PlotError, plot_runs
+
+            try:
+                print(f"plot: {plot_runs(args.runs, args.out)}")
+            except PlotError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 1
+            return 0
         if args.command == "tiny":
             from processors.tiny import TINY_MODELS, tiny_model_path
 

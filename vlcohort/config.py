@@ -345,6 +345,40 @@ class EvalConfig:
     """Greedy answer length."""
 
 
+#: Signals of the collapse / divergence monitor (``vlcohort/dynamics.py``).
+MONITOR_SIGNALS = ("reward_collapse", "degeneration", "divergence")
+
+
+@dataclass
+class MonitorConfig:
+    """Collapse / divergence detection (``vlcohort/dynamics.py``): per-agent warnings in
+    ``metrics.jsonl`` (``monitor/warnings``, ``monitor/<a>/<signal>``) and on stderr."""
+
+    enable: bool = True
+    """Watch every agent's reward std, completion length, loss and KL."""
+    collapse_threshold: float = 0.1
+    """reward_collapse: group reward std / its step-1 value (the first non-zero one) below
+    this counts towards the streak."""
+    collapse_patience: int = 5
+    """reward_collapse: steps in a row below the threshold before warning."""
+    length_factor: float = 3.0
+    """degeneration: mean completion length below start / factor or above start x factor."""
+    length_patience: int = 3
+    """degeneration: steps in a row outside that range before warning."""
+    spike_factor: float = 10.0
+    """divergence: |loss| or |KL| above this many times the median of the last
+    spike_window steps (a non-finite value always counts)."""
+    spike_window: int = 10
+    """divergence: steps in the running baseline; checked once it is full."""
+    loss_floor: float = 1.0
+    """divergence: a loss spike also needs |loss| above this (the loss wanders around 0)."""
+    kl_floor: float = 0.1
+    """divergence: a KL spike also needs |KL| above this (the KL grows from 0 at step 1)."""
+    stop_on: list[str] = field(default_factory=list)
+    """Signals that stop the run (checkpoint saved first): reward_collapse | degeneration |
+    divergence. Empty: warn only."""
+
+
 @dataclass
 class CheckpointConfig:
     """Checkpoints."""
@@ -410,6 +444,8 @@ class Config:
     """Checkpoints."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Held-out accuracy during training."""
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    """Collapse / divergence detection: warnings, optional stop."""
     arms: list[str] = field(default_factory=list)
     """Methods to compare from the same warm-up and budget (e.g. [co_rl, ttrl]): each arm is
     a full run in <output_dir>/<method>/, then summary.json and comparison.png. Empty: one
@@ -710,6 +746,7 @@ def validate(cfg: Config) -> None:
     if cfg.data.num_problems < 1:
         raise ConfigError("data.num_problems: must be >= 1")
     _validate_scale_out(cfg)
+    _validate_monitor(cfg.monitor)
     if not cfg.data.tasks:
         raise ConfigError("data.tasks: at least one task family")
 
@@ -746,6 +783,28 @@ def _validate_scale_out(cfg: Config) -> None:
         raise ConfigError(f"distributed.deepspeed_config: {dist.deepspeed_config} not found")
     if dist.timeout_s < 1:
         raise ConfigError(f"distributed.timeout_s: must be >= 1, got {dist.timeout_s}")
+
+
+def _validate_monitor(m: MonitorConfig) -> None:
+    """``monitor.*``: positive thresholds, factors above 1, known signal names."""
+    if m.collapse_threshold <= 0:
+        raise ConfigError(f"monitor.collapse_threshold: must be > 0, got {m.collapse_threshold}")
+    for key in ("collapse_patience", "length_patience", "spike_window"):
+        if getattr(m, key) < 1:
+            raise ConfigError(f"monitor.{key}: must be >= 1, got {getattr(m, key)}")
+    for key in ("length_factor", "spike_factor"):
+        if getattr(m, key) <= 1:
+            raise ConfigError(f"monitor.{key}: must be > 1, got {getattr(m, key)}")
+    for key in ("loss_floor", "kl_floor"):
+        if getattr(m, key) < 0:
+            raise ConfigError(f"monitor.{key}: must be >= 0, got {getattr(m, key)}")
+    for i, name in enumerate(m.stop_on):
+        if name not in MONITOR_SIGNALS:
+            raise ConfigError(f"monitor.stop_on.{i}: {name!r} is not one of: "
+                              + ", ".join(MONITOR_SIGNALS))
+    if m.stop_on and not m.enable:
+        raise ConfigError("monitor.stop_on needs monitor.enable=true (a disabled monitor "
+                          "cannot stop the run)")
 
 
 def _check_choice(pattern: str, value: str, key: str | None = None) -> None:

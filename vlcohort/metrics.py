@@ -16,6 +16,11 @@ METRIC_DOCS: dict[str, str] = {
     "step": "RL step (1-based)",
     "agent/<a>/reward/mean": "mean reward over the agent's B x G rollouts",
     "agent/<a>/reward/std": "std of those rewards",
+    "agent/<a>/reward/group_std": "mean over prompts of the std of each prompt's G rewards "
+                                  "(the signal GRPO learns from; abstained prompts count 0)",
+    "agent/<a>/answer_diversity": "mean number of distinct answers per group, by the "
+                                  "grader's equivalence classes (unparseable answers are "
+                                  "not counted; a group with none parsed counts 0)",
     "agent/<a>/pseudo_label/acc": "share of the agent's teacher labels equal to gold "
                                  "(prompts with gold and a non-abstaining teacher)",
     "agent/<a>/vote/acc": "share of the agent's own majority votes equal to gold",
@@ -48,6 +53,17 @@ METRIC_DOCS: dict[str, str] = {
     "cohort/agreement": "share of prompts where all agents' majority votes agree "
                         "(abstentions count as disagreement)",
     "cohort/no_signal": "1 when no agent had a non-zero advantage this step (nothing trained)",
+    "monitor/<a>/reward_collapse": "1 while agent <a>'s group reward std has stayed below "
+                                   "monitor.collapse_threshold of its step-1 value for "
+                                   "monitor.collapse_patience steps",
+    "monitor/<a>/degeneration": "1 while agent <a>'s mean completion length has stayed "
+                                "outside start / monitor.length_factor .. start x factor for "
+                                "monitor.length_patience steps",
+    "monitor/<a>/divergence": "1 when agent <a>'s loss or KL is non-finite or above "
+                              "monitor.spike_factor x its median of the last "
+                              "monitor.spike_window steps",
+    "monitor/warnings": "the warnings that start at this step (agent, signal, step, values), "
+                        "as sentences; present only on such steps",
     "timing/rollout": "seconds generating, all agents",
     "timing/grading": "seconds extracting answers, voting and computing rewards",
     "timing/update": "seconds in log-prob passes and optimizer steps, all agents",
@@ -122,8 +138,32 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
+class MetricsFileError(ValueError):
+    """A ``metrics.jsonl`` that cannot be read; the message names the file and line."""
+
+
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    """The records of a ``metrics.jsonl``, one JSON object with a ``step`` per line."""
+    path = Path(path)
+    records = []
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise MetricsFileError(f"{path}: not a text file; expected a metrics.jsonl") from None
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise MetricsFileError(
+                f"{path}, line {i}: not valid JSON ({e.msg} at column {e.colno}); a run "
+                "killed mid-write can leave a cut last line: delete that line") from None
+        if not isinstance(rec, dict) or "step" not in rec:
+            raise MetricsFileError(f"{path}, line {i}: expected a JSON object with a "
+                                   f"\"step\" key, got {line[:80]!r}")
+        records.append(rec)
+    return records
 
 
 def summary_line(record: dict[str, Any], agent_names: list[str]) -> str:

@@ -36,6 +36,7 @@ from . import distributed as dist_
 from . import grpo
 from .agent import Agent, adapter_options, build_agent, update_agent
 from .config import Config, ConfigError, load_config, resolved_text, save_resolved
+from .dynamics import STOP_HINTS, Monitor, answer_diversity, group_reward_std
 from .grading import get_grader
 from .metrics import MetricsLogger, summary_line
 from .problems import Problem
@@ -68,6 +69,7 @@ class Run:
     skipped_records: dict[str, int] = field(default_factory=dict)
     no_signal_steps: int = 0
     layout: dist_.Layout | None = None
+    monitor: Monitor | None = None  # collapse / divergence watch (monitor.enable)
     adapters: list = field(default_factory=list)  # [A] every agent's adapter (rendering)
     local: list[int] = field(default_factory=list)  # indices of ``agents`` in the cohort
     owns_layout: bool = True  # shut the process groups down at cleanup
@@ -160,6 +162,8 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
     run = Run(cfg=cfg, dir=run_dir, agents=agents, stream=stream, shards=shards, logger=logger,
               grader=get_grader(cfg.reward.grader), eval_problems=load_eval_problems(cfg),
               layout=layout, adapters=adapters, local=local, owns_layout=owns_layout)
+    if cfg.monitor.enable:
+        run.monitor = Monitor(cfg.monitor, run.names)  # every agent: the record has all
     if folder is not None:
         state = ckpt.load_state(folder)
         for agent in agents:
@@ -175,6 +179,8 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
         run.step = int(state["step"])
         run.skipped_records = dict(state.get("skipped_records", {}))
         run.no_signal_steps = int(state.get("no_signal_steps", 0))
+        if run.monitor is not None and state.get("monitor"):
+            run.monitor.load_state(state["monitor"])
         ckpt.set_rng_state(ckpt.load_rng(folder))
         logger.truncate_after(run.step)
         if layout.is_logger:
@@ -385,6 +391,8 @@ def agent_metrics(name, answers, votes, labels, scored, advantages, lengths, fin
     r = scored.rewards  # [B, G]
     out: dict[str, Any] = {
         p + "reward/mean": float(r.mean()), p + "reward/std": float(r.std(unbiased=False)),
+        p + "reward/group_std": group_reward_std(r),
+        p + "answer_diversity": answer_diversity(votes),
         p + "teacher_abstain": float((~scored.valid).float().mean()),
         p + "parse_rate": float(np.mean([a is not None for row in answers for a in row])),
         p + "completion_len": float(lengths.float().mean()),
@@ -450,7 +458,8 @@ def agreement(votes, problems, grader) -> float:
 def save(run: Run) -> Path:
     state = {"stream": run.stream.state(), "shards": [s.state() for s in run.shards],
              "skipped_records": run.skipped_records,
-             "no_signal_steps": run.no_signal_steps}
+             "no_signal_steps": run.no_signal_steps,
+             "monitor": run.monitor.state() if run.monitor is not None else None}
     return ckpt.save_checkpoint(
         run.dir, run.step, run.agents, [a.optimizer for a in run.agents],
         [a.scheduler for a in run.agents], state, keep_last=run.cfg.checkpoint.keep_last or None,
@@ -475,6 +484,9 @@ def train(run: Run) -> None:
             run.bad_steps_in_row += 1
         elif updated:  # a step without any update neither breaks nor extends the streak
             run.bad_steps_in_row = 0
+        alerts = run.monitor.annotate(record, step) if run.monitor is not None else []
+        for alert in alerts if talk else []:
+            print(f"warning: {alert}", file=sys.stderr, flush=True)
         run.logger.log(record)
         run.step = step
         if cfg.log.progress and talk:
@@ -491,6 +503,16 @@ def train(run: Run) -> None:
                 f"{run.bad_steps_in_row} steps in a row with a NaN / inf loss (run.max_bad_steps"
                 f"={cfg.run.max_bad_steps}); stopped. Lower the learning rate, enable "
                 "gradient clipping (grpo.max_grad_norm) or check the rollout log-probs.")
+        stops = [a for a in alerts if a.signal in cfg.monitor.stop_on]
+        if stops:
+            folder = save(run)
+            raise TrainingError(
+                f"stopped at step {step} by the monitor (monitor.stop_on="
+                f"{list(cfg.monitor.stop_on)}): " + " | ".join(a.message for a in stops)
+                + f". Checkpoint: {folder}. Inspect the dynamics with `vlcohort plot "
+                f"{run.dir} --out dynamics.png`; to go on, `vlcohort train --resume {run.dir}` "
+                "(it stops again only on a new warning; monitor.stop_on=[] only warns). "
+                + " ".join(dict.fromkeys(STOP_HINTS[a.signal] for a in stops)))
         if cfg.checkpoint.every and step % cfg.checkpoint.every == 0 and step < cfg.run.steps:
             save(run)
 
@@ -506,7 +528,7 @@ def cleanup(run: Run) -> None:
         dist_.shutdown(run.layout)
     if not run.logger.enabled:
         return
-    if cfg.log.plot and run.logger.path.is_file():
+    if cfg.log.plot and run.step > 0 and run.logger.path.is_file():
         from .plots import plot_dynamics
 
         png = plot_dynamics(run.logger.path, run.dir / "plots" / "dynamics.png")
