@@ -436,6 +436,10 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
 
 def main(cfg: Config, resume: str | None = None) -> int:
     """Run a whole training job; ``resume`` continues the run in that folder."""
+    if cfg.method == "self_play":  # challenger / solver phases: a recipe of its own
+        from .selfplay import main as self_play_main
+
+        return self_play_main(cfg, resume)
     print(resolved_text(cfg))
     if cfg.arms:
         if resume is not None:
