@@ -239,6 +239,7 @@ def test_alternating_phases_log_checkpoint_and_resume_exactly(tmp_path):
     for r in recs[:2]:
         assert r["agent/challenger/reward/mean"] >= -1 and "agent/solver/reward/mean" not in r
     assert any("agent/solver/loss" in r for r in recs[2:]), "the solver never updated: weak test"
+    assert (run / "plots/self_play.png").stat().st_size > 1000
     lines = [json.loads(x) for x in (run / "questions.jsonl").read_text().splitlines()]
     assert len(lines) == 4 * 2 * 4 and all(len(x["anchors"]) == 2 for x in lines)
     for name in ("challenger", "solver"):
@@ -353,7 +354,9 @@ def test_solver_trains_on_hand_given_questions_with_their_pictures(tmp_path):
     assert answers.n_questions == V == 6 and len(answers.problems) == V + len(anchors)
     for v in range(V):
         vote = majority_vote(answers.answers[v], answers.problems[v].options, tie="first")
-        assert answers.p_hats[v] == vote.share and answers.labels[v] == vote.label
+        assert answers.p_hats[v] == vote.share == sp.p_hat(answers.answers[v],
+                                                           answers.problems[v].options)
+        assert answers.labels[v] == vote.label
     before = _weights(run.agents[run.solver])
     record, _, _ = sp.step_updates(run, 3, "solver", batch, answers)
     expected = sum(label is not None for label in answers.labels)  # band [0, 1]: all in

@@ -380,7 +380,8 @@ class SelfPlayConfig:
     largest equivalence class among the m; the m answers are also the solver's GRPO group."""
     repetition_weight: float = 1.0
     """lambda: weight of the repetition penalty, the share of the step's questions in the
-    question's near-duplicate cluster (R-Zero's code: 1)."""
+    question's near-duplicate cluster. R-Zero's code subtracts the share from min(p_hat,
+    1 - p_hat), half our 1 - 2|p_hat - 1/2|: lambda = 2 weighs it as that code does."""
     bleu_threshold: float = 0.5
     """Near-duplicate clusters: average-linkage clustering of the step's questions by BLEU
     distance (1 - BLEU) stops merging at this distance (R-Zero: 0.5)."""

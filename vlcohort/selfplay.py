@@ -12,8 +12,8 @@ config with ``method: self_play`` (``configs/self_play_tiny.yaml``).
              questions in its near-duplicate cluster), GRPO update of the challenger;
              solver phase: questions with p_hat in the band, labelled by their majority
              answer, plus anchor questions graded against gold, GRPO update of the solver
-    cleanup  final checkpoint; ``metrics.jsonl`` and ``questions.jsonl`` (every question
-             written, its p_hat, label, cluster share and reward)
+    cleanup  final checkpoint; ``metrics.jsonl``, ``questions.jsonl`` (every question
+             written, its p_hat, label, cluster share and reward), ``plots/self_play.png``
 
 Shapes: B challenger prompts per step, G completions per prompt (``rollout.*``), N = B x G
 questions, V of them valid, m solver samples per question, S prompts the solver trains on.
@@ -28,27 +28,33 @@ What is faithful (checked against R-Zero's released code, Chengsong-Huang/R-Zero
   average-linkage agglomerative clustering stopped at distance 0.5, penalty = cluster
   size / batch size; a question that cannot be parsed gets -1;
 - the solver's reward: 0.9 x (answer equals the majority label) + 0.1 x format, trained on
-  questions whose p_hat lies in a band; m = 10 and 5 / 15 challenger / solver steps per
-  iteration by default.
+  questions whose p_hat lies in a band; m = 10 (the samples behind the challenger's reward)
+  and 5 / 15 challenger / solver steps per iteration by default.
 
 Where we differ, on purpose:
 - online, not iterated offline: R-Zero trains the challenger 5 steps, then has the frozen
   challenger write ~8,000 questions, filters them once and trains the solver 15 steps on
   that set. Here every step writes a fresh batch of B x G questions; in a solver phase the
   (frozen) challenger's batch is filtered and trained on at once;
-- the challenger's uncertainty term is 1 - 2|p_hat - 1/2| (the papers' form, in [0, 1]);
-  R-Zero's code uses min(p_hat, 1 - p_hat), half of it, with lambda = 1. No clip at 0;
+- the challenger's uncertainty term is 1 - 2|p_hat - 1/2| (the R-Zero paper's form, in
+  [0, 1]); R-Zero's code uses min(p_hat, 1 - p_hat), half of it, with lambda = 1, so our
+  lambda = 2 weighs the penalty as the code does. The reward is not clipped at 0, so of two
+  useless questions the duplicated one still ranks lower;
 - an unparseable question gets exactly -1 and is not clustered (R-Zero's code clusters the
   empty strings too and subtracts their cluster's share from the -1); a question only
   needs its ``<question>`` block (R-Zero also requires the challenger's ``\\boxed{}``
   answer, which it never uses); a question the solver cannot render (an image
   placeholder without an image, more than 8 options) is invalid the same way;
-- the solver's m labelling samples are also its GRPO group (R-Zero samples 5 new rollouts
-  per kept question); its label comes from the same samples, as in TTRL. The band's ends
-  are included; a tied majority abstains under ``reward.tie=abstain`` (R-Zero takes the
-  first maximum; set ``reward.tie=first`` for that). The format term is "an answer can be
-  extracted" with the run's answer style, not R-Zero's ``<think>...</think> \\boxed{}``
-  regular expression;
+- one set of m answers per question gives the challenger's p_hat, the solver's filter and
+  label, and the solver's GRPO group. R-Zero's code labels the solver's set with 9 fresh
+  samples (p_hat there over the answered samples only, and questions mentioning "box" or
+  proofs dropped), keeps p_hat in [0.3, 0.8] in its released script, and trains on 5 new
+  rollouts per kept question; here the label comes from the trained-on samples, as in
+  TTRL, and the band defaults to [0.3, 0.7] (``self_play.band=[0.3, 0.8]`` for the
+  script's). The band's ends are included; a tied majority abstains under
+  ``reward.tie=abstain`` (R-Zero takes the first maximum: ``reward.tie=first``). The
+  format term is "an answer can be extracted" with the run's answer style, not R-Zero's
+  ``<think>...</think> \\boxed{}`` regular expression;
 - answers are extracted and compared by the one grader (``grading.py``): option letters
   and option texts are one class when a generated question lists options.
 
@@ -100,7 +106,7 @@ from .config import Config, resolved_text, save_resolved, self_play_roles
 from .grading import get_grader
 from .metrics import MetricsLogger
 from .problems import Problem, split_options
-from .rewards import extract_all, score, vote_all
+from .rewards import extract_all, gold_match, score, vote_all
 from .rollout.base import Rollouts, SamplingParams
 from .train import TrainingError, load_problems, rollout_seed, seed_everything
 
@@ -369,6 +375,7 @@ class SelfPlayRun:
     grader: Any
     step: int = 0  # last completed step
     skipped: dict[str, int] = field(default_factory=dict)  # invalid questions by reason
+    bad_steps_in_row: int = 0  # steps whose update was skipped for a NaN / inf loss
 
     @property
     def questions_path(self) -> Path:
@@ -665,8 +672,7 @@ def step_updates(run: SelfPlayRun, step: int, phase: str, batch: QuestionBatch,
         record[f"agent/{s_name}/parse_rate"] = float(np.mean(
             [a is not None for row in answers.answers for a in row]))
     if len(answers.problems) > V:
-        anchor_hits = [bool(run.grader.is_equivalent(a, p.gold, p.options)) if a is not None
-                       else False
+        anchor_hits = [gold_match(a, p, run.grader)
                        for p, row in zip(answers.problems[V:], answers.answers[V:]) for a in row]
         record["selfplay/solver/anchor_acc"] = float(np.mean(anchor_hits))
     log_questions(run, step, phase, batch, answers, penalties, selected, rewards)
@@ -790,6 +796,16 @@ def train(run: SelfPlayRun) -> None:
         record = self_play_step(run, step)
         run.logger.log(record)
         run.step = step
+        if any(record.get(f"agent/{a.name}/skipped_updates", 0) for a in run.agents):
+            run.bad_steps_in_row += 1
+        elif any(f"agent/{a.name}/loss" in record for a in run.agents):
+            run.bad_steps_in_row = 0
+        if run.bad_steps_in_row >= cfg.run.max_bad_steps:
+            save(run)
+            raise TrainingError(
+                f"{run.bad_steps_in_row} steps in a row with a NaN / inf loss (run.max_bad_steps"
+                f"={cfg.run.max_bad_steps}); stopped. Lower the learning rate or enable gradient "
+                "clipping (grpo.max_grad_norm).")
         if cfg.log.progress:
             eta = (time.perf_counter() - t_start) / (step - first) * (cfg.run.steps - step)
             print(f"[{step}/{cfg.run.steps} eta {eta:.0f}s] {summary_line(record, run)}",
@@ -802,9 +818,14 @@ def cleanup(run: SelfPlayRun) -> None:
     if run.cfg.checkpoint.at_end and run.step > 0:
         print(f"checkpoint: {save(run)}")
     run.logger.close()
+    if run.cfg.log.plot and run.logger.path.is_file():
+        from .plots import plot_self_play
+
+        print(f"plot: {plot_self_play(run.logger.path, run.dir / 'plots' / 'self_play.png')}")
     if run.skipped:
         print(f"invalid questions by reason: {run.skipped}")
-    print(f"results: {run.dir} (config.yaml, metrics.jsonl, questions.jsonl, checkpoints/)")
+    print(f"results: {run.dir} (config.yaml, metrics.jsonl, questions.jsonl, plots/, "
+          "checkpoints/)")
 
 
 def main(cfg: Config, resume: str | Path | None = None) -> int:
