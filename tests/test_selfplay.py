@@ -408,3 +408,13 @@ def test_anchor_draws_are_a_pure_function_of_seed_and_step(tmp_path):
     assert [p.id for p in sp.anchor_batch(run, 4)] == [p.id for p in sp.anchor_batch(run, 4)]
     random.seed(123)  # global randomness does not change the draws
     assert [p.id for p in sp._draw_prompt(run, 5, 0)[0]] == [p.id for p in a[0]]
+
+
+def test_pool_problems_that_do_not_render_are_left_out_and_counted(tmp_path):
+    run = _setup(tmp_path)
+    good = run.pool[0]
+    corrupt = Problem(id="corrupt", text="What colour?", images=[b"not an image"], gold="A")
+    mismatch = Problem(id="two-slots", text="<image1> vs <image2>?", images=good.images, gold="A")
+    kept, broken = sp.usable_pool([good, corrupt, mismatch], [run.agents[run.solver]], run.cfg)
+    assert [p.id for p in kept] == [good.id]
+    assert sum(broken.values()) == 2 and "placeholder_mismatch" in broken

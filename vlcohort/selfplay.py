@@ -109,6 +109,7 @@ from .problems import Problem, split_options
 from .rewards import extract_all, gold_match, score, vote_all
 from .rollout.base import Rollouts, SamplingParams
 from .train import TrainingError, load_problems, rollout_seed, seed_everything
+from .voting import majority_vote
 
 # ============================================================================ the math
 
@@ -143,8 +144,6 @@ def p_hat(answers: Sequence[str | None], options: Sequence[str] | None = None,
     """
     if not answers:
         return 0.0
-    from .voting import majority_vote
-
     return majority_vote(answers, options, tie="first", grader=grader).share
 
 
@@ -231,7 +230,7 @@ def average_linkage_clusters(dist: np.ndarray, threshold: float) -> list[int]:
         if not d[a, b] < threshold:
             break
         a, b = min(a, b), max(a, b)
-        # Lance-Williams update for average linkage: d(k, a+b) = (|a| d(k,a) + |b| d(k,b)) / (|a|+|b|)
+        # Lance-Williams, average linkage: d(k, a+b) = (|a| d(k,a) + |b| d(k,b)) / (|a| + |b|)
         merged = (sizes[a] * d[a] + sizes[b] * d[b]) / (sizes[a] + sizes[b])  # [V]
         d[a, :], d[:, a] = merged, merged
         d[a, a] = np.inf
@@ -357,6 +356,23 @@ def anchor_pool(problems: Sequence[Problem], size: int, seed: int) -> tuple[list
     order = list(range(len(with_gold)))
     random.Random(f"vlcohort.selfplay/pool/{seed}").shuffle(order)
     return [with_gold[i] for i in sorted(order[:size])], len(problems) - len(with_gold)
+
+
+def usable_pool(pool: Sequence[Problem], agents: Sequence[Agent], cfg: Config
+                ) -> tuple[list[Problem], dict[str, int]]:
+    """The pool problems every given agent can render (a missing or corrupt image, a
+    placeholder mismatch...); the others are left out and counted by reason, so a bad
+    record never stops a run halfway."""
+    kept, broken = [], {}
+    for p in pool:
+        try:
+            for a in agents:
+                a.adapter.render(p, cfg.prompt.system_prompt, cfg.prompt.instruction)
+        except ProblemInputError as e:
+            broken[e.reason] = broken.get(e.reason, 0) + 1
+            continue
+        kept.append(p)
+    return kept, broken
 
 
 # ============================================================================ the run
@@ -488,7 +504,8 @@ def write_questions(run: SelfPlayRun, step: int) -> QuestionBatch:
     """The challenger writes G completions for each of its B prompts."""
     cfg, challenger = run.cfg, run.agents[run.challenger]
     prompts, subjects = challenger_prompts(run, step)
-    rendered = [challenger.adapter.render(p, cfg.self_play.challenger_system, None) for p in prompts]
+    rendered = [challenger.adapter.render(p, cfg.self_play.challenger_system, None)
+                for p in prompts]
     sampling = SamplingParams(max_new_tokens=cfg.self_play.question_max_new_tokens,
                               temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
     rollouts = challenger.engine.generate(rendered, cfg.rollout.rollouts_per_prompt, sampling,
@@ -746,6 +763,15 @@ def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
         raise TrainingError(f"self_play: the solver {agents[solver].name!r} is text-only but "
                             "the anchor pool (data.*) has images it cannot see; use text "
                             "problems (data.source=file) or set self_play.anchors_per_step=0")
+    renderers = ([agents[solver]] if sp.anchors_per_step or images else []) + \
+        ([agents[challenger]] if images else [])
+    pool, broken = usable_pool(pool, renderers, cfg)
+    if broken:
+        print(f"anchor pool: left out {sum(broken.values())} problems that do not render "
+              f"(by reason: {broken})", file=sys.stderr)
+    if len(pool) < max(1, sp.anchors_per_prompt):
+        raise TrainingError(f"self_play: {len(pool)} pool problems render; "
+                            f"self_play.anchors_per_prompt={sp.anchors_per_prompt} needs more")
     run = SelfPlayRun(cfg=cfg, dir=run_dir, agents=agents, challenger=challenger, solver=solver,
                       pool=pool, images=images,
                       logger=MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard),
@@ -761,7 +787,8 @@ def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
         ckpt.set_rng_state(ckpt.load_rng(folder))
         print(f"resumed from {folder} (step {run.step})")
     elif resume is not None:
-        raise TrainingError(f"--resume {run_dir}: no complete checkpoint in {run_dir / 'checkpoints'}")
+        raise TrainingError(f"--resume {run_dir}: no complete checkpoint in "
+                            f"{run_dir / 'checkpoints'}")
     run.logger.truncate_after(run.step)
     _truncate_jsonl(run.questions_path, run.step)
     return run
