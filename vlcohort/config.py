@@ -392,6 +392,76 @@ class CheckpointConfig:
 
 
 @dataclass
+class SelfPlayConfig:
+    """Guided challenger/solver self-play (``method: self_play``; R-Zero arXiv 2508.05004,
+    R-Few arXiv 2512.02472; ``vlcohort/selfplay.py``). Each step the challenger writes
+    ``rollout.prompts_per_step`` x ``rollout.rollouts_per_prompt`` questions (B prompts, a
+    GRPO group of G per prompt) and the solver answers each ``solver_samples`` times;
+    phases alternate, and only the phase's role trains."""
+
+    challenger: str = "A"
+    """The agent that writes questions: an agent name or index (``agents.N``)."""
+    solver: str = "B"
+    """The agent that answers them: an agent name or index, not the challenger."""
+    anchors_per_prompt: int = 0
+    """k (0..5): labelled pool examples, drawn at random, shown in each challenger prompt.
+    0 is R-Zero's unguided setting; R-Few grounds the challenger with a few."""
+    anchor_pool_size: int = 32
+    """Size of the small labelled pool, drawn (seeded) from the problems of ``data.*``;
+    problems without gold are left out of it."""
+    solver_samples: int = 10
+    """m: solver answers per generated question (R-Zero: 10). p_hat is the share of the
+    largest equivalence class among the m; the m answers are also the solver's GRPO group."""
+    repetition_weight: float = 1.0
+    """lambda: weight of the repetition penalty, the share of the step's questions in the
+    question's near-duplicate cluster. R-Zero's code subtracts the share from min(p_hat,
+    1 - p_hat), half our 1 - 2|p_hat - 1/2|: lambda = 2 weighs it as that code does."""
+    bleu_threshold: float = 0.5
+    """Near-duplicate clusters: average-linkage clustering of the step's questions by BLEU
+    distance (1 - BLEU) stops merging at this distance (R-Zero: 0.5)."""
+    band: list[float] = field(default_factory=lambda: [0.3, 0.7])
+    """[low, high]: the solver trains on generated questions whose p_hat lies in this band
+    (ends included), with their majority answer as label."""
+    band_rule: str = "value"
+    """value: p_hat itself in ``band`` (R-Zero's filter) | quantile: p_hat between the
+    step's low- and high-quantile of p_hat (a rank-based reading of R-Few's curriculum)."""
+    anchors_per_step: int = 4
+    """Pool questions the solver answers per solver step, graded against their gold (R-Few's
+    mixed training); they also give ``selfplay/solver/anchor_acc``."""
+    anchor_weight: float = 1.0
+    """Weight of the anchor questions' advantages in the solver's loss (0: answered for the
+    metric only, as in R-Zero, which trains on generated questions alone)."""
+    format_weight: float = 0.1
+    """Solver reward = (1 - format_weight) x accuracy + format_weight x format, format being
+    1 when an answer can be extracted (R-Zero: 0.9 / 0.1)."""
+    challenger_steps: int = 5
+    """Steps of each challenger phase: only the challenger trains (R-Zero: 5 per iteration)."""
+    solver_steps: int = 15
+    """Steps of each solver phase: only the solver trains (R-Zero: 15 per iteration).
+    Phases alternate, challenger first."""
+    question_max_new_tokens: int = 256
+    """Longest challenger completion, in tokens (the solver's answers use
+    ``rollout.max_new_tokens``)."""
+    images: str = "auto"
+    """on: each challenger prompt shows the picture of a pool item (the first anchor's, or a
+    random item's when k = 0) and the question written from it carries that picture |
+    off: text-only questions | auto: on when both roles take images and the pool has them."""
+    challenger_system: str = (
+        "You are an expert problem setter. FIRST, in your private scratch-pad, think "
+        "step-by-step to design a brand-new, non-trivial question with one short, "
+        "checkable final answer. THEN, without revealing your private thoughts, output "
+        "exactly the following two blocks:\n\n<question>\n{the full question}\n"
+        "</question>\n\n\\boxed{final answer}\n\nDo NOT output anything else.")
+    """System message of the challenger (R-Zero's problem-setter prompt, not tied to math);
+    only the text between the last <question> and </question> is used."""
+    challenger_request: str = ("Generate one new, challenging reasoning question now. "
+                               "Remember to format the output exactly as instructed.")
+    """The challenger's user turn, after the k anchor examples (R-Zero's wording)."""
+    hist_bins: int = 5
+    """Equal-width bins over [0, 1] of the logged p_hat histogram (``selfplay/p_hat_hist/<bin>``)."""
+
+
+@dataclass
 class RunConfig:
     """Bookkeeping of a run."""
 
@@ -446,6 +516,8 @@ class Config:
     """Held-out accuracy during training."""
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
     """Collapse / divergence detection: warnings, optional stop."""
+    self_play: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    """Challenger / solver self-play settings (``method: self_play`` only)."""
     arms: list[str] = field(default_factory=list)
     """Methods to compare from the same warm-up and budget (e.g. [co_rl, ttrl]): each arm is
     a full run in <output_dir>/<method>/, then summary.json and comparison.png. Empty: one
@@ -480,6 +552,15 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "rollout.vllm.dtype": ("auto", "bfloat16", "float16", "float32"),
     "distributed.backend": ("auto", "nccl", "gloo"),
 }
+
+#: Methods that are a recipe of their own rather than one reward source for every agent.
+#: ``self_play`` (R-Zero / R-Few, ``vlcohort/selfplay.py``) rewards its challenger by the
+#: solver's uncertainty and its solver by majority labels and gold anchors, so it has no
+#: single ``reward.source``: validation requires that key unset (null) for it.
+RECIPE_METHODS = ("self_play",)
+CHOICES["method"] = (*CHOICES["method"], *RECIPE_METHODS)
+CHOICES["self_play.band_rule"] = ("value", "quantile")
+CHOICES["self_play.images"] = ("auto", "on", "off")
 
 
 # ----------------------------------------------------------------------------- loading
@@ -637,6 +718,8 @@ def validate(cfg: Config) -> None:
     """Checks that need more than one field, and choice fields; fills derived fields
     (``reward.source`` from ``method``)."""
     _check_choice("method", cfg.method)
+    if cfg.method in RECIPE_METHODS:
+        return _validate_self_play(cfg)
     for i, a in enumerate(cfg.agents):
         _check_choice("agents.*.dtype", a.dtype, f"agents.{i}.dtype")
         _check_choice("agents.*.attn_implementation", a.attn_implementation,
@@ -805,6 +888,81 @@ def _validate_monitor(m: MonitorConfig) -> None:
     if m.stop_on and not m.enable:
         raise ConfigError("monitor.stop_on needs monitor.enable=true (a disabled monitor "
                           "cannot stop the run)")
+def self_play_roles(cfg: Config) -> tuple[int, int]:
+    """(challenger index, solver index) from ``self_play.challenger`` / ``self_play.solver``,
+    each an agent name or an index into ``agents``."""
+    names = [a.name for a in cfg.agents]
+    out = []
+    for key in ("challenger", "solver"):
+        value = str(getattr(cfg.self_play, key))
+        if value in names:
+            out.append(names.index(value))
+        elif value.isdigit() and int(value) < len(names):
+            out.append(int(value))
+        else:
+            raise ConfigError(f"self_play.{key}: {value!r} names no agent; give an agent name "
+                              f"({', '.join(names)}) or an index 0..{len(names) - 1}")
+    if out[0] == out[1]:
+        raise ConfigError(f"self_play.challenger and self_play.solver are both agent "
+                          f"{names[out[0]]!r}; the two roles need two agents (two copies of one "
+                          "model are fine: give both agents the same path)")
+    return out[0], out[1]
+
+
+def _validate_self_play(cfg: Config) -> None:
+    """``method: self_play``: its own section and the roles, then every check that does not
+    depend on a reward source, run as for a single-source run. There is no single reward
+    source (challenger: the solver's uncertainty; solver: its majority label and gold
+    anchors), so ``reward.source`` must stay unset; ``reward.grader``, ``tie`` and
+    ``answer_style`` apply to the solver's answers."""
+    if cfg.reward.source is not None:
+        raise ConfigError(f"reward.source={cfg.reward.source!r}: method=self_play has no single "
+                          "reward source (the challenger is rewarded by the solver's "
+                          "uncertainty, the solver by its majority answers and gold anchors); "
+                          "leave reward.source unset")
+    if len(cfg.agents) != 2:
+        raise ConfigError(f"agents: method=self_play needs exactly 2 agents (a challenger and a "
+                          f"solver), got {len(cfg.agents)}")
+    if cfg.arms:
+        raise ConfigError("arms: method=self_play runs alone; set arms=[]")
+    if cfg.data.decouple:
+        raise ConfigError("data.decouple: not used by method=self_play; set it false")
+    if cfg.eval.every:
+        raise ConfigError("eval.every: held-out evaluation is not wired into method=self_play "
+                          "(selfplay/solver/anchor_acc tracks the solver); set eval.every=0")
+    sp = cfg.self_play
+    _check_choice("self_play.band_rule", sp.band_rule)
+    _check_choice("self_play.images", sp.images)
+    if not 0 <= sp.anchors_per_prompt <= 5:
+        raise ConfigError(f"self_play.anchors_per_prompt: k must be in 0..5, got "
+                          f"{sp.anchors_per_prompt}")
+    if sp.anchor_pool_size < max(1, sp.anchors_per_prompt):
+        raise ConfigError(f"self_play.anchor_pool_size: must be >= 1 and >= "
+                          f"self_play.anchors_per_prompt, got {sp.anchor_pool_size}")
+    if sp.solver_samples < (2 if cfg.grpo.adv_scale == "group" else 1):
+        raise ConfigError(f"self_play.solver_samples: m={sp.solver_samples}; the m answers are "
+                          "the solver's GRPO group: m >= 2 with grpo.adv_scale=group")
+    if len(sp.band) != 2 or not 0 <= sp.band[0] <= sp.band[1] <= 1:
+        raise ConfigError(f"self_play.band: [low, high] with 0 <= low <= high <= 1, got {sp.band}")
+    if sp.repetition_weight < 0 or sp.anchor_weight < 0:
+        raise ConfigError("self_play.repetition_weight and self_play.anchor_weight must be >= 0")
+    if not 0 < sp.bleu_threshold <= 1:
+        raise ConfigError(f"self_play.bleu_threshold: must be in (0, 1], got {sp.bleu_threshold}")
+    if not 0 <= sp.format_weight <= 1:
+        raise ConfigError(f"self_play.format_weight: must be in [0, 1], got {sp.format_weight}")
+    if sp.anchors_per_step < 0:
+        raise ConfigError(f"self_play.anchors_per_step: must be >= 0, got {sp.anchors_per_step}")
+    if sp.challenger_steps < 0 or sp.solver_steps < 0 or sp.challenger_steps + sp.solver_steps < 1:
+        raise ConfigError("self_play.challenger_steps and self_play.solver_steps: >= 0, and at "
+                          "least one phase must have steps")
+    if sp.question_max_new_tokens < 1 or sp.hist_bins < 1:
+        raise ConfigError("self_play.question_max_new_tokens and self_play.hist_bins: must be >= 1")
+    if not sp.challenger_request.strip():
+        raise ConfigError("self_play.challenger_request: empty; the challenger needs a request")
+    # The rest (agents, rollout, grpo, optim, data...) as for a single-source run; the
+    # stand-in method's reward source is set on a copy of the reward section only.
+    validate(dataclasses.replace(cfg, method="ttrl", reward=dataclasses.replace(cfg.reward)))
+    self_play_roles(cfg)
 
 
 def _check_choice(pattern: str, value: str, key: str | None = None) -> None:

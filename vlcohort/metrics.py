@@ -70,14 +70,37 @@ METRIC_DOCS: dict[str, str] = {
     "timing/step": "seconds for the whole step",
 }
 
+#: Self-play (``method: self_play``, ``vlcohort/selfplay.py``): one line per step, of either
+#: phase; the training role also logs its ``agent/<a>/...`` update metrics.
+METRIC_DOCS.update({
+    "selfplay/phase": "0 on a challenger step (only the challenger trains), 1 on a solver step",
+    "selfplay/question_validity": "share of the step's challenger completions holding a "
+                                  "parseable <question> the solver can take (the rest get -1)",
+    "selfplay/p_hat_mean": "mean p_hat of the valid questions (share of the solver's m answers "
+                           "in the largest equivalence class)",
+    "selfplay/p_hat_hist/<bin>": "share of the valid questions whose p_hat falls in bin <bin> "
+                                 "(lo-hi; self_play.hist_bins equal bins over [0, 1])",
+    "selfplay/in_band": "share of the valid questions whose p_hat lies in the curriculum band",
+    "selfplay/repetition_penalty": "mean repetition penalty of the valid questions (share of "
+                                   "the step's questions in their BLEU near-duplicate cluster)",
+    "selfplay/repetition_share": "share of the valid questions that have a near-duplicate in "
+                                 "the step (cluster of 2 or more)",
+    "selfplay/question_len": "mean length of the valid questions, in whitespace words",
+    "selfplay/distinct2": "distinct-2 of the valid questions: distinct word bigrams / all "
+                          "bigrams (diversity)",
+    "selfplay/solver/anchor_acc": "solver steps: share of the solver's answers to anchor "
+                                  "(labelled pool) questions equal to gold",
+    "selfplay/solver/trained_questions": "solver steps: generated questions the solver "
+                                         "trained on (in the band, with a majority label)",
+})
+
 
 def documented(key: str) -> bool:
     """Whether a logged key matches a documented pattern (README table = this dict)."""
     import re
 
     for pattern in METRIC_DOCS:
-        regex = "^" + re.escape(pattern).replace(re.escape("<a>"), "[^/]+").replace(
-            re.escape("<t>"), "[^/]+") + "$"
+        regex = "^" + re.sub(r"<[a-z_]+>", "[^/]+", re.escape(pattern)) + "$"
         if re.match(regex, key):
             return True
     return False

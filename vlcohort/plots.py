@@ -152,3 +152,36 @@ def plot_runs(runs: list[str | Path], out_png: str | Path) -> Path:
 def plot_dynamics(metrics_path: str | Path, out_png: str | Path) -> Path:
     """One run's panels (the plot written at the end of ``vlcohort train``)."""
     return plot_runs([metrics_path], out_png)
+def plot_self_play(metrics_path: str | Path, out_png: str | Path) -> Path:
+    """R-Few's stability measures of a self-play run over steps (``selfplay/*`` keys):
+    question validity, p_hat (mean, share in band), repetition, question length, distinct-2,
+    the solver's accuracy on anchors. Solver phases are shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = read_metrics(metrics_path)
+    fig, axes = plt.subplots(1, 5, figsize=(20, 3.6))
+    panels = [(("selfplay/question_validity",), "question validity"),
+              (("selfplay/p_hat_mean", "selfplay/in_band"), "p_hat mean / share in band"),
+              (("selfplay/repetition_share", "selfplay/distinct2"), "repetition share / distinct-2"),
+              (("selfplay/question_len",), "question length (words)"),
+              (("selfplay/solver/anchor_acc",), "solver accuracy on anchors")]
+    solver_steps = [r["step"] for r in records if r.get("selfplay/phase") == 1]
+    for ax, (keys, title) in zip(axes, panels):
+        for s in solver_steps:
+            ax.axvspan(s - 0.5, s + 0.5, color="0.92", lw=0)
+        for key in keys:
+            xs, ys = _series(records, key)
+            ax.plot(xs, ys, marker=".", label=key.rsplit("/", 1)[-1])
+        ax.set_title(title)
+        ax.set_xlabel("step (shaded: solver phase)")
+        if len(keys) > 1:
+            ax.legend()
+    fig.tight_layout()
+    out = Path(out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out

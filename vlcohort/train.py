@@ -554,6 +554,13 @@ def main(cfg: Config, resume: str | None = None, layout: dist_.Layout | None = N
     """Run a whole training job; ``resume`` continues the run in that folder."""
     if dist_.launched_world_size() == 1 or os.environ.get("RANK", "0") == "0":
         print(resolved_text(cfg))
+    if cfg.method == "self_play":  # challenger / solver phases: a recipe of its own
+        if dist_.launched_world_size() > 1:
+            raise TrainingError("method=self_play runs in one process (its two roles alternate, "
+                                "they do not train side by side); launch it without torchrun")
+        from .selfplay import main as self_play_main
+
+        return self_play_main(cfg, resume)
     if cfg.arms:
         if resume is not None:
             raise TrainingError("--resume takes one arm's folder (e.g. runs/demo/co_rl), not a "

@@ -1,0 +1,879 @@
+"""Guided challenger / solver self-play: R-Zero (arXiv 2508.05004) and R-Few (arXiv 2512.02472).
+
+Two agents of any family (text-only or VLM) take turns; ``vlcohort train`` runs it from a
+config with ``method: self_play`` (``configs/self_play_tiny.yaml``).
+
+    setup    resolved config saved; problems of ``data.*`` loaded; a small labelled anchor
+             pool drawn from them; both agents built; resume from a checkpoint
+    step     the challenger sees k anchors (k = 0: R-Zero) and writes B x G questions ->
+             parsed (``<question>...</question>``, else reward -1) -> the solver answers
+             each m times -> p_hat = share of the largest equivalence class (the grader's)
+             -> challenger phase: reward 1 - 2|p_hat - 1/2| - lambda x (share of the step's
+             questions in its near-duplicate cluster), GRPO update of the challenger;
+             solver phase: questions with p_hat in the band, labelled by their majority
+             answer, plus anchor questions graded against gold, GRPO update of the solver
+    cleanup  final checkpoint; ``metrics.jsonl``, ``questions.jsonl`` (every question
+             written, its p_hat, label, cluster share and reward), ``plots/self_play.png``
+
+Shapes: B challenger prompts per step, G completions per prompt (``rollout.*``), N = B x G
+questions, V of them valid, m solver samples per question, S prompts the solver trains on.
+
+What is faithful (checked against R-Zero's released code, Chengsong-Huang/R-Zero):
+- the challenger's output format (``<question>...</question>`` then ``\\boxed{answer}``)
+  and its problem-setter / request prompts, adapted from math to any question;
+- p_hat: the largest answer class over all m samples (unanswered samples count in the
+  denominator and form no class), classes merged by an equivalence grader;
+- the repetition penalty: BLEU distance 1 - sentence-BLEU (whitespace tokens, 4-grams,
+  nltk's smoothing method 1, the pair scored with the earlier question as hypothesis),
+  average-linkage agglomerative clustering stopped at distance 0.5, penalty = cluster
+  size / batch size; a question that cannot be parsed gets -1;
+- the solver's reward: 0.9 x (answer equals the majority label) + 0.1 x format, trained on
+  questions whose p_hat lies in a band; m = 10 (the samples behind the challenger's reward)
+  and 5 / 15 challenger / solver steps per iteration by default.
+
+Where we differ, on purpose:
+- online, not iterated offline: R-Zero trains the challenger 5 steps, then has the frozen
+  challenger write ~8,000 questions, filters them once and trains the solver 15 steps on
+  that set. Here every step writes a fresh batch of B x G questions; in a solver phase the
+  (frozen) challenger's batch is filtered and trained on at once;
+- the challenger's uncertainty term is 1 - 2|p_hat - 1/2| (the R-Zero paper's form, in
+  [0, 1]); R-Zero's code uses min(p_hat, 1 - p_hat), half of it, with lambda = 1, so our
+  lambda = 2 weighs the penalty as the code does. The reward is not clipped at 0, so of two
+  useless questions the duplicated one still ranks lower;
+- an unparseable question gets exactly -1 and is not clustered (R-Zero's code clusters the
+  empty strings too and subtracts their cluster's share from the -1); a question only
+  needs its ``<question>`` block (R-Zero also requires the challenger's ``\\boxed{}``
+  answer, which it never uses); a question the solver cannot render (an image
+  placeholder without an image, more than 8 options) is invalid the same way;
+- one set of m answers per question gives the challenger's p_hat, the solver's filter and
+  label, and the solver's GRPO group. R-Zero's code labels the solver's set with 9 fresh
+  samples (p_hat there over the answered samples only, and questions mentioning "box" or
+  proofs dropped), keeps p_hat in [0.3, 0.8] in its released script, and trains on 5 new
+  rollouts per kept question; here the label comes from the trained-on samples, as in
+  TTRL, and the band defaults to [0.3, 0.7] (``self_play.band=[0.3, 0.8]`` for the
+  script's). The band's ends are included; a tied majority abstains under
+  ``reward.tie=abstain`` (R-Zero takes the first maximum: ``reward.tie=first``). The
+  format term is "an answer can be extracted" with the run's answer style, not R-Zero's
+  ``<think>...</think> \\boxed{}`` regular expression;
+- answers are extracted and compared by the one grader (``grading.py``): option letters
+  and option texts are one class when a generated question lists options.
+
+R-Few, as far as its published text goes: the challenger's prompt holds k <= 5 examples
+drawn at random from a small human-labelled pool (``self_play.anchors_per_prompt``,
+``anchor_pool_size``), and the solver trains on generated questions of mid difficulty mixed
+with the human examples graded against their gold (``anchors_per_step``,
+``anchor_weight``). Its text leaves two things open, and this is what we did:
+- the selection rule ("online, difficulty-based curriculum"): either an absolute band on
+  p_hat (``band_rule: value``, R-Zero's filter, the default) or a rank-based band, p_hat
+  between the step's low- and high-quantile (``band_rule: quantile``);
+- the alignment term (keeping generated questions close to the human data): we add no
+  reward term for it. Grounding comes only from the anchors shown in context and from the
+  gold-graded anchors in the solver's loss; the challenger's reward is R-Zero's.
+
+Images (``self_play.images``): with ``on`` (or ``auto`` when both roles take images and
+the pool has them) each challenger prompt shows the picture of one pool item (its first
+anchor's, or a random item's when k = 0) and the question written from it carries that
+picture; with ``off`` questions are text-only and anchors are shown by their text, so a
+text-only challenger or solver works with any pool. A text-only solver cannot answer image
+anchors: use text problems, or ``anchors_per_step=0``.
+"""
+
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import sys
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from processors import ProblemInputError, RenderedPrompt, format_options
+from processors.base import IMAGE_PLACEHOLDER
+
+from . import checkpoint as ckpt
+from . import grpo
+from .agent import Agent, build_agent, update_agent
+from .config import Config, resolved_text, save_resolved, self_play_roles
+from .grading import get_grader
+from .metrics import MetricsLogger
+from .problems import Problem, split_options
+from .rewards import extract_all, gold_match, score, vote_all
+from .rollout.base import Rollouts, SamplingParams
+from .train import TrainingError, load_problems, rollout_seed, seed_everything
+from .voting import majority_vote
+
+# ============================================================================ the math
+
+_QUESTION = re.compile(r"<question>(.*?)</question>", re.DOTALL | re.IGNORECASE)
+
+
+def parse_question(text: str | None) -> str | None:
+    """The question of a challenger completion: the text of its last
+    ``<question>...</question>`` block (tags in any case), stripped; None when there is
+    none or it is empty. Only a parseable question is a question (else reward -1).
+
+    >>> parse_question("think... <question> What is 2+3? </question> \\\\boxed{5}")
+    'What is 2+3?'
+    >>> parse_question("<question>  </question>") is None
+    True
+    """
+    if not text:
+        return None
+    found = _QUESTION.findall(text)
+    return (found[-1].strip() or None) if found else None
+
+
+def p_hat(answers: Sequence[str | None], options: Sequence[str] | None = None,
+          grader=None) -> float:
+    """Share of the m samples in the largest equivalence class of answers (the grader's
+    classes, as the vote clusters them). An unanswered sample (None) forms no class but
+    counts in the denominator, so 2 agreeing answers of 4 samples is 0.5 however many of
+    the other 2 parsed. No answer at all: 0.
+
+    >>> p_hat(["4", "4.0", None, "5"])
+    0.5
+    """
+    if not answers:
+        return 0.0
+    return majority_vote(answers, options, tie="first", grader=grader).share
+
+
+def uncertainty_reward(p: float) -> float:
+    """1 - 2|p - 1/2|: 1 when the solver splits evenly, 0 when it always (or never) agrees.
+
+    >>> uncertainty_reward(0.5), uncertainty_reward(0.3), uncertainty_reward(1.0)
+    (1.0, 0.6, 0.0)
+    """
+    return 1.0 - 2.0 * abs(p - 0.5)
+
+
+def challenger_rewards(valid: Sequence[bool], p_hats: Sequence[float],
+                       penalties: Sequence[float], repetition_weight: float) -> torch.Tensor:
+    """[N] rewards of N challenger completions: -1 for an invalid question, else
+    ``uncertainty_reward(p_hat) - repetition_weight x penalty`` (penalty: the share of the
+    step's N questions in its near-duplicate cluster). ``p_hats`` / ``penalties`` of
+    invalid entries are ignored."""
+    out = [uncertainty_reward(p) - repetition_weight * pen if ok else -1.0
+           for ok, p, pen in zip(valid, p_hats, penalties, strict=True)]
+    return torch.tensor(out, dtype=torch.float32)  # [N]
+
+
+def _ngram_counts(tokens: Sequence[str], n: int) -> Counter:
+    return Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+
+
+def sentence_bleu(hypothesis: Sequence[str], reference: Sequence[str], max_n: int = 4,
+                  epsilon: float = 0.1) -> float:
+    """Sentence BLEU of one hypothesis against one reference, as nltk's
+    ``sentence_bleu(..., smoothing_function=SmoothingFunction().method1)`` computes it
+    (R-Zero's repetition penalty): clipped n-gram precisions p_1..p_4, uniform weights, a
+    precision with no match smoothed to ``epsilon / count`` (count at least 1), 0 when no
+    unigram matches, times the brevity penalty exp(1 - r / c) when the hypothesis is
+    shorter than the reference.
+
+    >>> round(sentence_bleu("a b c d e".split(), "a b c d f".split()), 5)   # 0.2 ** 0.25
+    0.66874
+    """
+    if not hypothesis:
+        return 0.0
+    precisions = []
+    for n in range(1, max_n + 1):
+        hyp, ref = _ngram_counts(hypothesis, n), _ngram_counts(reference, n)
+        matches = sum(min(c, ref[g]) for g, c in hyp.items())
+        total = max(1, sum(hyp.values()))
+        if n == 1 and matches == 0:
+            return 0.0
+        precisions.append(matches / total if matches else epsilon / total)
+    c, r = len(hypothesis), len(reference)
+    brevity = 1.0 if c > r else math.exp(1 - r / c)
+    return brevity * math.exp(sum(math.log(p) for p in precisions) / max_n)
+
+
+def bleu_distances(texts: Sequence[str]) -> np.ndarray:
+    """[V, V] symmetric distances 1 - BLEU between whitespace-tokenised texts; the pair
+    (i, j), i < j, is scored with text i as hypothesis and text j as reference (as R-Zero's
+    ``_bleu_distance_matrix``); the diagonal is 0."""
+    tokens = [t.split() for t in texts]
+    V = len(texts)
+    dist = np.zeros((V, V))  # [V, V]
+    for i in range(V):
+        for j in range(i + 1, V):
+            dist[i, j] = dist[j, i] = 1.0 - sentence_bleu(tokens[i], tokens[j])
+    return dist
+
+
+def average_linkage_clusters(dist: np.ndarray, threshold: float) -> list[int]:
+    """Agglomerative clustering with average linkage (UPGMA) on a [V, V] distance matrix:
+    repeatedly merge the two clusters with the smallest mean pairwise distance while it is
+    below ``threshold`` (scikit-learn's ``AgglomerativeClustering(distance_threshold=...,
+    linkage="average")``, as R-Zero uses it). Returns a cluster id per item, numbered by
+    first member. Ties merge the pair found first (row-major)."""
+    V = len(dist)
+    if V == 0:
+        return []
+    d = np.array(dist, dtype=float)  # [V, V]
+    np.fill_diagonal(d, np.inf)
+    sizes = np.ones(V)
+    members: dict[int, list[int]] = {i: [i] for i in range(V)}
+    while len(members) > 1:
+        flat = int(np.argmin(d))
+        a, b = divmod(flat, V)
+        if not d[a, b] < threshold:
+            break
+        a, b = min(a, b), max(a, b)
+        # Lance-Williams, average linkage: d(k, a+b) = (|a| d(k,a) + |b| d(k,b)) / (|a| + |b|)
+        merged = (sizes[a] * d[a] + sizes[b] * d[b]) / (sizes[a] + sizes[b])  # [V]
+        d[a, :], d[:, a] = merged, merged
+        d[a, a] = np.inf
+        d[b, :], d[:, b] = np.inf, np.inf
+        sizes[a] += sizes[b]
+        members[a].extend(members.pop(b))
+    labels = [0] * V
+    for label, rep in enumerate(sorted(members)):
+        for i in members[rep]:
+            labels[i] = label
+    return labels
+
+
+def repetition_penalties(questions: Sequence[str], batch_size: int,
+                         threshold: float = 0.5) -> list[float]:
+    """Per question, the share of the batch in its near-duplicate cluster: cluster size /
+    ``batch_size`` (the step's N challenger completions, invalid ones included in the
+    count but never clustered). A question alone in its cluster still pays 1 / N."""
+    if not questions:
+        return []
+    labels = average_linkage_clusters(bleu_distances(questions), threshold)
+    sizes = Counter(labels)
+    return [sizes[label] / batch_size for label in labels]
+
+
+def in_band(p_hats: Sequence[float], band: Sequence[float], rule: str = "value") -> list[bool]:
+    """Which questions the solver trains on. ``value``: low <= p_hat <= high. ``quantile``:
+    p_hat between the ``low``- and ``high``-quantiles (linear interpolation, numpy's
+    default) of this batch's p_hats, ends included."""
+    low, high = band
+    if rule == "quantile":
+        if not p_hats:
+            return []
+        low, high = (float(np.quantile(np.asarray(p_hats, dtype=float), q)) for q in (low, high))
+    elif rule != "value":
+        raise ValueError(f"band rule {rule!r}: not one of value, quantile")
+    return [low <= p <= high for p in p_hats]
+
+
+def distinct_n(texts: Sequence[str], n: int = 2) -> float | None:
+    """Distinct-n (Li et al. 2016): distinct whitespace n-grams / all n-grams, pooled over
+    the texts; None when the texts hold no n-gram. R-Few tracks it (with question length)
+    as a diversity / stability measure of the generated questions.
+
+    >>> distinct_n(["a b c", "a b d"])
+    0.75
+    """
+    grams = [g for t in texts for g in _ngram_counts(t.split(), n).elements()]
+    return len(set(grams)) / len(grams) if grams else None
+
+
+def p_hat_histogram(p_hats: Sequence[float], bins: int) -> dict[str, float]:
+    """Share of the questions in each of ``bins`` equal-width bins over [0, 1], keyed
+    ``"lo-hi"`` with two decimals; a p_hat on a bin edge goes to the upper bin (1.0 to the
+    last)."""
+    counts = [0] * bins
+    for p in p_hats:
+        counts[min(bins - 1, int(p * bins + 1e-9))] += 1
+    n = max(1, len(p_hats))
+    return {f"{i / bins:.2f}-{(i + 1) / bins:.2f}": c / n for i, c in enumerate(counts)}
+
+
+def solver_rewards(correct: torch.Tensor, parsed: torch.Tensor,
+                   format_weight: float = 0.1) -> torch.Tensor:
+    """[S, m] = (1 - format_weight) x correct + format_weight x parsed (R-Zero's 0.9 / 0.1)."""
+    return (1.0 - format_weight) * correct.float() + format_weight * parsed.float()
+
+
+def phase_of(step: int, challenger_steps: int, solver_steps: int) -> str:
+    """``challenger`` or ``solver`` for a 1-based step: phases alternate, challenger first.
+
+    >>> [phase_of(s, 2, 1) for s in range(1, 7)]
+    ['challenger', 'challenger', 'solver', 'challenger', 'challenger', 'solver']
+    """
+    return "challenger" if (step - 1) % (challenger_steps + solver_steps) < challenger_steps \
+        else "solver"
+
+
+# ============================================================================ prompts and questions
+
+
+def anchor_block(anchor: Problem) -> str:
+    """One pool example as the challenger sees it: the question (image placeholders taken
+    out, options listed) in the very format it must write, then its gold answer."""
+    body = IMAGE_PLACEHOLDER.sub("", anchor.text).strip()
+    if anchor.options:
+        body += "\n" + format_options(anchor.options)
+    return f"<question>\n{body}\n</question>\n\\boxed{{{anchor.gold}}}"
+
+
+def challenger_text(anchors: Sequence[Problem], request: str, with_image: bool = False) -> str:
+    """The challenger's user turn: k examples (none for R-Zero), then the request."""
+    parts = []
+    if anchors:
+        parts.append(f"Here are {len(anchors)} example question(s) with their answers:")
+        parts += [f"Example {i}:\n{anchor_block(a)}" for i, a in enumerate(anchors, 1)]
+    parts.append(request + (" The question must be about the image." if with_image else ""))
+    return "\n\n".join(parts)
+
+
+def question_problem(question: str, problem_id: str, subject: Problem | None = None) -> Problem:
+    """A generated question as a Problem record: options written in it ("Choices: A. ..")
+    become its options (so letters and option texts grade as one answer); no gold. With a
+    ``subject`` (images on) it carries the subject's pictures."""
+    text, options = split_options(question)
+    if not text.strip():
+        text = question
+    meta: dict[str, Any] = {"task": "generated"}
+    images: list = []
+    if subject is not None and subject.images:
+        images = list(subject.images)
+        meta["subject"] = subject.id
+        if subject.meta.get("base_dir"):
+            meta["base_dir"] = subject.meta["base_dir"]
+    return Problem(id=problem_id, text=text, images=images, options=options,
+                   source="challenger", meta=meta)
+
+
+def anchor_pool(problems: Sequence[Problem], size: int, seed: int) -> tuple[list[Problem], int]:
+    """The small labelled pool: ``size`` problems with gold, drawn with the run seed.
+    Returns (pool, number of problems left out for having no gold)."""
+    with_gold = [p for p in problems if p.gold is not None and str(p.gold).strip()]
+    order = list(range(len(with_gold)))
+    random.Random(f"vlcohort.selfplay/pool/{seed}").shuffle(order)
+    return [with_gold[i] for i in sorted(order[:size])], len(problems) - len(with_gold)
+
+
+def usable_pool(pool: Sequence[Problem], agents: Sequence[Agent], cfg: Config
+                ) -> tuple[list[Problem], dict[str, int]]:
+    """The pool problems every given agent can render (a missing or corrupt image, a
+    placeholder mismatch...); the others are left out and counted by reason, so a bad
+    record never stops a run halfway."""
+    kept, broken = [], {}
+    for p in pool:
+        try:
+            for a in agents:
+                a.adapter.render(p, cfg.prompt.system_prompt, cfg.prompt.instruction)
+        except ProblemInputError as e:
+            broken[e.reason] = broken.get(e.reason, 0) + 1
+            continue
+        kept.append(p)
+    return kept, broken
+
+
+# ============================================================================ the run
+
+
+@dataclass
+class SelfPlayRun:
+    cfg: Config
+    dir: Path
+    agents: list[Agent]
+    challenger: int  # index into agents
+    solver: int
+    pool: list[Problem]
+    images: bool  # challenger prompts and questions carry a pool item's picture
+    logger: MetricsLogger
+    grader: Any
+    step: int = 0  # last completed step
+    skipped: dict[str, int] = field(default_factory=dict)  # invalid questions by reason
+    bad_steps_in_row: int = 0  # steps whose update was skipped for a NaN / inf loss
+
+    @property
+    def questions_path(self) -> Path:
+        return self.dir / "questions.jsonl"
+
+
+@dataclass
+class QuestionBatch:
+    """One step's questions: B challenger prompts, N = B x G completions.
+
+    ``problems[n]`` is completion n's question as the solver sees it (None: invalid, with
+    ``reasons[n]``); ``rendered_solver[n]`` its rendering for the solver."""
+
+    prompts: list[Problem]  # [B] the challenger's prompts
+    rendered: list[RenderedPrompt]  # [B] their rendering by the challenger
+    rollouts: Rollouts | None  # N challenger completions (None: hand-given texts)
+    texts: list[str]  # [N]
+    questions: list[str | None]  # [N] parsed question text
+    problems: list[Problem | None]  # [N]
+    rendered_solver: list[RenderedPrompt | None]  # [N]
+    reasons: list[str | None]  # [N] why invalid
+
+    @property
+    def valid(self) -> list[int]:
+        return [n for n, p in enumerate(self.problems) if p is not None]
+
+
+@dataclass
+class Answers:
+    """The solver's m answers to the V valid questions and the step's anchors."""
+
+    rollouts: Rollouts | None  # (V + A) x m rows, questions first
+    rendered: list[RenderedPrompt]  # [V + A]
+    problems: list[Problem]  # [V + A]
+    answers: list[list[str | None]]  # [V + A][m]
+    p_hats: list[float]  # [V]
+    labels: list[str | None]  # [V] majority answers (None: no answer, or a tie that abstains)
+    n_questions: int  # V
+
+
+def _draw_prompt(run: SelfPlayRun, step: int, b: int) -> tuple[list[Problem], Problem | None]:
+    """The k anchors of challenger prompt b at a step, and its picture's subject: a pure
+    function of (seed, step, b), so a resumed run draws what the straight run drew."""
+    k = run.cfg.self_play.anchors_per_prompt
+    rng = random.Random(f"vlcohort.selfplay/anchors/{run.cfg.run.seed}/{step}/{b}")
+    anchors = rng.sample(run.pool, k) if k else []
+    subject = None
+    if run.images:
+        subject = anchors[0] if anchors else rng.choice(run.pool)
+    return anchors, subject
+
+
+def challenger_prompts(run: SelfPlayRun, step: int) -> tuple[list[Problem], list[Problem | None]]:
+    """[B] challenger prompts as Problem records, and the subject (picture source) of each."""
+    sp = run.cfg.self_play
+    prompts, subjects = [], []
+    for b in range(run.cfg.rollout.prompts_per_step):
+        anchors, subject = _draw_prompt(run, step, b)
+        meta: dict[str, Any] = {"anchors": [a.id for a in anchors]}
+        if subject is not None and subject.meta.get("base_dir"):
+            meta["base_dir"] = subject.meta["base_dir"]
+        prompts.append(Problem(
+            id=f"challenge-{step}-{b}",
+            text=challenger_text(anchors, sp.challenger_request, subject is not None),
+            images=list(subject.images) if subject is not None else [], meta=meta))
+        subjects.append(subject)
+    return prompts, subjects
+
+
+def parse_batch(run: SelfPlayRun, step: int, prompts: list[Problem], rendered: list[RenderedPrompt],
+                subjects: Sequence[Problem | None], texts: Sequence[str],
+                rollouts: Rollouts | None = None) -> QuestionBatch:
+    """Challenger completions (B x G texts, prompt-major) -> questions the solver can take.
+
+    A completion without a ``<question>`` block, or whose question the solver cannot
+    render (an image placeholder without an image, too many options, images for a
+    text-only solver), is invalid: counted by reason, reward -1."""
+    G = len(texts) // max(1, len(prompts))
+    solver = run.agents[run.solver]
+    questions = [parse_question(t) for t in texts]
+    problems: list[Problem | None] = []
+    rendered_solver: list[RenderedPrompt | None] = []
+    reasons: list[str | None] = []
+    for n, q in enumerate(questions):
+        problem = rend = reason = None
+        if q is None:
+            reason = "unparsed"
+        else:
+            try:
+                problem = question_problem(q, f"gen-{step}-{n}", subjects[n // G])
+            except ValueError:  # the Problem record refuses more than 8 options
+                reason = "too_many_options"
+            if problem is not None:
+                try:
+                    rend = solver.adapter.render(problem, run.cfg.prompt.system_prompt,
+                                                 run.cfg.prompt.instruction)
+                except ProblemInputError as e:
+                    reason, problem = e.reason, None
+        problems.append(problem)
+        rendered_solver.append(rend)
+        reasons.append(reason)
+        if reason:
+            run.skipped[reason] = run.skipped.get(reason, 0) + 1
+    return QuestionBatch(prompts=list(prompts), rendered=list(rendered), rollouts=rollouts,
+                         texts=list(texts), questions=questions, problems=problems,
+                         rendered_solver=rendered_solver, reasons=reasons)
+
+
+def write_questions(run: SelfPlayRun, step: int) -> QuestionBatch:
+    """The challenger writes G completions for each of its B prompts."""
+    cfg, challenger = run.cfg, run.agents[run.challenger]
+    prompts, subjects = challenger_prompts(run, step)
+    rendered = [challenger.adapter.render(p, cfg.self_play.challenger_system, None)
+                for p in prompts]
+    sampling = SamplingParams(max_new_tokens=cfg.self_play.question_max_new_tokens,
+                              temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
+    rollouts = challenger.engine.generate(rendered, cfg.rollout.rollouts_per_prompt, sampling,
+                                          seed=rollout_seed(cfg.run.seed, step, run.challenger))
+    return parse_batch(run, step, prompts, rendered, subjects, rollouts.texts, rollouts)
+
+
+def anchor_batch(run: SelfPlayRun, step: int) -> list[Problem]:
+    """The pool questions the solver answers at a solver step (seeded by step)."""
+    n = min(run.cfg.self_play.anchors_per_step, len(run.pool))
+    return random.Random(f"vlcohort.selfplay/solver/{run.cfg.run.seed}/{step}").sample(run.pool, n)
+
+
+def answer_questions(run: SelfPlayRun, step: int, batch: QuestionBatch,
+                     anchors: Sequence[Problem] = ()) -> Answers:
+    """The solver answers every valid question and every anchor m times, in one batch;
+    p_hat and the majority label of each question come from its m answers."""
+    cfg, solver = run.cfg, run.agents[run.solver]
+    m = cfg.self_play.solver_samples
+    valid = batch.valid
+    problems = [batch.problems[n] for n in valid] + list(anchors)
+    rendered = [batch.rendered_solver[n] for n in valid]
+    rendered += [solver.adapter.render(a, cfg.prompt.system_prompt, cfg.prompt.instruction)
+                 for a in anchors]
+    if not rendered:
+        return Answers(None, [], [], [], [], [], 0)
+    sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
+                              temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
+    rollouts = solver.engine.generate(rendered, m, sampling,
+                                      seed=rollout_seed(cfg.run.seed, step, run.solver))
+    answers = extract_all(rollouts.texts_by_prompt(), cfg.reward.answer_style)  # [V + A][m]
+    V = len(valid)
+    votes = vote_all(answers[:V], problems[:V], tie=cfg.reward.tie, grader=run.grader)  # [V]
+    return Answers(rollouts=rollouts, rendered=rendered, problems=problems, answers=answers,
+                   p_hats=[v.share for v in votes], labels=[v.label for v in votes],
+                   n_questions=V)
+
+
+def _per_question(batch: QuestionBatch, values: Sequence, fill=None) -> list:
+    """Spread [V] values of the valid questions over all N completions."""
+    out = [fill] * len(batch.problems)
+    for n, v in zip(batch.valid, values, strict=True):
+        out[n] = v
+    return out
+
+
+def batch_penalties(run: SelfPlayRun, batch: QuestionBatch) -> list[float]:
+    """[V] repetition penalty of each valid question (share of the N in its cluster)."""
+    return repetition_penalties([batch.questions[n] for n in batch.valid], len(batch.texts),
+                                run.cfg.self_play.bleu_threshold)
+
+
+def train_challenger(run: SelfPlayRun, batch: QuestionBatch, answers: Answers,
+                     penalties: Sequence[float]) -> tuple[torch.Tensor, dict[str, float]]:
+    """Challenger rewards [N] and its GRPO update (groups: the G completions of a prompt)."""
+    cfg, agent = run.cfg, run.agents[run.challenger]
+    valid = [p is not None for p in batch.problems]
+    rewards = challenger_rewards(valid, _per_question(batch, answers.p_hats, 0.0),
+                                 _per_question(batch, penalties, 0.0),
+                                 cfg.self_play.repetition_weight)  # [N]
+    B = len(batch.prompts)
+    adv = grpo.group_advantages(rewards.reshape(B, -1), scale=cfg.grpo.adv_scale)  # [B, G]
+    adv = adv.reshape(-1)  # [N], row b*G + g
+    update = _update(agent, batch.rendered, batch.rollouts, adv, cfg,
+                     cfg.self_play.question_max_new_tokens)
+    return rewards, {**_group_stats(rewards.reshape(B, -1), adv, batch.rollouts), **update}
+
+
+def train_solver(run: SelfPlayRun, answers: Answers, selected: Sequence[bool]
+                 ) -> tuple[int, dict[str, float]]:
+    """The solver's GRPO update on the questions in the band (label: their majority
+    answer) and the anchors (label: gold; advantages x ``anchor_weight``). Returns the
+    number of generated questions trained on and the update's metrics."""
+    cfg, agent, sp = run.cfg, run.agents[run.solver], run.cfg.self_play
+    V = answers.n_questions
+    rows = [v for v in range(V) if selected[v] and answers.labels[v] is not None]
+    n_generated = len(rows)
+    if sp.anchor_weight > 0:
+        rows += list(range(V, len(answers.problems)))
+    if not rows:
+        return 0, _update(agent, [], None, torch.zeros(0), cfg, cfg.rollout.max_new_tokens)
+    labels = [answers.labels[r] if r < V else answers.problems[r].gold for r in rows]
+    problems = [answers.problems[r] for r in rows]
+    ans = [answers.answers[r] for r in rows]  # [S][m]
+    sc = score(ans, labels, problems, run.grader)
+    parsed = torch.tensor([[a is not None for a in row] for row in ans])  # [S, m]
+    rewards = solver_rewards(sc.correct, parsed, sp.format_weight)  # [S, m]
+    adv = grpo.group_advantages(rewards, scale=cfg.grpo.adv_scale)  # [S, m]
+    weight = torch.tensor([1.0 if r < V else sp.anchor_weight for r in rows])  # [S]
+    adv = (adv * weight[:, None]).reshape(-1)  # [S * m]
+    rollouts = answers.rollouts.select_prompts(rows)
+    update = _update(agent, [answers.rendered[r] for r in rows], rollouts, adv, cfg,
+                     cfg.rollout.max_new_tokens)
+    return n_generated, {**_group_stats(rewards, adv, rollouts), **update}
+
+
+def _update(agent: Agent, rendered, rollouts, adv: torch.Tensor, cfg: Config,
+            length_norm: int) -> dict[str, float]:
+    if rollouts is not None and bool((adv != 0).any()):
+        return update_agent(agent, rendered, rollouts, adv, cfg.grpo, cfg.rollout.temperature,
+                            length_norm=length_norm)
+    return {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
+
+
+def _group_stats(rewards: torch.Tensor, adv: torch.Tensor, rollouts: Rollouts | None) -> dict:
+    """The usual per-agent reward / rollout metrics of an update ([S, G] rewards)."""
+    G = rewards.shape[1]
+    out = {"reward/mean": float(rewards.mean()), "reward/std": float(rewards.std(unbiased=False)),
+           "zero_adv_groups": float((adv.reshape(-1, G) == 0).all(dim=1).float().mean())}
+    if rollouts is not None:
+        out["completion_len"] = float(rollouts.lengths().float().mean())
+        out["truncated"] = float(np.mean([not f for f in rollouts.finished]))
+    return out
+
+
+def question_metrics(run: SelfPlayRun, batch: QuestionBatch, answers: Answers,
+                     penalties: Sequence[float], selected: Sequence[bool]) -> dict[str, float]:
+    """R-Few's stability measures of the step's questions (``selfplay/...``)."""
+    sp = run.cfg.self_play
+    N, V = len(batch.texts), answers.n_questions
+    qs = [batch.questions[n] for n in batch.valid]
+    out: dict[str, float] = {"selfplay/question_validity": V / max(1, N)}
+    if V:
+        out["selfplay/p_hat_mean"] = float(np.mean(answers.p_hats))
+        out.update({f"selfplay/p_hat_hist/{k}": v
+                    for k, v in p_hat_histogram(answers.p_hats, sp.hist_bins).items()})
+        out["selfplay/in_band"] = float(np.mean(selected))
+        out["selfplay/repetition_penalty"] = float(np.mean(penalties))
+        out["selfplay/repetition_share"] = float(np.mean([round(p * N) > 1 for p in penalties]))
+        out["selfplay/question_len"] = float(np.mean([len(q.split()) for q in qs]))
+        d2 = distinct_n(qs, 2)
+        if d2 is not None:
+            out["selfplay/distinct2"] = d2
+    return out
+
+
+def self_play_step(run: SelfPlayRun, step: int) -> dict[str, Any]:
+    """One step: the challenger writes, the solver answers, the phase's role trains."""
+    cfg, sp = run.cfg, run.cfg.self_play
+    phase = phase_of(step, sp.challenger_steps, sp.solver_steps)
+    t_step = time.perf_counter()
+    t0 = time.perf_counter()
+    batch = write_questions(run, step)
+    anchors = anchor_batch(run, step) if phase == "solver" else []
+    answers = answer_questions(run, step, batch, anchors)
+    t_rollout = time.perf_counter() - t0
+    record, t_grading, t_update = step_updates(run, step, phase, batch, answers)
+    record.update({"timing/rollout": t_rollout, "timing/grading": t_grading,
+                   "timing/update": t_update, "timing/step": time.perf_counter() - t_step})
+    return record
+
+
+def step_updates(run: SelfPlayRun, step: int, phase: str, batch: QuestionBatch,
+                 answers: Answers) -> tuple[dict[str, Any], float, float]:
+    """Everything after generation: penalties, band, the phase's update, metrics and the
+    question log. Returns (record, seconds grading, seconds updating)."""
+    cfg, sp = run.cfg, run.cfg.self_play
+    t0 = time.perf_counter()
+    penalties = batch_penalties(run, batch)  # [V]
+    selected = in_band(answers.p_hats, sp.band, sp.band_rule)  # [V]
+    t_grading = time.perf_counter() - t0
+    record: dict[str, Any] = {"step": step, "selfplay/phase": 0 if phase == "challenger" else 1}
+    c_name, s_name = run.agents[run.challenger].name, run.agents[run.solver].name
+    t0 = time.perf_counter()
+    rewards = None
+    if phase == "challenger":
+        rewards, stats = train_challenger(run, batch, answers, penalties)
+        record.update({f"agent/{c_name}/{k}": v for k, v in stats.items()})
+    else:
+        trained, stats = train_solver(run, answers, selected)
+        record.update({f"agent/{s_name}/{k}": v for k, v in stats.items()})
+        record["selfplay/solver/trained_questions"] = trained
+    t_update = time.perf_counter() - t0
+    for agent in run.agents:  # the schedules follow steps, trained or not (as in train.py)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            agent.scheduler.step()
+    record.update(question_metrics(run, batch, answers, penalties, selected))
+    V = answers.n_questions
+    if answers.answers:
+        record[f"agent/{s_name}/parse_rate"] = float(np.mean(
+            [a is not None for row in answers.answers for a in row]))
+    if len(answers.problems) > V:
+        anchor_hits = [gold_match(a, p, run.grader)
+                       for p, row in zip(answers.problems[V:], answers.answers[V:]) for a in row]
+        record["selfplay/solver/anchor_acc"] = float(np.mean(anchor_hits))
+    log_questions(run, step, phase, batch, answers, penalties, selected, rewards)
+    return record, t_grading, t_update
+
+
+def log_questions(run: SelfPlayRun, step: int, phase: str, batch: QuestionBatch,
+                  answers: Answers, penalties, selected, rewards) -> None:
+    """One line per challenger completion in ``questions.jsonl``."""
+    p_hats = _per_question(batch, answers.p_hats)
+    labels = _per_question(batch, answers.labels)
+    pens = _per_question(batch, penalties)
+    band = _per_question(batch, selected)
+    with run.questions_path.open("a") as f:
+        for n, text in enumerate(batch.texts):
+            f.write(json.dumps({
+                "step": step, "phase": phase, "question": batch.questions[n],
+                "valid": batch.problems[n] is not None, "reason": batch.reasons[n],
+                "p_hat": p_hats[n], "label": labels[n], "penalty": pens[n],
+                "in_band": band[n], "reward": None if rewards is None else float(rewards[n]),
+                "anchors": batch.prompts[n * len(batch.prompts) // len(batch.texts)].meta.get(
+                    "anchors", []),
+                "completion": text}) + "\n")
+
+
+def _truncate_jsonl(path: Path, step: int) -> None:
+    """Keep the lines of steps <= ``step`` (a resumed or fresh run rewrites the rest)."""
+    if not path.is_file():
+        return
+    keep = [line for line in path.read_text().splitlines()
+            if line.strip() and step and json.loads(line)["step"] <= step]
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in keep))
+    tmp.replace(path)
+
+
+# ============================================================================ setup, loop, cleanup
+
+
+def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
+    run_dir = Path(resume) if resume is not None else Path(cfg.run.output_dir)
+    seed_everything(cfg.run.seed)
+    save_resolved(cfg, run_dir)
+    sp = cfg.self_play
+    challenger, solver = self_play_roles(cfg)
+    pool, no_gold = anchor_pool(load_problems(cfg), sp.anchor_pool_size, cfg.run.seed)
+    if no_gold:
+        print(f"anchor pool: {no_gold} problems without gold left out", file=sys.stderr)
+    if len(pool) < sp.anchor_pool_size:
+        print(f"anchor pool: {len(pool)} problems with gold (self_play.anchor_pool_size="
+              f"{sp.anchor_pool_size})", file=sys.stderr)
+    if len(pool) < max(1, sp.anchors_per_prompt):
+        raise TrainingError(f"self_play: the anchor pool has {len(pool)} problems with gold; "
+                            f"self_play.anchors_per_prompt={sp.anchors_per_prompt} needs at "
+                            "least that many (and images or anchors need one): check data.*")
+    folder = ckpt.latest_checkpoint(run_dir) if resume is not None else None
+    agents = [build_agent(mc, cfg, weights_from=str(folder / mc.name) if folder else None)
+              for mc in cfg.agents]
+    multimodal = agents[challenger].adapter.is_multimodal and agents[solver].adapter.is_multimodal
+    pool_images = any(p.images for p in pool)
+    if sp.images == "on" and not multimodal:
+        raise TrainingError("self_play.images=on: both roles must take images, but "
+                            + " and ".join(f"agent {a.name!r} ({a.family})" for a in
+                                           (agents[challenger], agents[solver])
+                                           if not a.adapter.is_multimodal)
+                            + " is text-only; set self_play.images=off")
+    images = sp.images == "on" or (sp.images == "auto" and multimodal and pool_images)
+    if pool_images and sp.anchors_per_step and not agents[solver].adapter.is_multimodal:
+        raise TrainingError(f"self_play: the solver {agents[solver].name!r} is text-only but "
+                            "the anchor pool (data.*) has images it cannot see; use text "
+                            "problems (data.source=file) or set self_play.anchors_per_step=0")
+    renderers = ([agents[solver]] if sp.anchors_per_step or images else []) + \
+        ([agents[challenger]] if images else [])
+    pool, broken = usable_pool(pool, renderers, cfg)
+    if broken:
+        print(f"anchor pool: left out {sum(broken.values())} problems that do not render "
+              f"(by reason: {broken})", file=sys.stderr)
+    if len(pool) < max(1, sp.anchors_per_prompt):
+        raise TrainingError(f"self_play: {len(pool)} pool problems render; "
+                            f"self_play.anchors_per_prompt={sp.anchors_per_prompt} needs more")
+    run = SelfPlayRun(cfg=cfg, dir=run_dir, agents=agents, challenger=challenger, solver=solver,
+                      pool=pool, images=images,
+                      logger=MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard),
+                      grader=get_grader(cfg.reward.grader))
+    if folder is not None:
+        state = ckpt.load_state(folder)
+        for agent in agents:
+            st = ckpt.load_trainer_state(folder, agent.name)
+            agent.optimizer.load_state_dict(st["optimizer"])
+            agent.scheduler.load_state_dict(st["scheduler"])
+        run.step = int(state["step"])
+        run.skipped = dict(state.get("skipped_questions", {}))
+        ckpt.set_rng_state(ckpt.load_rng(folder))
+        print(f"resumed from {folder} (step {run.step})")
+    elif resume is not None:
+        raise TrainingError(f"--resume {run_dir}: no complete checkpoint in "
+                            f"{run_dir / 'checkpoints'}")
+    run.logger.truncate_after(run.step)
+    _truncate_jsonl(run.questions_path, run.step)
+    return run
+
+
+def save(run: SelfPlayRun) -> Path:
+    return ckpt.save_checkpoint(
+        run.dir, run.step, run.agents, [a.optimizer for a in run.agents],
+        [a.scheduler for a in run.agents], {"skipped_questions": run.skipped},
+        keep_last=run.cfg.checkpoint.keep_last or None)
+
+
+def summary_line(record: dict[str, Any], run: SelfPlayRun) -> str:
+    phase = "challenger" if record["selfplay/phase"] == 0 else "solver"
+    name = run.agents[run.challenger if phase == "challenger" else run.solver].name
+    bits = [f"step {record['step']} {phase}",
+            f"valid={record['selfplay/question_validity']:.2f}"]
+    for key, label in (("selfplay/p_hat_mean", "p_hat"), ("selfplay/in_band", "in_band"),
+                       ("selfplay/repetition_share", "rep"), ("selfplay/distinct2", "distinct2"),
+                       ("selfplay/solver/anchor_acc", "anchor_acc"),
+                       (f"agent/{name}/reward/mean", "r")):
+        if record.get(key) is not None:
+            bits.append(f"{label}={record[key]:.2f}")
+    return " ".join(bits) + f" | {record.get('timing/step', 0):.1f}s"
+
+
+def train(run: SelfPlayRun) -> None:
+    cfg = run.cfg
+    t_start, first = time.perf_counter(), run.step
+    while run.step < cfg.run.steps:
+        step = run.step + 1
+        record = self_play_step(run, step)
+        run.logger.log(record)
+        run.step = step
+        if any(record.get(f"agent/{a.name}/skipped_updates", 0) for a in run.agents):
+            run.bad_steps_in_row += 1
+        elif any(f"agent/{a.name}/loss" in record for a in run.agents):
+            run.bad_steps_in_row = 0
+        if run.bad_steps_in_row >= cfg.run.max_bad_steps:
+            save(run)
+            raise TrainingError(
+                f"{run.bad_steps_in_row} steps in a row with a NaN / inf loss (run.max_bad_steps"
+                f"={cfg.run.max_bad_steps}); stopped. Lower the learning rate or enable gradient "
+                "clipping (grpo.max_grad_norm).")
+        if cfg.log.progress:
+            eta = (time.perf_counter() - t_start) / (step - first) * (cfg.run.steps - step)
+            print(f"[{step}/{cfg.run.steps} eta {eta:.0f}s] {summary_line(record, run)}",
+                  flush=True)
+        if cfg.checkpoint.every and step % cfg.checkpoint.every == 0 and step < cfg.run.steps:
+            save(run)
+
+
+def cleanup(run: SelfPlayRun) -> None:
+    if run.cfg.checkpoint.at_end and run.step > 0:
+        print(f"checkpoint: {save(run)}")
+    run.logger.close()
+    if run.cfg.log.plot and run.logger.path.is_file():
+        from .plots import plot_self_play
+
+        print(f"plot: {plot_self_play(run.logger.path, run.dir / 'plots' / 'self_play.png')}")
+    if run.skipped:
+        print(f"invalid questions by reason: {run.skipped}")
+    print(f"results: {run.dir} (config.yaml, metrics.jsonl, questions.jsonl, plots/, "
+          "checkpoints/)")
+
+
+def main(cfg: Config, resume: str | Path | None = None) -> int:
+    """Run a whole self-play job (``vlcohort train`` with ``method: self_play``)."""
+    sp = cfg.self_play
+    print(resolved_text(cfg))
+    c, s = self_play_roles(cfg)
+    B, G = cfg.rollout.prompts_per_step, cfg.rollout.rollouts_per_prompt
+    print(f"# self-play: challenger {cfg.agents[c].name}, solver {cfg.agents[s].name}; per step "
+          f"{B} x {G} = {B * G} questions (k={sp.anchors_per_prompt} anchors each), "
+          f"m={sp.solver_samples} answers each (<= {B * G * sp.solver_samples} solver sequences"
+          f" + {sp.anchors_per_step} x {sp.solver_samples} on anchors in solver steps); phases "
+          f"{sp.challenger_steps} challenger / {sp.solver_steps} solver steps")
+    run = setup(cfg, resume)
+    try:
+        train(run)
+    except KeyboardInterrupt:
+        if run.step > 0:
+            print(f"\ninterrupted: saved {save(run)}; continue with "
+                  f"`vlcohort train --resume {run.dir}`", file=sys.stderr)
+        run.logger.close()
+        return 130
+    cleanup(run)
+    return 0
