@@ -4,7 +4,8 @@
              schedule, reference when KL > 0, rollout engine); resume from a checkpoint
     step     B prompts -> each agent renders and generates G completions -> answers ->
              each agent's vote -> each agent's teacher labels (reward source) -> rewards
-             -> group-normalised advantages -> only then, each agent's GRPO update
+             (an intrinsic source: from a no-grad pass over the agent's own completions,
+             no label) -> group-normalised advantages -> only then, each agent's update
     cleanup  final checkpoint, plots, summary of skipped records and where results are
 
 Departures from the paper's published code, on purpose:
@@ -31,12 +32,14 @@ from processors import ProblemInputError
 
 from . import checkpoint as ckpt
 from . import grpo
-from .agent import Agent, build_agent, update_agent
-from .config import Config, ConfigError, load_config, resolved_text, save_resolved
+from .agent import Agent, build_agent, token_stats, update_agent
+from .config import (Config, ConfigError, agent_reward_source, load_config, resolved_text,
+                     save_resolved)
 from .grading import get_grader
 from .metrics import MetricsLogger, summary_line
 from .problems import Problem
-from .rewards import extract_all, gold_match, labels_for, score, vote_all
+from .rewards import (extract_all, gold_match, intrinsic_rewards, intrinsic_scored,
+                      is_intrinsic, labels_for, score, vote_all)
 from .rollout.base import SamplingParams
 from .stream import ProblemStream
 from .views import view_of
@@ -90,7 +93,9 @@ def load_problems(cfg: Config) -> list[Problem]:
     try:
         problems, report = load_problems_from(
             d.path, source=d.source, preset=d.preset, columns=_replace(preset, **overrides),
-            split=d.split, limit=d.limit, require_answer=cfg.reward.source == "ground_truth",
+            split=d.split, limit=d.limit,
+            require_answer=any(agent_reward_source(cfg, i) == "ground_truth"
+                               for i in range(len(cfg.agents))),
             extra_columns=sorted({c for _, c, _ in views if c}))
         problems = attach_views(problems, views, report)
     except DataError as e:
@@ -242,10 +247,27 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     votes = [vote_all(ans, problems, cfg.reward.tie, cfg.reward.min_share, run.grader)
              for ans in answers]  # [A][B]
     scored, advantages, labels = [], [], []
+    stats: dict[int, Any] = {}  # agent -> TokenStats of its owned rollouts (intrinsic sources)
+    t_intrinsic = 0.0
     for i in range(len(agents)):
-        lab = labels_for(cfg.reward.source, i, votes, problems, cfg.reward.topology,
-                         cfg.reward.tie, run.grader)  # [B]
-        sc = score(answers[i], lab, problems, run.grader, cfg.reward.format_weight)
+        source = agent_reward_source(cfg, i)
+        if is_intrinsic(source):
+            # no label: rewards from the policy's own next-token distributions, in a no-grad
+            # pass over the prompts the agent trains on; its log-probs are the update's old
+            t1 = time.perf_counter()
+            own = owned_prompts(run, i, n_prompts)
+            ro = rollouts[i] if own == list(range(n_prompts)) else rollouts[i].select_prompts(own)
+            st = token_stats(agents[i], [rendered[i][b] for b in own], ro, cfg.grpo,
+                             cfg.rollout.temperature, cfg.reward.intrinsic_temperature_scaled)
+            r = intrinsic_rewards(source, st.self_certainty, st.entropy, st.mask, G)  # [|own|, G]
+            stats[i] = st
+            lab = [None] * n_prompts
+            sc = intrinsic_scored(r, n_prompts, own)
+            t_intrinsic += time.perf_counter() - t1
+        else:
+            lab = labels_for(source, i, votes, problems, cfg.reward.topology,
+                             cfg.reward.tie, run.grader)  # [B]
+            sc = score(answers[i], lab, problems, run.grader, cfg.reward.format_weight)
         adv = grpo.group_advantages(sc.rewards, scale=cfg.grpo.adv_scale, valid=sc.valid)  # [B, G]
         labels.append(lab)
         scored.append(sc)
@@ -272,9 +294,12 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
             votes_i, own_problems = votes[i], problems
         shard_views.append((votes_i, own_problems))
         if bool((advantages[i] != 0).any()):
+            st = stats.get(i)
             updates.append(update_agent(agent, rendered[i], rollouts[i], advantages[i],
                                         cfg.grpo, cfg.rollout.temperature,
-                                        length_norm=cfg.rollout.max_new_tokens))
+                                        length_norm=cfg.rollout.max_new_tokens,
+                                        old_logprobs=None if st is None else st.logprobs,
+                                        batches=None if st is None else st.batches))
         else:
             updates.append({"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0})
         with warnings.catch_warnings():  # the schedule follows RL steps, updated or not
@@ -291,10 +316,15 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         record.update(agent_metrics(agent.name, answers[i], votes_i, labels[i], scored[i],
                                     advantages[i], rollouts[i], updates[i], own_problems,
                                     run.grader))
+        if i in stats:
+            record[f"agent/{agent.name}/self_certainty"] = stats[i].token_mean("self_certainty")
+            record[f"agent/{agent.name}/entropy"] = stats[i].token_mean("entropy")
     record["cohort/agreement"] = agreement(votes, problems, run.grader)
     record["cohort/no_signal"] = 0.0 if any_signal else 1.0
     record.update({"timing/rollout": t_rollout, "timing/grading": t_grading,
                    "timing/update": t_update, "timing/step": time.perf_counter() - t_step})
+    if stats:
+        record["timing/intrinsic"] = t_intrinsic
     return record
 
 
