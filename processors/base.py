@@ -24,6 +24,7 @@ Dimension letters: B sequences, P prompt tokens, C completion tokens, V vocabula
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -324,10 +325,13 @@ class Adapter:
         position: of softmax(logits / temperature) when ``stats_temperature_scaled``, else
         of softmax(logits) (the model's own distribution, whatever the sampler's
         temperature). The family's suppressed placeholder ids are outside the distribution
-        (probability 0) in both. Padded positions hold 0. Meant for a no-grad pass.
+        (probability 0) in both. Padded positions hold 0. A no-grad pass (rewards are data):
+        nothing it returns carries a gradient. A chunk holds one or two [B, chunk, V] float32
+        buffers more than the log-prob pass.
         """
-        lp, sc, ent = self._completion_pass(model, batch, temperature, chunk_tokens,
-                                            stats=stats_temperature_scaled)
+        with torch.no_grad():
+            lp, sc, ent = self._completion_pass(model, batch, temperature, chunk_tokens,
+                                                stats=stats_temperature_scaled)
         return CompletionStats(logprobs=lp, self_certainty=sc, entropy=ent)
 
     def _completion_pass(self, model, batch: TrainingBatch, temperature: float,
@@ -349,18 +353,17 @@ class Adapter:
             logits = head(h[:, s: s + chunk]).float()  # [B, c, V]
             if softcap:
                 logits = torch.tanh(logits / softcap) * softcap
-            if suppressed:
-                logits[..., suppressed] = float("-inf")
-            raw = logits
-            if temperature != 1.0:
-                logits = logits / temperature
-            logp = torch.log_softmax(logits, dim=-1)  # [B, c, V]
-            out.append(logp.gather(-1, batch.completion_ids[:, s: s + chunk, None]).squeeze(-1))
-            if stats is not None:
-                stat_logp = logp if (stats or temperature == 1.0) else torch.log_softmax(raw, -1)
-                sc, ent = distribution_stats(stat_logp)  # [B, c] each
+            if stats is not None:  # on the finite logits, before the in-place -inf below
+                z = logits / temperature if stats and temperature != 1.0 else logits
+                sc, ent = distribution_stats(z, suppressed)  # [B, c] each
                 out_sc.append(sc)
                 out_ent.append(ent)
+            if suppressed:
+                logits[..., suppressed] = float("-inf")
+            if temperature != 1.0:
+                logits = logits / temperature
+            logp = torch.log_softmax(logits, dim=-1)
+            out.append(logp.gather(-1, batch.completion_ids[:, s: s + chunk, None]).squeeze(-1))
         mask = batch.completion_mask
         logprobs = torch.cat(out, dim=1) * mask  # [B, C]
         if stats is None:
@@ -420,24 +423,39 @@ class Adapter:
 # --------------------------------------------------------------------------- helpers
 
 
-def distribution_stats(logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Self-certainty and entropy of next-token distributions given as log-probs.
+def distribution_stats(logits: torch.Tensor, excluded: Sequence[int] = ()
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Self-certainty and entropy of the next-token distributions p = softmax(logits) over
+    the V' = V - len(excluded) ids that are not ``excluded`` (suppressed placeholders).
 
-    logp: [..., V] float log-probabilities; ids outside the distribution (suppressed
-    placeholders) hold -inf, and the distribution is over the V' ids that are finite.
-    Returns (self_certainty, entropy), each [...]:
+    logits: [..., V] finite floats (exclusion is by index, not by -inf). Returns
+    (self_certainty, entropy), each [...]:
 
-    - self_certainty = KL(U || p) = -log V' - (1/V') sum_v log p_v, U uniform over the V'
-      ids (INTUITOR, arXiv 2505.19590): 0 for the uniform distribution, larger when
-      confident. The constant -log V' is kept so the value reads as a KL; a constant per
-      prompt cancels in group-normalised advantages (INTUITOR's code drops it).
-    - entropy = -sum_v p_v log p_v (RENT): 0 when certain, log V' at most.
+    - self_certainty = KL(U || p) = -log V' - (1/V') sum_v log p_v
+      = logsumexp(z) - mean(z) - log V', U uniform over the V' ids (INTUITOR, arXiv
+      2505.19590): 0 for the uniform distribution, larger when confident. INTUITOR's code
+      drops the constant -log V' (it cancels in group-normalised advantages); it is kept
+      here so the value reads as a KL.
+    - entropy = -sum_v p_v log p_v = logsumexp(z) - sum_v p_v z_v (RENT): 0 when certain,
+      log V' at most.
+
+    One [..., V] buffer besides the input (the softmax, built in place).
     """
-    allowed = torch.isfinite(logp)  # [..., V]
-    n = allowed.sum(-1).to(logp.dtype)  # [...] V'
-    mean_logp = logp.masked_fill(~allowed, 0.0).sum(-1) / n  # [...]
-    self_certainty = -mean_logp - torch.log(n)
-    entropy = torch.special.entr(logp.exp()).sum(-1)  # entr(0) = 0 on excluded ids
+    excluded = sorted(set(excluded))
+    p = logits.clone()  # [..., V] becomes the softmax, in place
+    if excluded:
+        p[..., excluded] = float("-inf")
+    m = p.amax(-1, keepdim=True)  # [..., 1] largest allowed logit: a stable exp
+    p.sub_(m).exp_()  # unnormalised, 0 on excluded ids
+    total = p.sum(-1, keepdim=True)  # [..., 1]
+    lse = (m + total.log()).squeeze(-1)  # [...] logsumexp over the allowed ids
+    p.div_(total)  # [..., V] softmax
+    n = logits.shape[-1] - len(excluded)
+    z_sum = logits.sum(-1)  # [...]
+    if excluded:
+        z_sum = z_sum - logits[..., excluded].sum(-1)
+    self_certainty = lse - z_sum / n - math.log(n)
+    entropy = lse - torch.linalg.vecdot(p, logits)
     return self_certainty, entropy
 
 
