@@ -10,6 +10,7 @@ owns, for that family:
 - ``encode_prompts(...)``   left-padded generation batch with the family's tensors
 - ``encode_training(...)``  prompt + completion batch with masks, for a batched forward
 - ``completion_logprobs``   per-token log-probs of completion tokens, fp32, chunked over T
+- ``completion_token_stats`` the same log-probs + per-token self-certainty and entropy
 - ``stop_token_ids()``      the end-of-turn ids generation must stop at
 - ``vllm_request(...)``     the prompt + ``multi_modal_data`` form of ``vllm.LLM.generate``
 - ``image_token_count``     how many prompt tokens an image of a given size costs
@@ -23,6 +24,7 @@ Dimension letters: B sequences, P prompt tokens, C completion tokens, V vocabula
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +110,16 @@ class TrainingBatch:
     completion_ids: torch.Tensor
     completion_mask: torch.Tensor
     prompt_len: int
+
+
+@dataclass
+class CompletionStats:
+    """Per completion token, from one pass (:meth:`Adapter.completion_token_stats`); each
+    [B, C], 0 on padding."""
+
+    logprobs: torch.Tensor  # [B, C] log-prob of the sampled token under logits / temperature
+    self_certainty: torch.Tensor  # [B, C] KL(U || p) of the next-token distribution
+    entropy: torch.Tensor  # [B, C] H(p) of the next-token distribution
 
 
 class Adapter:
@@ -299,6 +311,35 @@ class Adapter:
         distribution the sampler drew from). Returns [B, C]; padded positions hold 0.
         Differentiable: the trainer calls it with grad enabled for the policy loss.
         """
+        return self._completion_pass(model, batch, temperature, chunk_tokens, stats=None)[0]
+
+    def completion_token_stats(self, model, batch: TrainingBatch, temperature: float = 1.0,
+                               chunk_tokens: int | None = None,
+                               stats_temperature_scaled: bool = False) -> "CompletionStats":
+        """Log-probs of the completion tokens *and* statistics of the distribution each was
+        drawn from, from one chunked pass (the LM head runs once per chunk for both).
+
+        ``logprobs`` [B, C] are exactly :meth:`completion_logprobs`' (under logits /
+        ``temperature``). ``self_certainty`` and ``entropy`` [B, C] are
+        :func:`distribution_stats` of the next-token distribution at each completion
+        position: of softmax(logits / temperature) when ``stats_temperature_scaled``, else
+        of softmax(logits) (the model's own distribution, whatever the sampler's
+        temperature). The family's suppressed placeholder ids are outside the distribution
+        (probability 0) in both. Padded positions hold 0. A no-grad pass (rewards are data):
+        nothing it returns carries a gradient. A chunk holds one or two [B, chunk, V] float32
+        buffers more than the log-prob pass.
+        """
+        with torch.no_grad():
+            lp, sc, ent = self._completion_pass(model, batch, temperature, chunk_tokens,
+                                                stats=stats_temperature_scaled)
+        return CompletionStats(logprobs=lp, self_certainty=sc, entropy=ent)
+
+    def _completion_pass(self, model, batch: TrainingBatch, temperature: float,
+                         chunk_tokens: int | None, stats: bool | None):
+        """The one chunk loop behind :meth:`completion_logprobs` and
+        :meth:`completion_token_stats`. ``stats``: None = log-probs only; True / False =
+        also per-token statistics, of the temperature-scaled / unscaled distribution.
+        Returns (logprobs, self_certainty or None, entropy or None), each [B, C]."""
         model = unwrap(model)
         hidden = self.decoder_hidden_states(model, batch.inputs)  # [B, P + C, H]
         P, C = batch.prompt_len, batch.completion_ids.shape[1]
@@ -307,18 +348,27 @@ class Adapter:
         softcap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
         suppressed = self.suppressed_token_ids()
         chunk = chunk_tokens or self.options.logprob_chunk_tokens
-        out = []
+        out, out_sc, out_ent = [], [], []
         for s in range(0, C, chunk):
             logits = head(h[:, s: s + chunk]).float()  # [B, c, V]
             if softcap:
                 logits = torch.tanh(logits / softcap) * softcap
+            if stats is not None:  # on the finite logits, before the in-place -inf below
+                z = logits / temperature if stats and temperature != 1.0 else logits
+                sc, ent = distribution_stats(z, suppressed)  # [B, c] each
+                out_sc.append(sc)
+                out_ent.append(ent)
             if suppressed:
                 logits[..., suppressed] = float("-inf")
             if temperature != 1.0:
                 logits = logits / temperature
             logp = torch.log_softmax(logits, dim=-1)
             out.append(logp.gather(-1, batch.completion_ids[:, s: s + chunk, None]).squeeze(-1))
-        return torch.cat(out, dim=1) * batch.completion_mask  # [B, C]
+        mask = batch.completion_mask
+        logprobs = torch.cat(out, dim=1) * mask  # [B, C]
+        if stats is None:
+            return logprobs, None, None
+        return logprobs, torch.cat(out_sc, 1) * mask, torch.cat(out_ent, 1) * mask
 
     def decoder_hidden_states(self, model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Final hidden states [B, T, H] of the language model (vision features merged in),
@@ -371,6 +421,42 @@ class Adapter:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def distribution_stats(logits: torch.Tensor, excluded: Sequence[int] = ()
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Self-certainty and entropy of the next-token distributions p = softmax(logits) over
+    the V' = V - len(excluded) ids that are not ``excluded`` (suppressed placeholders).
+
+    logits: [..., V] finite floats (exclusion is by index, not by -inf). Returns
+    (self_certainty, entropy), each [...]:
+
+    - self_certainty = KL(U || p) = -log V' - (1/V') sum_v log p_v
+      = logsumexp(z) - mean(z) - log V', U uniform over the V' ids (INTUITOR, arXiv
+      2505.19590): 0 for the uniform distribution, larger when confident. INTUITOR's code
+      drops the constant -log V' (it cancels in group-normalised advantages); it is kept
+      here so the value reads as a KL.
+    - entropy = -sum_v p_v log p_v = logsumexp(z) - sum_v p_v z_v (RENT): 0 when certain,
+      log V' at most.
+
+    One [..., V] buffer besides the input (the softmax, built in place).
+    """
+    excluded = sorted(set(excluded))
+    p = logits.clone()  # [..., V] becomes the softmax, in place
+    if excluded:
+        p[..., excluded] = float("-inf")
+    m = p.amax(-1, keepdim=True)  # [..., 1] largest allowed logit: a stable exp
+    p.sub_(m).exp_()  # unnormalised, 0 on excluded ids
+    total = p.sum(-1, keepdim=True)  # [..., 1]
+    lse = (m + total.log()).squeeze(-1)  # [...] logsumexp over the allowed ids
+    p.div_(total)  # [..., V] softmax
+    n = logits.shape[-1] - len(excluded)
+    z_sum = logits.sum(-1)  # [...]
+    if excluded:
+        z_sum = z_sum - logits[..., excluded].sum(-1)
+    self_certainty = lse - z_sum / n - math.log(n)
+    entropy = lse - torch.linalg.vecdot(p, logits)
+    return self_certainty, entropy
 
 
 def unwrap(model):

@@ -227,31 +227,74 @@ def _pad_to(t: torch.Tensor, C: int) -> torch.Tensor:
     return t if t.shape[1] == C else torch.nn.functional.pad(t, (0, C - t.shape[1]))
 
 
+@dataclass
+class TokenStats:
+    """One no-grad pass over an agent's rollouts before its update (intrinsic rewards).
+
+    ``logprobs`` are the policy's log-probs of the sampled tokens under logits /
+    temperature, i.e. exactly the update's "old" log-probs; ``batches`` are the encoded
+    micro-batches, reused by the update."""
+
+    logprobs: torch.Tensor  # [N, C]
+    self_certainty: torch.Tensor  # [N, C] KL(U || p) per completion token
+    entropy: torch.Tensor  # [N, C] H(p) per completion token
+    mask: torch.Tensor  # [N, C] 1 on real completion tokens
+    batches: list
+
+    def token_mean(self, name: str) -> float:
+        """Mean of a per-token statistic over all real completion tokens."""
+        return float((getattr(self, name) * self.mask).sum() / self.mask.sum().clamp(min=1.0))
+
+
+def token_stats(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
+                g: GRPOConfig, temperature: float, temperature_scaled: bool) -> TokenStats:
+    """Per-token log-probs, self-certainty and entropy of the agent's completions under its
+    current policy, in one chunked no-grad pass per micro-batch (the adapter's
+    ``completion_token_stats``). ``temperature_scaled``: statistics of softmax(logits /
+    temperature) instead of softmax(logits)."""
+    N, C = len(rollouts.completions), rollouts.logprobs.shape[1]
+    mbs = micro_batches(agent, rendered, rollouts, g.micro_batch_seqs)
+    logp, sc, ent, mask = (torch.zeros(N, C) for _ in range(4))  # [N, C] each
+    with torch.no_grad(), agent.autocast(), agent.generation_context():  # ZeRO-3: gathered
+        for rows, tb in mbs:
+            st = agent.adapter.completion_token_stats(agent.model, tb, temperature,
+                                                      stats_temperature_scaled=temperature_scaled)
+            logp[rows] = _pad_to(st.logprobs, C)
+            sc[rows] = _pad_to(st.self_certainty, C)
+            ent[rows] = _pad_to(st.entropy, C)
+            mask[rows] = _pad_to(tb.completion_mask.float(), C)
+    return TokenStats(logprobs=logp, self_certainty=sc, entropy=ent, mask=mask, batches=mbs)
+
+
 def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
                  advantages: torch.Tensor, g: GRPOConfig, temperature: float,
-                 length_norm: int) -> dict[str, float]:
+                 length_norm: int, old_logprobs: torch.Tensor | None = None,
+                 batches: list | None = None) -> dict[str, float]:
     """One optimizer step per PPO epoch on this agent's rollouts.
 
     ``advantages`` [N] per sequence. The "old" log-probs are the policy's before this
     step's update. With ``ppo_epochs == 1`` the policy has not moved when each micro-batch
     is first evaluated, so old = logp.detach() of that very forward pass (one model pass
-    saved, as TRL does); with more epochs a no-grad pass computes them first. The IS
-    weights compare old with the sampler's log-probs. Micro-batch losses use the full
-    batch's normaliser, so their gradients add up to the full-batch gradient. A
-    non-finite loss skips the optimizer step.
+    saved, as TRL does); with more epochs a no-grad pass computes them first, unless the
+    caller already made one before the update (an intrinsic reward's :func:`token_stats`)
+    and passes its log-probs as ``old_logprobs`` [N, C] (and its ``batches``): the same
+    numbers, no extra pass. The IS weights compare old with the sampler's log-probs.
+    Micro-batch losses use the full batch's normaliser, so their gradients add up to the
+    full-batch gradient. A non-finite loss skips the optimizer step.
     """
     model = agent.model
     engine = agent.ds_engine  # None in a single process
     N, C = len(rollouts.completions), rollouts.logprobs.shape[1]
-    mbs = micro_batches(agent, rendered, rollouts, g.micro_batch_seqs)
+    mbs = batches if batches is not None else micro_batches(agent, rendered, rollouts,
+                                                            g.micro_batch_seqs)
     comp_mask = torch.zeros(N, C)  # [N, C] real completion tokens
     for rows, tb in mbs:
         comp_mask[rows] = _pad_to(tb.completion_mask.float(), C)
     mask = comp_mask * torch.isfinite(rollouts.logprobs).float()  # NaN/inf rollout tokens out
-    on_policy = g.ppo_epochs == 1
-    old = ref = None
+    on_policy = g.ppo_epochs == 1 and old_logprobs is None
+    old, ref = old_logprobs, None
     with torch.no_grad(), agent.autocast():
-        if not on_policy:
+        if not on_policy and old is None:
             old = torch.cat([_pad_to(agent.logprobs(tb, temperature), C)
                              for _, tb in mbs])  # [N, C]
         if g.kl_coef > 0:

@@ -80,7 +80,9 @@ def prepare_warmups(cfg: Config, run_dir: Path, log=print) -> dict[str, Path]:
 
 
 def arm_config(cfg: Config, method: str, run_dir: Path, warmed: dict[str, Path]) -> Config:
-    """The ordinary one-method config of one arm."""
+    """The ordinary one-method config of one arm. Any method is an arm (``arms: [intuitor,
+    rent]`` works with one agent); an agent with its own ``agents.N.reward_source`` keeps it
+    in every arm."""
     arm = copy.deepcopy(cfg)
     arm.method = method
     arm.reward.source = None

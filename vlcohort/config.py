@@ -114,6 +114,9 @@ class ModelConfig:
     """Supervised warm-up before RL (none by default)."""
     view: ViewConfig = field(default_factory=ViewConfig)
     """This agent's own wording of each question (default: the dataset's question)."""
+    reward_source: str | None = None
+    """This agent's reward source, overriding ``reward.source`` for it alone (e.g. one agent
+    of a cohort on self_certainty while another learns from peer votes); None: reward.source."""
 
 
 @dataclass
@@ -250,8 +253,9 @@ class RewardConfig:
     """Where rewards come from."""
 
     source: str | None = None
-    """peer_vote (Co-RL) | self_vote (TTRL) | ground_truth (GT-Reward); None: the one
-    ``method`` implies."""
+    """peer_vote (Co-RL) | self_vote (TTRL) | ground_truth (GT-Reward) | self_certainty
+    (INTUITOR) | entropy (RENT); None: the one ``method`` implies. Per agent:
+    ``agents.N.reward_source``."""
     topology: str = "ring"
     """peer_vote teachers: ring (agent a taught by a-1) | all_peers."""
     grader: str = "corrected"
@@ -262,6 +266,10 @@ class RewardConfig:
     """A vote counts only when its winner holds at least this share of the G samples."""
     format_weight: float = 0.0
     """Weight of an added format term: +weight when an answer can be extracted."""
+    intrinsic_temperature_scaled: bool = False
+    """self_certainty / entropy: measure softmax(logits / rollout.temperature) (true) or the
+    model's own softmax(logits) (false). False matches INTUITOR's published code, which
+    computes self-certainty from the raw logits while its log-probs use the temperature."""
     answer_style: str = "auto"
     """How answers are extracted: auto (answer tag, then \\boxed{}, then "the answer is") |
     answer_tag | boxed | phrase | last_letter | last_number (the last two only by name:
@@ -492,8 +500,9 @@ class Config:
     """A whole run. The embedded default is what ``vlcohort train`` runs with no arguments."""
 
     method: str = "co_rl"
-    """co_rl | ttrl | gt_reward: a preset for ``reward.source`` (co_rl: peer_vote, ttrl:
-    self_vote, gt_reward: ground_truth)."""
+    """co_rl | ttrl | gt_reward | intuitor | rent: a preset for ``reward.source`` (co_rl:
+    peer_vote, ttrl: self_vote, gt_reward: ground_truth, intuitor: self_certainty, rent:
+    entropy)."""
     agents: list[ModelConfig] = field(default_factory=_default_agents)
     """The cohort, A >= 1 agents; each trains its own model."""
     data: DataConfig = field(default_factory=DataConfig)
@@ -531,12 +540,14 @@ class Config:
 
 
 METHOD_SOURCES = {"co_rl": "peer_vote", "ttrl": "self_vote", "gt_reward": "ground_truth"}
+METHOD_SOURCES.update(intuitor="self_certainty", rent="entropy")  # intrinsic rewards
 CHOICES: dict[str, tuple[str, ...]] = {
     "method": tuple(METHOD_SOURCES),
     "agents.*.dtype": ("float32", "bfloat16", "float16", "auto"),
     "agents.*.attn_implementation": ("eager", "sdpa", "flash_attention_2"),
     "rollout.engine": ("hf", "vllm"),
     "reward.source": tuple(METHOD_SOURCES.values()),
+    "agents.*.reward_source": tuple(METHOD_SOURCES.values()),
     "reward.topology": ("ring", "all_peers"),
     "reward.grader": ("corrected", "legacy"),
     "reward.tie": ("abstain", "first", "canonical"),
@@ -561,6 +572,11 @@ RECIPE_METHODS = ("self_play",)
 CHOICES["method"] = (*CHOICES["method"], *RECIPE_METHODS)
 CHOICES["self_play.band_rule"] = ("value", "quantile")
 CHOICES["self_play.images"] = ("auto", "on", "off")
+
+
+def agent_reward_source(cfg: Config, i: int) -> str:
+    """Agent ``i``'s reward source: ``agents.i.reward_source``, else ``reward.source``."""
+    return cfg.agents[i].reward_source or cfg.reward.source
 
 
 # ----------------------------------------------------------------------------- loading
@@ -750,6 +766,12 @@ def validate(cfg: Config) -> None:
     if cfg.reward.source == "peer_vote" and len(cfg.agents) < 2:
         raise ConfigError("reward.source=peer_vote needs at least 2 agents (a ring of one "
                           "agent would be self-vote); add an agent or use method=ttrl")
+    for i, a in enumerate(cfg.agents):
+        if a.reward_source is None:
+            continue
+        _check_choice("agents.*.reward_source", a.reward_source, f"agents.{i}.reward_source")
+        if a.reward_source == "peer_vote" and len(cfg.agents) < 2:
+            raise ConfigError(f"agents.{i}.reward_source=peer_vote needs at least 2 agents")
     for key in ("prompts_per_step", "rollouts_per_prompt", "max_new_tokens"):
         if getattr(cfg.rollout, key) < 1:
             raise ConfigError(f"rollout.{key}: must be >= 1, got {getattr(cfg.rollout, key)}")

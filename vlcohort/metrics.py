@@ -48,6 +48,12 @@ METRIC_DOCS: dict[str, str] = {
     "agent/<a>/grad_norm": "gradient norm before clipping (mean over optimizer steps)",
     "agent/<a>/lr": "learning rate",
     "agent/<a>/skipped_updates": "updates skipped this step for a NaN / inf loss",
+    "agent/<a>/self_certainty": "mean per token, over the agent's completions, of KL(U || p) of "
+                                "the policy's next-token distribution (agents with an "
+                                "intrinsic reward source)",
+    "agent/<a>/entropy": "mean per token, over the agent's completions, of the entropy of "
+                         "the policy's next-token distribution (agents with an intrinsic "
+                         "reward source)",
     "eval/<a>/<t>/acc": "held-out greedy accuracy of agent <a> on task family <t> (and "
                         "<t> = all); logged at step 0, every eval.every steps and at the end",
     "cohort/agreement": "share of prompts where all agents' majority votes agree "
@@ -67,6 +73,8 @@ METRIC_DOCS: dict[str, str] = {
     "timing/rollout": "seconds generating, all agents",
     "timing/grading": "seconds extracting answers, voting and computing rewards",
     "timing/update": "seconds in log-prob passes and optimizer steps, all agents",
+    "timing/intrinsic": "seconds of timing/grading spent in the no-grad pass of intrinsic "
+                        "rewards (its log-probs are reused as the update's old log-probs)",
     "timing/step": "seconds for the whole step",
 }
 

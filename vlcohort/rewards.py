@@ -1,16 +1,28 @@
-"""Reward sources, registered by name: who provides the label an agent is graded against.
+"""Reward sources, registered by name: where an agent's reward comes from.
 
-For one step every agent has voted on each of the B prompts over its G answers. A reward
-source maps (agent index, every agent's votes, the problems) to that agent's *teacher
-labels* [B] (None = no label: the prompt gives this agent no learning signal). Rewards are
-then 1 / 0 by the one grader (``grading.py``) against the label, plus an optional format
-term.
+Two kinds. A *label* source (``REWARD_SOURCES``) maps (agent index, every agent's votes,
+the problems) to that agent's *teacher labels* [B] (None = no label: the prompt gives this
+agent no learning signal); rewards are then 1 / 0 by the one grader (``grading.py``)
+against the label, plus an optional format term. An *intrinsic* source
+(``INTRINSIC_SOURCES``) needs no label and no answer: it maps per-token statistics of the
+agent's own next-token distributions over its completion ([N, C], from
+``Adapter.completion_token_stats``) to one reward per completion [B, G].
 
-| source         | label for agent a on prompt b                          | method    |
+| source         | reward of agent a's completion g on prompt b           | method    |
 |----------------|--------------------------------------------------------|-----------|
-| ``peer_vote``  | vote of agent a-1 (ring) or of the other agents        | Co-RL     |
-| ``self_vote``  | agent a's own vote                                     | TTRL      |
-| ``ground_truth`` | the problem's gold answer (never shown to the model) | GT-Reward |
+| ``peer_vote``  | 1 if it matches the vote of agent a-1 (ring) or of the other agents | Co-RL |
+| ``self_vote``  | 1 if it matches agent a's own vote                     | TTRL      |
+| ``ground_truth`` | 1 if it matches the problem's gold (never shown to the model) | GT-Reward |
+| ``self_certainty`` | mean over its tokens of KL(U || p), U uniform over the vocabulary | INTUITOR (arXiv 2505.19590) |
+| ``entropy``    | minus the mean over its tokens of the entropy H(p)     | RENT (arXiv 2505.22660) |
+
+p is the policy's next-token distribution at each completion position, computed in a
+no-grad pass just before the update (its log-probs then serve as the update's "old"
+log-probs, so the pass costs nothing extra when ``grpo.ppo_epochs > 1``). Whether p is
+softmax(logits) or softmax(logits / rollout.temperature) is
+``reward.intrinsic_temperature_scaled`` (default: unscaled, as INTUITOR's published code).
+Any source may be any agent's (``agents.N.reward_source``): one agent of a cohort can be
+rewarded by self-certainty while another learns from peer votes.
 """
 
 from __future__ import annotations
@@ -51,6 +63,64 @@ REWARD_SOURCES: dict[str, LabelFn] = {
     "self_vote": _self_vote,
     "ground_truth": _ground_truth,
 }
+
+
+def _mean_over_tokens(per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[N, C] per-token values, [N, C] 1/0 mask -> [N] mean over each row's real tokens
+    (0 for a row without any)."""
+    real = mask.bool()
+    return per_token.masked_fill(~real, 0.0).sum(1) / real.sum(1).clamp(min=1).to(per_token.dtype)
+
+
+def _self_certainty(self_certainty: torch.Tensor, entropy: torch.Tensor,
+                    mask: torch.Tensor) -> torch.Tensor:
+    return _mean_over_tokens(self_certainty, mask)
+
+
+def _neg_entropy(self_certainty: torch.Tensor, entropy: torch.Tensor,
+                 mask: torch.Tensor) -> torch.Tensor:
+    return -_mean_over_tokens(entropy, mask)
+
+
+#: name -> fn(self_certainty [N, C], entropy [N, C], mask [N, C]) -> rewards [N].
+INTRINSIC_SOURCES: dict[str, Callable[..., torch.Tensor]] = {
+    "self_certainty": _self_certainty,
+    "entropy": _neg_entropy,
+}
+
+
+def is_intrinsic(source: str) -> bool:
+    """Whether ``source`` rewards from the policy's own distributions (no label, no vote)."""
+    return source in INTRINSIC_SOURCES
+
+
+def intrinsic_rewards(source: str, self_certainty: torch.Tensor, entropy: torch.Tensor,
+                      mask: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Rewards [B, G] of an intrinsic source from per-token statistics [N, C] (rows
+    prompt-major, N = B x G) and the completion mask [N, C]."""
+    try:
+        fn = INTRINSIC_SOURCES[source]
+    except KeyError:
+        raise ValueError(f"unknown intrinsic reward source {source!r}; registered: "
+                         + ", ".join(INTRINSIC_SOURCES)) from None
+    return fn(self_certainty, entropy, mask).reshape(-1, group_size)  # [N] -> [B, G]
+
+
+def intrinsic_scored(rewards: torch.Tensor, n_prompts: int,
+                     prompt_indices: Sequence[int]) -> "Scored":
+    """A :class:`Scored` over all ``n_prompts`` prompts from intrinsic rewards [len(idx), G]
+    of the prompts ``prompt_indices``; the other prompts (another agent's shard under
+    ``data.decouple``) get no reward and valid=False. A prompt with a non-finite reward (a
+    policy whose logits went NaN / inf) gets no reward and valid=False too, so it gives no
+    learning signal instead of stopping the run. No label: ``correct`` is all False."""
+    G = rewards.shape[1]
+    full = torch.zeros(n_prompts, G, dtype=torch.float32)  # [B, G]
+    valid = torch.zeros(n_prompts, dtype=torch.bool)  # [B]
+    idx = torch.as_tensor(list(prompt_indices), dtype=torch.long)
+    finite = torch.isfinite(rewards).all(dim=1)  # [len(idx)]
+    full[idx] = torch.where(finite[:, None], rewards.float(), 0.0)
+    valid[idx] = finite
+    return Scored(rewards=full, valid=valid, correct=torch.zeros(n_prompts, G, dtype=torch.bool))
 
 
 def extract_all(texts_by_prompt: Sequence[Sequence[str]], style: str = "auto") -> list[list[str | None]]:

@@ -4,7 +4,8 @@
              schedule, reference when KL > 0, rollout engine); resume from a checkpoint
     step     B prompts -> each agent renders and generates G completions -> answers ->
              each agent's vote -> each agent's teacher labels (reward source) -> rewards
-             -> group-normalised advantages -> only then, each agent's GRPO update
+             (an intrinsic source: from a no-grad pass over the agent's own completions,
+             no label) -> group-normalised advantages -> only then, each agent's update
     cleanup  final checkpoint, plots, summary of skipped records and where results are
 
 Departures from the paper's published code, on purpose:
@@ -34,13 +35,15 @@ from processors import ProblemInputError, adapter_for
 from . import checkpoint as ckpt
 from . import distributed as dist_
 from . import grpo
-from .agent import Agent, adapter_options, build_agent, update_agent
-from .config import Config, ConfigError, load_config, resolved_text, save_resolved
+from .agent import Agent, adapter_options, build_agent, token_stats, update_agent
+from .config import (Config, ConfigError, agent_reward_source, load_config, resolved_text,
+                     save_resolved)
 from .dynamics import STOP_HINTS, Monitor, answer_diversity, group_reward_std
 from .grading import get_grader
 from .metrics import MetricsLogger, summary_line
 from .problems import Problem
-from .rewards import extract_all, gold_match, labels_for, score, vote_all
+from .rewards import (extract_all, gold_match, intrinsic_rewards, intrinsic_scored,
+                      is_intrinsic, labels_for, score, vote_all)
 from .rollout.base import SamplingParams
 from .stream import ProblemStream
 from .views import view_of
@@ -107,7 +110,9 @@ def load_problems(cfg: Config) -> list[Problem]:
     try:
         problems, report = load_problems_from(
             d.path, source=d.source, preset=d.preset, columns=_replace(preset, **overrides),
-            split=d.split, limit=d.limit, require_answer=cfg.reward.source == "ground_truth",
+            split=d.split, limit=d.limit,
+            require_answer=any(agent_reward_source(cfg, i) == "ground_truth"
+                               for i in range(len(cfg.agents))),
             extra_columns=sorted({c for _, c, _ in views if c}))
         problems = attach_views(problems, views, report)
     except DataError as e:
@@ -324,11 +329,39 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     answers = [sh.answers for sh in shared]  # [A][n_prompts][G]
     votes = [vote_all(ans, problems, cfg.reward.tie, cfg.reward.min_share, run.grader)
              for ans in answers]  # [A][n_prompts]
-    scored, advantages, labels = {}, {}, {}
+    # what each local agent trains on: its owned prompts (all, or its decouple shard) that
+    # this rank generated, as rollouts / renderings of the update
+    plan: dict[int, tuple] = {}
     for i in run.local:
-        lab = labels_for(cfg.reward.source, i, votes, problems, cfg.reward.topology,
-                         cfg.reward.tie, run.grader)  # [n_prompts]
-        sc = score(answers[i], lab, problems, run.grader, cfg.reward.format_weight)
+        own = owned_prompts(run, i, n_prompts)
+        pos = {b: j for j, b in enumerate(mine)}
+        train_on = [b for b in own if b in pos]
+        ro, rend = rollouts[i], [rendered[i][b] for b in mine]
+        if train_on != mine:
+            ro = ro.select_prompts([pos[b] for b in train_on])
+            rend = [rendered[i][b] for b in train_on]
+        plan[i] = (own, train_on, ro, rend)
+    scored, advantages, labels = {}, {}, {}
+    stats: dict[int, Any] = {}  # agent -> TokenStats of its trained rollouts (intrinsic sources)
+    t_intrinsic = 0.0
+    for i, agent in zip(run.local, run.agents):
+        source = agent_reward_source(cfg, i)
+        if is_intrinsic(source):
+            # no label: rewards from the policy's own next-token distributions, in a no-grad
+            # pass over the rollouts the agent trains on; its log-probs are the update's old
+            t1 = time.perf_counter()
+            _, train_on, ro, rend = plan[i]
+            st = token_stats(agent, rend, ro, cfg.grpo, cfg.rollout.temperature,
+                             cfg.reward.intrinsic_temperature_scaled)
+            r = intrinsic_rewards(source, st.self_certainty, st.entropy, st.mask, G)  # [n, G]
+            stats[i] = st
+            lab = [None] * n_prompts
+            sc = intrinsic_scored(r, n_prompts, train_on)
+            t_intrinsic += time.perf_counter() - t1
+        else:
+            lab = labels_for(source, i, votes, problems, cfg.reward.topology,
+                             cfg.reward.tie, run.grader)  # [n_prompts]
+            sc = score(answers[i], lab, problems, run.grader, cfg.reward.format_weight)
         adv = grpo.group_advantages(sc.rewards, scale=cfg.grpo.adv_scale, valid=sc.valid)  # [B, G]
         labels[i], scored[i] = lab, sc
         advantages[i] = adv.reshape(n_prompts * G)  # [N], row b*G + g
@@ -338,20 +371,21 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     parts: dict[str, Any] = {}
     for i, agent in zip(run.local, run.agents):
-        own = owned_prompts(run, i, n_prompts)  # all, or this agent's shard (decouple)
-        pos = {b: j for j, b in enumerate(mine)}
-        train_on = [b for b in own if b in pos]  # owned prompts this rank generated
-        ro, rend = rollouts[i], [rendered[i][b] for b in mine]
-        if train_on != mine:
-            ro = ro.select_prompts([pos[b] for b in train_on])
-            rend = [rendered[i][b] for b in train_on]
+        own, train_on, ro, rend = plan[i]
         rows = torch.tensor([b * G + g for b in train_on for g in range(G)], dtype=torch.long)
-        adv = advantages[i][rows]  # [n, ]
-        # the whole group takes the update (DeepSpeed collectives), or the whole group skips
+        adv = advantages[i][rows]  # [n]
+        # the whole group takes the update (DeepSpeed collectives), or the whole group skips;
+        # label rewards are known for all prompts on every rank of the group, intrinsic ones
+        # only for the rank's own rollouts
         has_signal = bool((advantages[i].reshape(n_prompts, G)[own] != 0).any())
+        if i in stats and layout is not None:
+            has_signal = layout.group_any(has_signal, "whether the group has a signal")
         if has_signal:
+            st = stats.get(i)
             update = update_agent(agent, rend, ro, adv, cfg.grpo, cfg.rollout.temperature,
-                                  length_norm=cfg.rollout.max_new_tokens)
+                                  length_norm=cfg.rollout.max_new_tokens,
+                                  old_logprobs=None if st is None else st.logprobs,
+                                  batches=None if st is None else st.batches)
         else:
             update = {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
         with warnings.catch_warnings():  # the schedule follows RL steps, updated or not
@@ -365,9 +399,14 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
                 shared[i].lengths[own_rows], [shared[i].finished[r] for r in own_rows.tolist()],
                 G, update, [problems[b] for b in own], run.grader))
             parts[f"_signal/{agent.name}"] = has_signal
+            if i in stats:
+                parts[f"agent/{agent.name}/self_certainty"] = stats[i].token_mean("self_certainty")
+                parts[f"agent/{agent.name}/entropy"] = stats[i].token_mean("entropy")
     t_update = time.perf_counter() - t0
     parts.update({"timing/rollout": t_rollout, "timing/grading": t_grading,
                   "timing/update": t_update})
+    if stats:
+        parts["timing/intrinsic"] = t_intrinsic
 
     # 4. one record on every rank (so every rank takes the same decisions from it)
     record: dict[str, Any] = {"step": step}
