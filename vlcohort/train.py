@@ -91,7 +91,7 @@ def load_problems(cfg: Config) -> list[Problem]:
         problems, report = load_problems_from(
             d.path, source=d.source, preset=d.preset, columns=_replace(preset, **overrides),
             split=d.split, limit=d.limit, require_answer=cfg.reward.source == "ground_truth",
-            extra_columns=sorted({c for _, c, _ in views if c}))
+            extra_columns=sorted({c for _, c, _ in views if c}), where=d.where)
         problems = attach_views(problems, views, report)
     except DataError as e:
         raise ConfigError(str(e)) from e
