@@ -157,3 +157,20 @@ def test_demo_config_still_loads():
     assert load_config(ROOT / "configs" / "demo.yaml") == cfg
     with pytest.raises(ConfigError, match="distributed.ranks_per_agent"):
         load_config(ROOT / "configs" / "demo.yaml", ["distributed.ranks_per_agent=-1"])
+
+
+def test_agent_device_key():
+    """``agents.N.device`` places a model; a GPU asked for where there is none is an error
+    that names the key (never a silent CPU run)."""
+    import torch
+
+    from vlcohort.agent import resolve_device
+
+    assert default_config(["agents.0.device=cuda:1"]).agents[0].device == "cuda:1"
+    with pytest.raises(ConfigError, match=r"agents\.0\.device: 'gpu'; use cpu, cuda or cuda:N"):
+        default_config(["agents.0.device=gpu"])
+    assert resolve_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match=r"agents\.N\.device \(agent A\): 'cuda' asks "
+                                               r"for a GPU but torch sees none"):
+            resolve_device("cuda", "agents.N.device (agent A)")

@@ -110,6 +110,10 @@ class ModelConfig:
     """Recompute activations in the backward pass (less memory, ~30% slower)."""
     autocast_bf16: bool = False
     """Run forward passes under bf16 autocast (weights stay in ``dtype``)."""
+    device: str = "cpu"
+    """Where this agent's model lives, generates and trains: cpu | cuda (the current GPU) |
+    cuda:N (agents of one process may sit on different GPUs). Rollouts, votes and rewards
+    stay on the CPU."""
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     """Supervised warm-up before RL (none by default)."""
     view: ViewConfig = field(default_factory=ViewConfig)
@@ -621,6 +625,8 @@ def validate(cfg: Config) -> None:
         if not a.path:
             raise ConfigError(f"agents.{i}.path: empty; give a checkpoint folder, hub id or "
                               "tiny:<family> spec")
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device):
+            raise ConfigError(f"agents.{i}.device: {a.device!r}; use cpu, cuda or cuda:N")
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", a.name):
             raise ConfigError(f"agents.{i}.name: {a.name!r}; use letters, digits, _ . - "
                               "(it names metric keys and checkpoint folders)")

@@ -27,7 +27,8 @@ def accuracy_by_task(agent, problems: Sequence[Problem], system_prompt: str | No
     for start in range(0, len(problems), batch_size):
         chunk = problems[start:start + batch_size]
         batch = adapter.encode_prompts([adapter.render(p, system_prompt, instruction) for p in chunk])
-        out = model.generate(**batch.inputs, do_sample=False, max_new_tokens=max_new_tokens,
+        device = next(model.parameters()).device
+        out = model.generate(**batch.to(device).inputs, do_sample=False, max_new_tokens=max_new_tokens,
                              eos_token_id=stops, pad_token_id=adapter.pad_token_id(),
                              suppress_tokens=adapter.suppressed_token_ids() or None)
         texts = adapter.tokenizer.batch_decode(
