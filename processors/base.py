@@ -96,6 +96,11 @@ class PromptBatch:
     def prompt_len(self) -> int:
         return int(self.inputs["input_ids"].shape[1])
 
+    def to(self, device) -> "PromptBatch":
+        """The same batch with its tensors on ``device`` (the model's)."""
+        return PromptBatch(inputs=_tensors_to(self.inputs, device), problem_ids=self.problem_ids,
+                           image_token_counts=self.image_token_counts)
+
 
 @dataclass
 class TrainingBatch:
@@ -110,6 +115,17 @@ class TrainingBatch:
     completion_ids: torch.Tensor
     completion_mask: torch.Tensor
     prompt_len: int
+
+    def to(self, device) -> "TrainingBatch":
+        """The same batch with its tensors on ``device`` (the model's)."""
+        return TrainingBatch(inputs=_tensors_to(self.inputs, device),
+                             completion_ids=self.completion_ids.to(device),
+                             completion_mask=self.completion_mask.to(device),
+                             prompt_len=self.prompt_len)
+
+
+def _tensors_to(inputs: dict, device) -> dict:
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
 
 
 @dataclass

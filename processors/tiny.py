@@ -140,8 +140,14 @@ def _gemma3_chat_template() -> str:
 # --------------------------------------------------------------------------- tokenizers
 
 
-def _train_byte_level_bpe(special_tokens: list[str], named: dict | None = None, vocab_size: int = 1024):
-    """A real Qwen2Tokenizer (byte-level BPE) trained on the corpus, with family specials."""
+def _train_byte_level_bpe(special_tokens: list[str], named: dict | None = None, vocab_size: int = 1024,
+                          pad_to: int | None = None):
+    """A real Qwen2Tokenizer (byte-level BPE) trained on the corpus, with family specials.
+
+    ``pad_to``: fill the vocabulary with plain word tokens (``" A151"``, ``" B152"``... never
+    produced by encoding, decoded as written) so that ``len(tokenizer) == pad_to``: a model
+    with a full-size vocabulary then decodes every id it samples (``bench/gpu_step.py``).
+    """
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
@@ -163,6 +169,13 @@ def _train_byte_level_bpe(special_tokens: list[str], named: dict | None = None, 
     state = json.loads(tok.to_str())["model"]
     vocab = dict(state["vocab"])
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in state["merges"]]
+    if pad_to is not None:
+        room = pad_to - len(special_tokens) - len(vocab)
+        if room < 0:
+            raise ValueError(f"pad_to={pad_to} is smaller than the trained vocabulary")
+        # "\u0120" is byte-level BPE's space; the letters A-D make each token read as an option
+        first = len(vocab)
+        vocab.update({f"\u0120{'ABCD'[i % 4]}{i}": i for i in range(first, first + room)})
     # Specials go after the learned vocabulary, as in the real checkpoints.
     tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, **_named_kwargs(named))
     tokenizer.add_special_tokens({"additional_special_tokens": special_tokens})

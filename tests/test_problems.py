@@ -278,3 +278,68 @@ def test_train_runs_on_a_local_parquet(tmp_path, monkeypatch, tmp_path_factory, 
     err = capsys.readouterr().err
     assert "duplicate_id=1" in err and "row 6" in err
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1, 2]
+
+
+# ----------------------------------------------------------------------------- data.where, math
+
+
+MATH_ROWS = [
+    {"problem": "Compute $1+1$.", "level": "Level 1", "type": "Algebra",
+     "solution": "Clearly $1+1=\\boxed{2}$."},
+    {"problem": "Find $x$ if $2x=3$.", "level": "Level 3", "type": "Algebra",
+     "solution": "Try \\boxed{1} first; no. So $x=\\boxed{\\frac{3}{2}}$."},
+    {"problem": "How many primes are below 10?", "level": "Level 5", "type": "Number Theory",
+     "solution": "2, 3, 5, 7: there are $\\boxed{4}$."},
+    {"problem": "An unmarked one.", "level": "Level 4", "type": "Algebra",
+     "solution": "No box here."},
+    {"problem": "Level unknown.", "level": "Level ?", "type": "Geometry",
+     "solution": "$\\boxed{0}$"},
+]
+
+
+def test_math_preset_and_where_filter(tmp_path):
+    """MATH layout: the gold is the solution's LAST \\boxed{}; data.where keeps levels 3-5
+    before data.limit counts rows; rows it leaves out are reported apart from bad records."""
+    path = tmp_path / "math.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in MATH_ROWS))
+    where = {"level": ["Level 3", "Level 4", "Level 5"]}
+    problems, report = load_problems_from(str(path), preset="math", where=where)
+    assert [p.text for p in problems] == [r["problem"] for r in MATH_ROWS[1:4]]
+    assert [p.gold for p in problems] == ["\\frac{3}{2}", "4", None]
+    assert report.filtered == 2 and report.rows == 3 and not report.skipped
+    assert "2 rows left out by data.where" in report.summary()
+    # the ground_truth reward needs a gold: the unboxed solution is skipped and counted
+    problems, report = load_problems_from(str(path), preset="math", where=where,
+                                          require_answer=True)
+    assert len(problems) == 2 and report.skipped == {"missing_answer": 1}
+    # limit counts kept rows; several columns must all match; values compare as text
+    problems, _ = load_problems_from(str(path), preset="math", where=where, limit=1)
+    assert [p.gold for p in problems] == ["\\frac{3}{2}"]
+    problems, _ = load_problems_from(str(path), preset="math",
+                                     where={**where, "type": ["Number Theory"]})
+    assert [p.gold for p in problems] == ["4"]
+    nums = tmp_path / "nums.jsonl"
+    nums.write_text("\n".join(json.dumps({"question": f"q{i}", "level": i}) for i in range(1, 6)))
+    problems, _ = load_problems_from(str(nums), where={"level": [3, "5"]})
+    assert [p.text for p in problems] == ["q3", "q5"]
+    with pytest.raises(DataError, match=r"data\.where\.difficulty: column 'difficulty' is not in"):
+        load_problems_from(str(path), preset="math", where={"difficulty": ["hard"]})
+
+
+def test_where_reaches_the_loader_from_the_config(tmp_path):
+    """``data.where`` in a config is what ``train.load_problems`` filters by."""
+    from vlcohort.config import ConfigError, load_config
+    from vlcohort.train import load_problems
+
+    path = tmp_path / "math.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in MATH_ROWS))
+    cfg = load_config(None, ["data.source=file", f"data.path={path}", "data.preset=math",
+                             "data.where={level: [Level 4, Level 5]}", "method=gt_reward"])
+    assert [p.gold for p in load_problems(cfg)] == ["4"]  # Level 4 has no gold: skipped
+    for bad, match in [(["data.where={level: Level 3}"], r"data\.where\.level: expected a list"),
+                       (["data.where={level: []}"], r"data\.where\.level: give a column"),
+                       (["data.where=[level]"], r"data\.where: expected a mapping")]:
+        with pytest.raises(ConfigError, match=match):
+            load_config(None, ["data.source=file", f"data.path={path}", *bad])
+    with pytest.raises(ConfigError, match=r"data\.where: .*needs data\.source=file or hub"):
+        load_config(None, ["data.where={level: [Level 3]}"])

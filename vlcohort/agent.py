@@ -121,6 +121,7 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
         model = _load_from(adapter, weights_from)
     else:
         model = adapter.load_model()
+    model = model.to(resolve_device(mc.device, f"agents.N.device (agent {mc.name})"))
     agent = Agent(name=mc.name, adapter=adapter, model=model, autocast_bf16=mc.autocast_bf16)
     if cfg is None:
         return agent
@@ -171,6 +172,20 @@ def _wrap_deepspeed(agent: Agent, mc: ModelConfig, cfg: Config, layout) -> None:
     agent.layout = layout
 
 
+def resolve_device(spec: str, key: str = "agents.N.device") -> torch.device:
+    """``cpu`` | ``cuda`` (the current GPU) | ``cuda:N``; a GPU asked for on a machine
+    without one is an error naming the key, not a silent fall-back to the CPU."""
+    device = torch.device(spec)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"{key}: {spec!r} asks for a GPU but torch sees none here; "
+                               "use cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise RuntimeError(f"{key}: {spec!r}, but torch sees {torch.cuda.device_count()} "
+                               "GPU(s)")
+    return device
+
+
 def _adamw(params, **kwargs) -> torch.optim.Optimizer:
     """Fused AdamW where torch has it for these tensors (one kernel for all parameters:
     ~3x faster optimizer steps on CPU), else the default implementation."""
@@ -206,7 +221,7 @@ def _wrap_lora(model, mc: ModelConfig, weights_from: str | None):
 
 
 def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
-                  size: int) -> list[tuple[slice, Any]]:
+                  size: int, device: torch.device | None = None) -> list[tuple[slice, Any]]:
     """Training batches of ``size`` sequences each, encoded once and reused by every pass.
 
     Row n of the rollouts belongs to prompt n // G. Each micro-batch re-encodes its own
@@ -219,7 +234,8 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
     for start in range(0, N, size):
         rows = slice(start, min(N, start + size))
         prompts = agent.adapter.encode_prompts([rendered[n // G] for n in range(rows.start, rows.stop)])
-        out.append((rows, agent.adapter.encode_training(prompts, rollouts.completions[rows])))
+        batch = agent.adapter.encode_training(prompts, rollouts.completions[rows])
+        out.append((rows, batch.to(device) if device is not None else batch))
     return out
 
 
@@ -253,7 +269,8 @@ def token_stats(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Roll
     ``completion_token_stats``). ``temperature_scaled``: statistics of softmax(logits /
     temperature) instead of softmax(logits)."""
     N, C = len(rollouts.completions), rollouts.logprobs.shape[1]
-    mbs = micro_batches(agent, rendered, rollouts, g.micro_batch_seqs)
+    mbs = micro_batches(agent, rendered, rollouts, g.micro_batch_seqs,
+                        next(agent.model.parameters()).device)
     logp, sc, ent, mask = (torch.zeros(N, C) for _ in range(4))  # [N, C] each
     with torch.no_grad(), agent.autocast(), agent.generation_context():  # ZeRO-3: gathered
         for rows, tb in mbs:
@@ -284,15 +301,19 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     """
     model = agent.model
     engine = agent.ds_engine  # None in a single process
+    device = next(model.parameters()).device  # rollouts come on the CPU; the update runs here
     N, C = len(rollouts.completions), rollouts.logprobs.shape[1]
+    rollout_logp = rollouts.logprobs.to(device)  # [N, C]
+    advantages = advantages.to(device)  # [N]
     mbs = batches if batches is not None else micro_batches(agent, rendered, rollouts,
-                                                            g.micro_batch_seqs)
-    comp_mask = torch.zeros(N, C)  # [N, C] real completion tokens
+                                                            g.micro_batch_seqs, device)
+    comp_mask = torch.zeros(N, C, device=device)  # [N, C] real completion tokens
     for rows, tb in mbs:
         comp_mask[rows] = _pad_to(tb.completion_mask.float(), C)
-    mask = comp_mask * torch.isfinite(rollouts.logprobs).float()  # NaN/inf rollout tokens out
+    mask = comp_mask * torch.isfinite(rollout_logp).float()  # NaN/inf rollout tokens out
     on_policy = g.ppo_epochs == 1 and old_logprobs is None
-    old, ref = old_logprobs, None
+    old = None if old_logprobs is None else old_logprobs.to(device)
+    ref = None
     with torch.no_grad(), agent.autocast():
         if not on_policy and old is None:
             old = torch.cat([_pad_to(agent.logprobs(tb, temperature), C)
@@ -322,7 +343,7 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
             weights = None
             if g.is_mode != "off":
                 weights, st_is = grpo.importance_weights(  # masks and counts NaN/inf itself
-                    old_mb, rollouts.logprobs[rows], comp_mask[rows], level=g.is_level,
+                    old_mb, rollout_logp[rows], comp_mask[rows], level=g.is_level,
                     mode=g.is_mode, cap=g.is_cap, low=g.is_low, high=g.is_high)
                 if epoch == 0:
                     is_parts.append((st_is, float(comp_mask[rows].sum())))

@@ -110,6 +110,10 @@ class ModelConfig:
     """Recompute activations in the backward pass (less memory, ~30% slower)."""
     autocast_bf16: bool = False
     """Run forward passes under bf16 autocast (weights stay in ``dtype``)."""
+    device: str = "cpu"
+    """Where this agent's model lives, generates and trains: cpu | cuda (the current GPU) |
+    cuda:N (agents of one process may sit on different GPUs). Rollouts, votes and rewards
+    stay on the CPU."""
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
     """Supervised warm-up before RL (none by default)."""
     view: ViewConfig = field(default_factory=ViewConfig)
@@ -147,13 +151,18 @@ class DataConfig:
     """file or hub: where the data is."""
     preset: str = "generic"
     """file or hub: column layout. mmr1 (images, problem, answer) | open_r1 (image, problem,
-    solution with <answer>X</answer>) | generic (data.columns)."""
+    solution with <answer>X</answer>) | math (problem, solution whose last \\boxed{} is the
+    gold; text only) | generic (data.columns)."""
     columns: DataColumns = field(default_factory=DataColumns)
     """file or hub: column names, overriding the preset's."""
     split: str = "train"
     """file (dataset folder) or hub: which split."""
     limit: int = 0
     """file or hub: read at most this many rows (0: all)."""
+    where: dict[str, list[str]] = field(default_factory=dict)
+    """file or hub: keep only rows whose column holds one of the listed values, e.g.
+    {level: [Level 3, Level 4, Level 5]} (values compared as text; several columns: all
+    must match). Applied before data.limit; {}: every row."""
     decouple: bool = False
     """Give each agent a disjoint shard of the data (problems a, a+A, a+2A...): each step
     agent a trains on B prompts of its own shard only. Every agent still answers all A x B
@@ -553,7 +562,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "reward.tie": ("abstain", "first", "canonical"),
     "reward.answer_style": ("auto", "answer_tag", "boxed", "phrase", "last_letter", "last_number"),
     "data.source": ("synthetic", "file", "hub"),
-    "data.preset": ("mmr1", "open_r1", "generic"),
+    "data.preset": ("mmr1", "open_r1", "math", "generic"),
     "grpo.adv_scale": ("group", "none"),
     "grpo.kl_kind": ("k1", "k3"),
     "grpo.loss_agg": ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"),
@@ -685,6 +694,12 @@ def _coerce(tp, value, key: str, default):
         return _coerce(args[0], value, key, default)
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, key + ".")
+    if origin is dict:
+        key_tp, value_tp = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return {_coerce(key_tp, k, f"{key}.{k}", None): _coerce(value_tp, v, f"{key}.{k}", None)
+                for k, v in value.items()}
     if origin is list:
         (item_tp,) = typing.get_args(tp)
         if not isinstance(value, list):
@@ -745,6 +760,8 @@ def validate(cfg: Config) -> None:
         if not a.path:
             raise ConfigError(f"agents.{i}.path: empty; give a checkpoint folder, hub id or "
                               "tiny:<family> spec")
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device):
+            raise ConfigError(f"agents.{i}.device: {a.device!r}; use cpu, cuda or cuda:N")
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", a.name):
             raise ConfigError(f"agents.{i}.name: {a.name!r}; use letters, digits, _ . - "
                               "(it names metric keys and checkpoint folders)")
@@ -841,6 +858,13 @@ def validate(cfg: Config) -> None:
                           + ("file or dataset folder" if d.source == "file" else "hub dataset id"))
     if d.limit < 0:
         raise ConfigError(f"data.limit: must be >= 0 (0: all rows), got {d.limit}")
+    if d.where and d.source == "synthetic":
+        raise ConfigError("data.where: filters rows of a data file; it needs data.source=file "
+                          "or hub")
+    for column, values in d.where.items():
+        if not str(column).strip() or not values:
+            raise ConfigError(f"data.where.{column}: give a column name and a non-empty list "
+                              "of the values to keep, e.g. {level: [Level 3, Level 4]}")
     for i, a in enumerate(cfg.agents):
         if a.view.column and a.view.rewrite_file:
             raise ConfigError(f"agents.{i}.view: set column or rewrite_file, not both")

@@ -175,6 +175,16 @@ def answer_from_solution(solution: Any) -> str | None:
     return None
 
 
+def answer_from_boxed(solution: Any) -> str | None:
+    """The gold of a worked solution: the content of its last ``\\boxed{...}`` (MATH-style
+    data, where the solution column ends in the boxed final answer)."""
+    if solution is None:
+        return None
+    from .answers import extract_answer
+
+    return extract_answer(str(solution), style="boxed")
+
+
 @dataclass
 class Columns:
     """Which column holds which field. ``images`` may hold one image or a list; a column
@@ -186,6 +196,7 @@ class Columns:
     options: str = "options"
     answer: str = "answer"
     answer_is_solution: bool = False  # the answer column holds <answer>X</answer> somewhere
+    answer_is_boxed: bool = False  # the answer column is a worked solution ending in \boxed{X}
 
 
 PRESETS: dict[str, Columns] = {
@@ -194,6 +205,10 @@ PRESETS: dict[str, Columns] = {
     # lmms-lab/multimodal-open-r1-8k-verified: image, problem, solution (<answer> tag)
     "open_r1": Columns(question="problem", images="image", answer="solution",
                        answer_is_solution=True),
+    # MATH (e.g. DigitalLearningGmbH/MATH-lighteval): problem, solution (gold in its last
+    # \boxed{}), level, type; text only
+    "math": Columns(question="problem", images="images", answer="solution",
+                    answer_is_boxed=True),
     "generic": Columns(),
 }
 
@@ -214,6 +229,7 @@ class LoadReport:
     skipped: dict[str, int] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
     max_examples: int = 5
+    filtered: int = 0  # rows left out on purpose by data.where (not bad records)
 
     def skip(self, reason: str, row: int, fld: str, message: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -222,6 +238,8 @@ class LoadReport:
 
     def summary(self) -> str:
         lines = [f"{self.source}: {self.rows} rows read, {self.loaded} problems loaded"]
+        if self.filtered:
+            lines.append(f"  {self.filtered} rows left out by data.where")
         if self.skipped:
             total = sum(self.skipped.values())
             by = ", ".join(f"{k}={v}" for k, v in sorted(self.skipped.items()))
@@ -329,15 +347,39 @@ def _check_image(src: Any, base: Path | None) -> tuple[str, str] | None:
     return None
 
 
+def keep_where(ds, where: dict[str, list[Any]], where_text: str):
+    """The rows of ``ds`` whose column ``c`` holds one of ``where[c]`` for every ``c``
+    (compared as stripped text, so ``3`` matches a column value 3 or "3"), and how many were
+    left out. Reads only the named columns (images are not touched)."""
+    if not where:
+        return ds, 0
+    names = set(ds.column_names)
+    for column in where:
+        if column not in names:
+            raise DataError(f"data.where.{column}: column {column!r} is not in {where_text} "
+                            f"(columns: {', '.join(sorted(names))})")
+    keys = list(where)
+    allowed = [{str(v).strip() for v in where[k]} for k in keys]
+
+    def keep(*values) -> bool:
+        return all(v is not None and str(v).strip() in ok for v, ok in zip(values, allowed))
+
+    kept = ds.filter(keep, input_columns=keys)
+    return kept, len(ds) - len(kept)
+
+
 def load_problems_from(path: str, *, source: str = "file", preset: str = "generic",
                        columns: Columns | None = None, split: str = "train",
                        limit: int = 0, require_answer: bool = False,
                        extra_columns: Sequence[str] = (),
+                       where: dict[str, list[Any]] | None = None,
                        ) -> tuple[list[Problem], LoadReport]:
     """Read problems from a dataset file/folder/hub id; bad records skipped and counted.
 
     ``columns`` overrides the preset's (``None``: the preset's own). ``limit`` reads at
-    most that many rows (0: all). ``extra_columns`` are text columns kept in
+    most that many rows (0: all), counted after ``where`` (``{column: [values]}``, see
+    :func:`keep_where`) has left out the rows it does not want. ``extra_columns`` are text
+    columns kept in
     ``meta["columns"]`` (per-agent views read their prompt from them). Images are checked
     only cheaply here (a path that does not exist, an image with neither bytes nor path);
     decoding is left to rendering, which skips and counts a broken image.
@@ -347,18 +389,19 @@ def load_problems_from(path: str, *, source: str = "file", preset: str = "generi
     cols = columns or PRESETS[preset]
     ds, base = open_dataset(path, source=source, split=split)
     names = set(ds.column_names)
-    where = f"{path}" + (f" [{split}]" if source == "hub" or (base is not None and Path(path).is_dir()) else "")
+    where_text = f"{path}" + (f" [{split}]" if source == "hub" or (base is not None and Path(path).is_dir()) else "")
     if cols.question not in names:
-        raise DataError(f"data.columns.question: column {cols.question!r} is not in {where} "
+        raise DataError(f"data.columns.question: column {cols.question!r} is not in {where_text} "
                         f"(columns: {', '.join(sorted(names))}); set data.columns.question or "
                         "data.preset")
     for key in extra_columns:
         if key not in names:
-            raise DataError(f"agents.*.view.column: column {key!r} is not in {where} "
+            raise DataError(f"agents.*.view.column: column {key!r} is not in {where_text} "
                             f"(columns: {', '.join(sorted(names))})")
+    ds, filtered = keep_where(ds, where or {}, where_text)
     if limit and limit < len(ds):
         ds = ds.select(range(limit))
-    report = LoadReport(source=where)
+    report = LoadReport(source=where_text, filtered=filtered)
     name = Path(path).stem if source == "file" else path
     seen: set[str] = set()
     problems: list[Problem] = []
@@ -383,8 +426,11 @@ def load_problems_from(path: str, *, source: str = "file", preset: str = "generi
         if bad:
             continue
         raw_answer = rec.get(cols.answer) if cols.answer in names else None
-        gold = answer_from_solution(raw_answer) if cols.answer_is_solution else (
-            None if _is_blank(raw_answer) else str(raw_answer).strip())
+        if cols.answer_is_boxed:
+            gold = answer_from_boxed(raw_answer)
+        else:
+            gold = answer_from_solution(raw_answer) if cols.answer_is_solution else (
+                None if _is_blank(raw_answer) else str(raw_answer).strip())
         if gold is None and require_answer:
             report.skip("missing_answer", row, cols.answer,
                         f"problem {pid!r}: no answer (the ground_truth reward needs one)")

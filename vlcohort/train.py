@@ -113,7 +113,7 @@ def load_problems(cfg: Config) -> list[Problem]:
             split=d.split, limit=d.limit,
             require_answer=any(agent_reward_source(cfg, i) == "ground_truth"
                                for i in range(len(cfg.agents))),
-            extra_columns=sorted({c for _, c, _ in views if c}))
+            extra_columns=sorted({c for _, c, _ in views if c}), where=d.where)
         problems = attach_views(problems, views, report)
     except DataError as e:
         raise ConfigError(str(e)) from e

@@ -46,6 +46,7 @@ def answer_ids(adapter, letter: str, template: str) -> list[int]:
 def _sequence_logprobs(adapter, model, rendered, completions) -> torch.Tensor:
     """[N] summed log-probs of ``completions[i]`` after ``rendered[i]``."""
     batch = adapter.encode_training(adapter.encode_prompts(rendered), completions)
+    batch = batch.to(next(model.parameters()).device)
     lp = adapter.completion_logprobs(model, batch)  # [N, C]
     return (lp * batch.completion_mask).sum(dim=1)
 

@@ -85,8 +85,9 @@ class HFEngine:
         was_training = self.model.training
         self.model.eval()
         try:
+            device = next(self.model.parameters()).device
             sequences = self.model.generate(
-                **prompts.inputs, do_sample=True, temperature=sampling.temperature,
+                **prompts.to(device).inputs, do_sample=True, temperature=sampling.temperature,
                 top_p=sampling.top_p, top_k=sampling.top_k,
                 max_new_tokens=sampling.max_new_tokens, eos_token_id=stop_ids,
                 pad_token_id=adapter.pad_token_id(),
@@ -96,7 +97,7 @@ class HFEngine:
         finally:
             self.model.train(was_training)
         new = sequences[:, prompts.prompt_len:]  # [N, C]
-        logprobs = recorder.finish(sequences)  # [N, C]
+        logprobs = recorder.finish(sequences).cpu()  # [N, C]; rollouts live on the CPU
         stops = set(stop_ids)
         completions, finished = [], []
         for row in new.tolist():
