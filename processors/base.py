@@ -348,14 +348,21 @@ class Adapter:
 
     def vllm_request(self, rendered: RenderedPrompt) -> dict:
         """The request form ``vllm.LLM.generate`` takes (vLLM's documented multimodal API):
-        ``{"prompt": text, "multi_modal_data": {"image": [PIL, ...]}}``.
+        ``{"prompt": text, "multi_modal_data": {"image": PIL | [PIL, ...]},
+        "mm_processor_kwargs": {...}}``.
 
         The prompt text carries one unexpanded image placeholder per image (the chat
         template's); vLLM's own processor for the family expands it. Images are the
         adapter-prepared ones, so the family resize rule applies exactly once.
-        Written against vLLM's API; it cannot be run without a GPU.
+
+        vLLM tokenizes a text prompt with the tokenizer's special tokens (its default,
+        like ``tokenizer(text)``), while the chat template has already written the BOS
+        (Gemma's ``<bos>``, Llama's ``<|begin_of_text|>``): the leading BOS text is
+        dropped here when the tokenizer adds one itself, so vLLM's prompt ids equal
+        ``encode_prompts``' ids (``add_special_tokens=False``) instead of starting with two
+        BOS. Written against vLLM's API; it cannot be run without a GPU.
         """
-        request: dict[str, Any] = {"prompt": rendered.text}
+        request: dict[str, Any] = {"prompt": self._text_without_template_bos(rendered.text)}
         if rendered.images:
             request["multi_modal_data"] = {
                 "image": rendered.images[0] if len(rendered.images) == 1 else list(rendered.images)
@@ -364,6 +371,16 @@ class Adapter:
         if mm_kwargs and rendered.images:
             request["mm_processor_kwargs"] = mm_kwargs
         return request
+
+    def _text_without_template_bos(self, text: str) -> str:
+        """``text`` minus a leading BOS token text that tokenizing with special tokens
+        would add again."""
+        tok = self.tokenizer
+        bos, bos_id = tok.bos_token, tok.bos_token_id
+        if not bos or bos_id is None or not text.startswith(bos):
+            return text
+        adds_bos = bos_id in tok("", add_special_tokens=True)["input_ids"]
+        return text[len(bos):] if adds_bos else text
 
     def vllm_processor_kwargs(self) -> dict:
         """*Family hook*: per-request ``mm_processor_kwargs`` for vLLM."""
