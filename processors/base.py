@@ -128,6 +128,9 @@ class Adapter:
     per_token_keys: ClassVar[tuple[str, ...]] = ()
     """Family per-token inputs ([B, P]) that a training batch extends over the completion
     with zeros (``attention_mask`` is always extended, with the completion mask)."""
+    takes_video: ClassVar[bool] = False
+    """The family's model also takes videos (vLLM then reserves memory for them unless
+    told that prompts carry none)."""
 
     def __init__(self, path: str | Path, options: AdapterOptions | None = None,
                  processor: Any | None = None):
@@ -385,6 +388,14 @@ class Adapter:
     def vllm_processor_kwargs(self) -> dict:
         """*Family hook*: per-request ``mm_processor_kwargs`` for vLLM."""
         return {}
+
+    def vllm_mm_limits(self, max_images: int) -> dict[str, int]:
+        """vLLM's ``limit_mm_per_prompt``: up to ``max_images`` images, and no videos (so
+        vLLM's memory profile does not reserve room for a video nobody sends)."""
+        limits = {"image": max_images}
+        if self.takes_video:
+            limits["video"] = 0
+        return limits
 
 
 # --------------------------------------------------------------------------- helpers

@@ -23,6 +23,7 @@ class InternVLAdapter(Adapter):
     model_types = ("internvl",)
     placeholder_tokens = ("<IMG_CONTEXT>", "<img>", "</img>", "<video>")
     stop_tokens = ("<|im_end|>", "<|endoftext|>")
+    takes_video = True
 
     @property
     def _ip(self):

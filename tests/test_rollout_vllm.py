@@ -176,6 +176,8 @@ def test_too_many_images_is_a_clear_error(tiny_dir):
     r = adapter.render(Problem(id="many", text="Compare.", images=[picture(56, 56)] * 3))
     with pytest.raises(ValueError, match=r"'many' has 3 images.*max_images_per_prompt=2"):
         build_requests(adapter, [r], max_images=2)
+    assert adapter.vllm_mm_limits(2) == {"image": 2, "video": 0}  # no video profiling
+    assert adapter_for(tiny("gemma3", tiny_dir)).vllm_mm_limits(2) == {"image": 2}
 
 
 # ------------------------------------------------------------------ outputs -> Rollouts
@@ -367,7 +369,7 @@ def vllm_env():
     engines: list = []
     yield engines
     for e in engines:
-        del e.llm
+        e.close()
     engines.clear()
     try:
         from vllm.distributed.parallel_state import (destroy_distributed_environment,

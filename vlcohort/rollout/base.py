@@ -41,7 +41,7 @@ class Rollouts:
         group_size: G.
     """
 
-    prompts: PromptBatch | None  # None in a subset (select_prompts)
+    prompts: PromptBatch | None  # None in a subset (select_prompts) and from the vllm engine
     completions: list[list[int]]
     texts: list[str]
     logprobs: torch.Tensor

@@ -348,7 +348,11 @@ def iter_vllm_weights(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
 
 def _ensure_torch_distributed_env() -> None:
     """``external_launcher`` initialises torch.distributed from the environment; without
-    a launcher, describe a one-process world (what ``torchrun`` would have set)."""
+    a launcher, describe a one-process world (what ``torchrun`` would have set). The
+    engine core must run in this process (the weight push reaches its model), which
+    ``external_launcher`` implies; it is set explicitly in case the environment says
+    otherwise."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
                        ("MASTER_ADDR", "127.0.0.1")):
         os.environ.setdefault(key, value)
@@ -396,7 +400,7 @@ class VLLMEngine:
         if cfg.max_model_len:
             kwargs["max_model_len"] = cfg.max_model_len
         if adapter.is_multimodal:
-            kwargs["limit_mm_per_prompt"] = {"image": cfg.max_images_per_prompt}
+            kwargs["limit_mm_per_prompt"] = adapter.vllm_mm_limits(cfg.max_images_per_prompt)
             if adapter.vllm_processor_kwargs():  # also sizes the memory profile's images
                 kwargs["mm_processor_kwargs"] = adapter.vllm_processor_kwargs()
         self.llm = LLM(**kwargs)
@@ -406,10 +410,17 @@ class VLLMEngine:
         # The engine loaded adapter.path; the policy may differ (resume, LoRA): push it.
         self.update_weights(model)
 
-    def __del__(self):
+    def close(self) -> None:
+        """Drop the vLLM engine (its GPU memory is freed once nothing refers to it)."""
         global _SLEEPING_ENGINES
-        if getattr(self, "llm", None) is not None and self.cfg.sleep_mode:
+        if getattr(self, "llm", None) is None:
+            return
+        if self.cfg.sleep_mode:
             _SLEEPING_ENGINES = max(0, _SLEEPING_ENGINES - 1)
+        self.llm = None
+
+    def __del__(self):
+        self.close()
 
     # ----------------------------------------------------------------- memory
 
@@ -449,11 +460,15 @@ class VLLMEngine:
         target = self._runner_model()
         with torch.no_grad():
             for chunk in iter_vllm_weights(model):
-                target.load_weights(weights=chunk)
+                target.load_weights(chunk)
         self.llm.reset_prefix_cache()
-        reset_encoder = getattr(self.llm, "reset_encoder_cache", None)
-        if callable(reset_encoder):  # vLLM >= 0.16 caches vision embeddings across requests
-            reset_encoder()
+        # vLLM >= 0.16 keeps vision-encoder outputs across requests, keyed by image hash
+        # (on LLMEngine in 0.25; older versions have no such cache and no such method).
+        for owner in (self.llm, self.llm.llm_engine):
+            reset_encoder = getattr(owner, "reset_encoder_cache", None)
+            if callable(reset_encoder):
+                reset_encoder()
+                break
 
     # ----------------------------------------------------------------- generation
 
@@ -478,6 +493,8 @@ class VLLMEngine:
 
         G = group_size
         prompts, mine = self._tp_shares(list(rendered))
+        if not prompts:
+            return to_rollouts([], G, self.stop_ids, self.adapter.tokenizer)
         requests = build_requests(self.adapter, prompts, self.cfg.max_images_per_prompt)
         params = [VSamplingParams(**sampling_kwargs(sampling, G, self.stop_ids,
                                                     self.suppressed, s))
