@@ -77,6 +77,29 @@ def checkpoint_tensors(folder: Path) -> dict[str, torch.Tensor]:
     return out
 
 
+def hub_layout(folder: Path, name: str, out_dir: Path) -> Path:
+    """The tiny checkpoint in its family's published file layout.
+
+    transformers 5 saves a model built from scratch (the tiny ones) without the SigLIP
+    ``vision_model.`` level that published Gemma-3 files have (``vision_tower.vision_model.*``)
+    and that vLLM's Gemma-3 loader expects; the other families' tiny files already have
+    the published layout."""
+    if name != "gemma3":
+        return folder
+    import shutil
+
+    from safetensors.torch import save_file
+
+    out = out_dir / f"{name}-hub"
+    if not out.exists():
+        shutil.copytree(folder, out, ignore=shutil.ignore_patterns("*.safetensors"))
+        tensors = {(k.replace("vision_tower.", "vision_tower.vision_model.", 1)
+                    if k.startswith("vision_tower.") else k): t
+                   for k, t in checkpoint_tensors(folder).items()}
+        save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
 def pushed(model) -> dict[str, torch.Tensor]:
     """Everything the engine would receive, copied (chunks are only valid while current)."""
     out: dict[str, torch.Tensor] = {}
@@ -265,6 +288,18 @@ def test_pushed_weights_are_the_checkpoint_files(tiny_dir, name):
         assert torch.equal(got[k], t), k
 
 
+def test_published_layout_is_pushed_in_that_layout(tiny_dir, tmp_path):
+    """A checkpoint whose files use another layout than transformers' modules (published
+    Gemma-3: SigLIP under ``vision_model.``) is pushed in the files' layout, the one vLLM
+    loaded: transformers records the rename at load and the push reverts it."""
+    folder = hub_layout(tiny("gemma3", tiny_dir), "gemma3", tmp_path)
+    files = checkpoint_tensors(folder)
+    assert any(k.startswith("vision_tower.vision_model.") for k in files)
+    got = pushed(adapter_for(folder).load_model())
+    assert got.keys() == files.keys()
+    assert all(torch.equal(got[k], files[k]) for k in files)
+
+
 def test_lora_policy_is_pushed_merged_without_touching_it(tiny_dir):
     from peft import LoraConfig, get_peft_model
 
@@ -358,6 +393,8 @@ def test_zero3_shards_are_gathered_module_by_module(tiny_dir, tmp_path):
 
 
 # ------------------------------------------------------------------ GPU: the engine itself
+# float32 engines (tight agreement with the float32 policy): vLLM then picks FlexAttention,
+# the backend that takes float32 and the tiny models' 16-wide heads.
 
 needs_vllm_gpu = pytest.mark.skipif(not (HAS_VLLM and HAS_GPU), reason="needs vLLM and a CUDA GPU")
 
@@ -422,12 +459,12 @@ def assert_agrees(rollouts, reference, tol=2e-2):
 @pytest.mark.gpu
 @needs_vllm_gpu
 @pytest.mark.parametrize("name", FAMILIES)
-def test_gpu_engine_generates_and_follows_the_policy(tiny_dir, vllm_env, name):
+def test_gpu_engine_generates_and_follows_the_policy(tiny_dir, tmp_path, vllm_env, name):
     from peft import LoraConfig, get_peft_model
 
     from vlcohort.rollout.vllm import VLLMEngine
 
-    adapter, model = gpu_policy(tiny(name, tiny_dir))
+    adapter, model = gpu_policy(hub_layout(tiny(name, tiny_dir), name, tmp_path))
     cfg = VLLMConfig(dtype="float32", enforce_eager=True, gpu_memory_utilization=0.2,
                      sleep_mode=False, max_num_seqs=64)
     engine = VLLMEngine(adapter, model, cfg, seed=0)

@@ -1,10 +1,13 @@
 """The ``vllm`` rollout engine: a colocated ``vllm.LLM`` per agent rank.
 
-Status: written against the offline API of vLLM 0.25 (the V1 engine; the range TRL's
-colocated mode supports, 0.17 - 0.25) and needing >= 0.10.2 (``logprobs_mode``). It has
-NOT been run here: this machine has no GPU and vLLM does not install without one. The
-pure pieces below (request building, output conversion, weight iteration) are tested on
-CPU; ``tests/test_rollout_vllm.py`` has GPU-marked tests for the engine itself.
+Status: written against the offline API of vLLM 0.25.1 (the V1 engine; TRL's colocated
+mode supports 0.17 - 0.25) and needing >= 0.10.2 (``logprobs_mode``). Every vLLM call
+here was checked against 0.25.1's source (``LLM``, ``SamplingParams``, the sampler's
+order of logit bias / temperature / processed log-probs, sleep tags, the
+external-launcher executor, the families' ``load_weights`` name mappers), but it has NOT
+been run: this machine has no GPU and vLLM does not run without one. The pure pieces
+below (request building, output conversion, weight iteration) are tested on CPU;
+``tests/test_rollout_vllm.py`` has GPU-marked tests for the engine itself.
 
 Semantics are the ``hf`` engine's (``hf.py``): N = B x G rows in prompt-major order (row
 b*G + g is rollout g of prompt b), completions cut after the first of
@@ -59,8 +62,12 @@ process (one worker per rank, the model reachable for ``load_weights``) and make
 ranks of a tensor-parallel group one SPMD engine: every rank of the group must generate
 the same prompts with the same seeds. Each rank passes its own share of the prompts;
 with ``tensor_parallel_size > 1`` the engine gathers the shares of its TP group,
-generates them once and returns this rank's rows. Without a launcher the torch.distributed
-environment variables of a one-process world are set. Build the engine outside any
+generates them once and returns this rank's rows. vLLM builds its process groups over
+the whole torch.distributed world (``ExternalDP x TP``, consecutive ranks) and takes the
+minimum free memory over it at start-up, so every rank must build its engine at the same
+point, and TP groups must lie inside agent groups (``tensor_parallel_size`` divides
+``distributed.ranks_per_agent``). Without a launcher the torch.distributed environment
+variables of a one-process world are set. Build the engine outside any
 ``deepspeed.zero.Init`` context, or vLLM's own modules would be partitioned.
 
 Everything vLLM-specific lives in this file; ``vllm`` is imported only inside
