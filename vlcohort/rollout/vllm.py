@@ -33,7 +33,9 @@ How each is obtained from vLLM:
 - **Suppressed tokens**: ``logit_bias = {id: -inf}``. vLLM adds logit biases in its
   logits processors, before temperature, so the token has probability exactly 0 in the
   sampled and in the recorded distribution (``bad_words`` would go through text and
-  ``allowed_token_ids`` would need a list of the whole vocabulary).
+  ``allowed_token_ids`` would need a list of the whole vocabulary). The
+  ``SamplingParams`` constructor keeps -inf; only the OpenAI server's ``from_optional``
+  clamps biases to +-100.
 - **Stops**: ``stop_token_ids`` = the adapter's stop ids. vLLM appends the stop token to
   ``token_ids`` before it checks for a stop, so completions keep it, as in ``hf``.
 
