@@ -156,6 +156,9 @@ class Adapter:
     per_token_keys: ClassVar[tuple[str, ...]] = ()
     """Family per-token inputs ([B, P]) that a training batch extends over the completion
     with zeros (``attention_mask`` is always extended, with the completion mask)."""
+    takes_video: ClassVar[bool] = False
+    """The family's model also takes videos (vLLM then reserves memory for them unless
+    told that prompts carry none)."""
 
     def __init__(self, path: str | Path, options: AdapterOptions | None = None,
                  processor: Any | None = None):
@@ -414,14 +417,21 @@ class Adapter:
 
     def vllm_request(self, rendered: RenderedPrompt) -> dict:
         """The request form ``vllm.LLM.generate`` takes (vLLM's documented multimodal API):
-        ``{"prompt": text, "multi_modal_data": {"image": [PIL, ...]}}``.
+        ``{"prompt": text, "multi_modal_data": {"image": PIL | [PIL, ...]},
+        "mm_processor_kwargs": {...}}``.
 
         The prompt text carries one unexpanded image placeholder per image (the chat
         template's); vLLM's own processor for the family expands it. Images are the
         adapter-prepared ones, so the family resize rule applies exactly once.
-        Written against vLLM's API; it cannot be run without a GPU.
+
+        vLLM tokenizes a text prompt with the tokenizer's special tokens (its default,
+        like ``tokenizer(text)``), while the chat template has already written the BOS
+        (Gemma's ``<bos>``, Llama's ``<|begin_of_text|>``): the leading BOS text is
+        dropped here when the tokenizer adds one itself, so vLLM's prompt ids equal
+        ``encode_prompts``' ids (``add_special_tokens=False``) instead of starting with two
+        BOS. Written against vLLM's API; it cannot be run without a GPU.
         """
-        request: dict[str, Any] = {"prompt": rendered.text}
+        request: dict[str, Any] = {"prompt": self._text_without_template_bos(rendered.text)}
         if rendered.images:
             request["multi_modal_data"] = {
                 "image": rendered.images[0] if len(rendered.images) == 1 else list(rendered.images)
@@ -431,9 +441,27 @@ class Adapter:
             request["mm_processor_kwargs"] = mm_kwargs
         return request
 
+    def _text_without_template_bos(self, text: str) -> str:
+        """``text`` minus a leading BOS token text that tokenizing with special tokens
+        would add again."""
+        tok = self.tokenizer
+        bos, bos_id = tok.bos_token, tok.bos_token_id
+        if not bos or bos_id is None or not text.startswith(bos):
+            return text
+        adds_bos = bos_id in tok("", add_special_tokens=True)["input_ids"]
+        return text[len(bos):] if adds_bos else text
+
     def vllm_processor_kwargs(self) -> dict:
         """*Family hook*: per-request ``mm_processor_kwargs`` for vLLM."""
         return {}
+
+    def vllm_mm_limits(self, max_images: int) -> dict[str, int]:
+        """vLLM's ``limit_mm_per_prompt``: up to ``max_images`` images, and no videos (so
+        vLLM's memory profile does not reserve room for a video nobody sends)."""
+        limits = {"image": max_images}
+        if self.takes_video:
+            limits["video"] = 0
+        return limits
 
 
 # --------------------------------------------------------------------------- helpers

@@ -23,6 +23,7 @@ class InternVLAdapter(Adapter):
     model_types = ("internvl",)
     placeholder_tokens = ("<IMG_CONTEXT>", "<img>", "</img>", "<video>")
     stop_tokens = ("<|im_end|>", "<|endoftext|>")
+    takes_video = True
 
     @property
     def _ip(self):
@@ -47,4 +48,7 @@ class InternVLAdapter(Adapter):
         return int(self.processor.image_token_id)
 
     def vllm_processor_kwargs(self) -> dict:
-        return {"max_dynamic_patch": self.max_tiles()}
+        """vLLM serves the ``-HF`` format (``InternVLForConditionalGeneration``) with
+        transformers' own ``InternVLProcessor``, so the kwarg is the HF image processor's
+        ``max_patches`` (``max_dynamic_patch`` is the remote-code format's name)."""
+        return {"max_patches": self.max_tiles()}

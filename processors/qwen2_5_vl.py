@@ -27,6 +27,7 @@ class Qwen2_5_VLAdapter(Adapter):
                           "<|vision_pad|>")
     stop_tokens = ("<|im_end|>", "<|endoftext|>")
     per_token_keys = ("mm_token_type_ids", "token_type_ids")
+    takes_video = True
 
     @property
     def _ip(self):

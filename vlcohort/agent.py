@@ -146,7 +146,8 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
         lambda s: lr_multiplier(s, total, cfg.optim.warmup_ratio, cfg.optim.min_lr_ratio,
                                 cfg.optim.schedule),
     )
-    agent.engine = make_engine(cfg.rollout.engine, adapter, agent.model)
+    agent.engine = make_engine(cfg.rollout.engine, adapter, agent.model,
+                               vllm=cfg.rollout.vllm, seed=cfg.run.seed)
     return agent
 
 

@@ -210,6 +210,9 @@ class VLLMConfig:
     """Sequences vLLM decodes at once."""
     dtype: str = "auto"
     """Engine weights dtype: auto (the checkpoint's) | bfloat16 | float16 | float32."""
+    max_images_per_prompt: int = 4
+    """Most images one prompt may carry (vLLM's ``limit_mm_per_prompt``; its memory
+    profile reserves room for this many). A problem with more is an error."""
 
 
 @dataclass
@@ -894,6 +897,9 @@ def _validate_scale_out(cfg: Config) -> None:
     if v.max_model_len < 0 or v.max_num_seqs < 1:
         raise ConfigError("rollout.vllm.max_model_len must be >= 0 (0: the model's) and "
                           "rollout.vllm.max_num_seqs >= 1")
+    if v.max_images_per_prompt < 1:
+        raise ConfigError(f"rollout.vllm.max_images_per_prompt: must be >= 1, got "
+                          f"{v.max_images_per_prompt}")
     _check_choice("distributed.backend", dist.backend)
     if dist.ranks_per_agent < 0:
         raise ConfigError(f"distributed.ranks_per_agent: must be >= 0 (0: world size / "

@@ -1,7 +1,7 @@
 """Rollout engines behind one interface: ``engine.generate(rendered, G, sampling) -> Rollouts``.
 
-``hf`` (transformers ``generate``, CPU or GPU) is built here; a ``vllm`` engine implements
-the same interface (GPU only).
+``hf`` (transformers ``generate``, CPU or GPU) and ``vllm`` (a colocated vLLM engine, GPU
+only, imported lazily by ``make_engine`` so that the package works without vLLM).
 """
 
 from .base import Rollouts, SamplingParams, make_engine

@@ -41,7 +41,7 @@ class Rollouts:
         group_size: G.
     """
 
-    prompts: PromptBatch | None  # None in a subset (select_prompts)
+    prompts: PromptBatch | None  # None in a subset (select_prompts) and from the vllm engine
     completions: list[list[int]]
     texts: list[str]
     logprobs: torch.Tensor
@@ -81,14 +81,24 @@ class Engine(Protocol):
     def update_weights(self, model) -> None: ...
 
 
-def make_engine(kind: str, adapter, model) -> Engine:
-    """Engine by config name. ``vllm`` needs a GPU and the ``[vllm]`` extra."""
+def make_engine(kind: str, adapter, model, vllm=None, seed: int = 0) -> Engine:
+    """Engine by config name.
+
+    ``vllm`` (``rollout.vllm.*``, a :class:`vlcohort.config.VLLMConfig`; defaults when
+    None) and ``seed`` (the run's) are read by the ``vllm`` engine only, which needs a
+    CUDA GPU and the ``[vllm]`` extra and says so when either is missing.
+    """
     if kind == "hf":
         from .hf import HFEngine
 
         return HFEngine(adapter, model)
     if kind == "vllm":
-        raise NotImplementedError(
-            "rollout.engine=vllm is not built yet (issue #7) and needs a GPU; use "
-            "rollout.engine=hf")
+        from .vllm import VLLMEngine, check_available
+
+        check_available()  # before building anything: a clear message, not an ImportError
+        if vllm is None:
+            from vlcohort.config import VLLMConfig
+
+            vllm = VLLMConfig()
+        return VLLMEngine(adapter, model, vllm, seed=seed)
     raise ValueError(f"rollout.engine={kind!r}: not one of hf, vllm")

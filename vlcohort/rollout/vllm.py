@@ -1,0 +1,518 @@
+"""The ``vllm`` rollout engine: a colocated ``vllm.LLM`` per agent rank.
+
+Status: written against the offline API of vLLM 0.25.1 (the V1 engine; TRL's colocated
+mode supports 0.17 - 0.25) and needing >= 0.10.2 (``logprobs_mode``). Every vLLM call
+here was checked against 0.25.1's source (``LLM``, ``SamplingParams``, the sampler's
+order of logit bias / temperature / processed log-probs, sleep tags, the
+external-launcher executor, the families' ``load_weights`` name mappers), but it has NOT
+been run: this machine has no GPU and vLLM does not run without one. The pure pieces
+below (request building, output conversion, weight iteration) are tested on CPU;
+``tests/test_rollout_vllm.py`` has GPU-marked tests for the engine itself.
+
+Semantics are the ``hf`` engine's (``hf.py``): N = B x G rows in prompt-major order (row
+b*G + g is rollout g of prompt b), completions cut after the first of
+``adapter.stop_token_ids()``, the adapter's suppressed (placeholder) tokens never
+sampled, log-probs [N, C] zero-padded, ``finished`` = the completion ends with a stop
+token, texts decoded by the adapter's tokenizer without special tokens.
+
+How each is obtained from vLLM:
+
+- **One request per prompt with ``n = G``**, not G copies: vLLM fans a request out into G
+  child requests that share the prompt's prefill (prefix cache) and its image processing,
+  and returns them as ``outputs[0..G-1]`` of one ``RequestOutput``, so prompt-major order
+  is the order of the outputs. ``LLM.generate`` returns requests in input order.
+- **Seeds**: prompt b gets ``seed + b*G``; vLLM gives child g ``seed + g``, so every
+  rollout of a step has its own seed and a step is reproducible (resume).
+- **Log-probs**: ``logprobs_mode="processed_logprobs"`` with ``logprobs=0`` returns the
+  sampled token's log-prob after vLLM's logits processors and temperature, i.e.
+  ``log_softmax((logits with suppressed tokens at -inf) / T)``: what the ``hf`` engine
+  records and what ``adapter.completion_logprobs`` computes. One difference: with
+  ``top_p < 1`` or ``top_k > 0`` vLLM's processed log-probs are those of the truncated,
+  renormalised distribution, while the ``hf`` engine records the untruncated one (the
+  defaults, ``top_p = 1``, ``top_k = 0``, have no truncation).
+- **Suppressed tokens**: ``logit_bias = {id: -inf}``. vLLM adds logit biases in its
+  logits processors, before temperature, so the token has probability exactly 0 in the
+  sampled and in the recorded distribution (``bad_words`` would go through text and
+  ``allowed_token_ids`` would need a list of the whole vocabulary). The
+  ``SamplingParams`` constructor keeps -inf; only the OpenAI server's ``from_optional``
+  clamps biases to +-100.
+- **Stops**: ``stop_token_ids`` = the adapter's stop ids. vLLM appends the stop token to
+  ``token_ids`` before it checks for a stop, so completions keep it, as in ``hf``.
+
+Weights (``update_weights``, after every optimizer step): the policy's parameters are
+pushed module by module into the engine's model with ``model.load_weights`` (how TRL's
+colocated mode and verl do it), under the names the checkpoint files use (vLLM loaded
+that very format at start, so its loader accepts them). Under DeepSpeed ZeRO-3 each
+module's parameters are gathered with ``deepspeed.zero.GatheredParameters`` only while
+that module is pushed (memory bounded by the largest module). A PEFT (LoRA) policy is
+pushed *merged*: W + scale * B @ A computed into a new tensor per LoRA layer, so the
+engine serves exactly the policy without vLLM's LoRA path and without merging into (and
+un-merging from) the training weights, which would drift them by rounding. After a push
+the prefix cache and, where vLLM has it, the multimodal encoder cache are reset: both
+hold activations of the old weights.
+
+Memory (``rollout.vllm.sleep_mode``): after each ``generate`` the engine sleeps at level
+1 (weights offloaded to CPU, KV cache freed) so the update has the GPU memory;
+``update_weights`` wakes the weights only and overwrites them; ``generate`` wakes the KV
+cache. Level 1 rather than 2 keeps the old weights, so a push that misses a tensor can
+never leave uninitialised memory behind (vLLM #29341). vLLM's sleep allocator is one per
+process, so sleep mode allows one engine per process: agents in one process (no
+launcher) need ``sleep_mode=false``; under ``torchrun`` each rank holds one agent.
+
+Distribution: ``distributed_executor_backend="external_launcher"`` runs vLLM inside this
+process (one worker per rank, the model reachable for ``load_weights``) and makes the
+ranks of a tensor-parallel group one SPMD engine: every rank of the group must generate
+the same prompts with the same seeds. Each rank passes its own share of the prompts;
+with ``tensor_parallel_size > 1`` the engine gathers the shares of its TP group,
+generates them once and returns this rank's rows. vLLM builds its process groups over
+the whole torch.distributed world (``ExternalDP x TP``, consecutive ranks) and takes the
+minimum free memory over it at start-up, so every rank must build its engine at the same
+point, and TP groups must lie inside agent groups (``tensor_parallel_size`` divides
+``distributed.ranks_per_agent``). Without a launcher the torch.distributed environment
+variables of a one-process world are set. Build the engine outside any
+``deepspeed.zero.Init`` context, or vLLM's own modules would be partitioned.
+
+Everything vLLM-specific lives in this file; ``vllm`` is imported only inside
+:class:`VLLMEngine`, so the package imports without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from processors import RenderedPrompt, cut_at_stop
+from processors.base import unwrap
+
+from .base import Rollouts, SamplingParams
+
+VLLM_MIN_VERSION = "0.10.2"
+
+INSTALL_HINT = ("install it with pip install 'vlcohort[vllm]' on a machine with an NVIDIA "
+                "GPU, or use rollout.engine=hf")
+
+
+class EngineUnavailableError(RuntimeError):
+    """``rollout.engine=vllm`` on a machine that cannot run it."""
+
+
+# ----------------------------------------------------------------------- availability
+
+
+def unavailable_reason(has_vllm: bool, has_cuda: bool) -> str | None:
+    """Why the vLLM engine cannot run here (None: it can), with what to do."""
+    if not has_vllm:
+        return f"rollout.engine=vllm needs the vLLM package, which is not installed: {INSTALL_HINT}."
+    if not has_cuda:
+        return (f"rollout.engine=vllm needs a CUDA GPU and none is visible "
+                f"(torch.cuda.is_available() is False): {INSTALL_HINT}.")
+    return None
+
+
+def check_available() -> None:
+    """Raise :class:`EngineUnavailableError` unless vLLM is installed and a GPU is visible."""
+    reason = unavailable_reason(importlib.util.find_spec("vllm") is not None,
+                                torch.cuda.is_available())
+    if reason:
+        raise EngineUnavailableError(reason)
+
+
+# ----------------------------------------------------------------------- requests
+
+
+def request_seeds(seed: int | None, num_prompts: int, group_size: int) -> list[int | None]:
+    """Per-prompt request seeds: prompt b gets ``seed + b*G``; vLLM seeds child g of a
+    request ``seed + g``, so the B x G rollouts get B x G distinct consecutive seeds."""
+    if seed is None:
+        return [None] * num_prompts
+    return [seed + b * group_size for b in range(num_prompts)]
+
+
+def sampling_kwargs(sampling: SamplingParams, group_size: int, stop_ids: Sequence[int],
+                    suppressed_ids: Sequence[int], seed: int | None) -> dict[str, Any]:
+    """Keyword arguments of ``vllm.SamplingParams`` for one prompt's G rollouts.
+
+    Everything is given explicitly (penalties off, no ``min_p``) so that no default of
+    vLLM or of the checkpoint's generation config changes the distribution.
+    """
+    return dict(
+        n=group_size, temperature=sampling.temperature, top_p=sampling.top_p,
+        top_k=sampling.top_k if sampling.top_k > 0 else -1,  # -1 (and 0) mean "off"
+        min_p=0.0, repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0,
+        max_tokens=sampling.max_new_tokens, stop_token_ids=list(stop_ids),
+        logit_bias={int(t): float("-inf") for t in suppressed_ids} or None,
+        logprobs=0,  # the sampled token's log-prob only
+        seed=seed,
+    )
+
+
+def build_requests(adapter, rendered: Sequence[RenderedPrompt],
+                   max_images: int | None = None) -> list[dict]:
+    """One ``LLM.generate`` request per prompt, in order (``adapter.vllm_request``)."""
+    out = []
+    for r in rendered:
+        if max_images is not None and len(r.images) > max_images:
+            raise ValueError(
+                f"problem {r.problem_id!r} has {len(r.images)} images but "
+                f"rollout.vllm.max_images_per_prompt={max_images}; raise it (vLLM reserves "
+                "memory for that many images per prompt)")
+        out.append(adapter.vllm_request(r))
+    return out
+
+
+# ----------------------------------------------------------------------- outputs
+
+
+@dataclass
+class SampleOutput:
+    """One sampled completion as plain data: token ids and each token's log-prob."""
+
+    token_ids: list[int]
+    logprobs: list[float]  # same length as token_ids; NaN where the engine gave none
+
+
+def sampled_logprobs(token_ids: Sequence[int], entries: Sequence[Any] | None) -> list[float]:
+    """The log-prob of each sampled token from vLLM's per-position entries.
+
+    An entry is a ``{token_id: Logprob}`` dict (``CompletionOutput.logprobs[t]``; with
+    ``logprobs=0`` it holds the sampled token, with more it also holds the top ones), a
+    ``{token_id: float}`` dict, or a bare float. A missing entry or token gives NaN,
+    which the update masks and counts instead of trusting.
+    """
+    out: list[float] = []
+    for t, tok in enumerate(token_ids):
+        entry = entries[t] if entries is not None and t < len(entries) else None
+        if entry is None:
+            out.append(math.nan)
+            continue
+        if isinstance(entry, dict):
+            value = entry.get(int(tok))
+            if value is None:
+                out.append(math.nan)
+                continue
+        else:
+            value = entry
+        out.append(float(getattr(value, "logprob", value)))
+    return out
+
+
+def completion_samples(request_outputs: Sequence[Any], group_size: int) -> list[SampleOutput]:
+    """vLLM's ``RequestOutput`` list -> N = B x G plain samples, prompt-major.
+
+    Reads only the documented fields ``outputs``, ``index``, ``token_ids`` and
+    ``logprobs``; children are put in ``index`` order.
+    """
+    samples = []
+    for b, ro in enumerate(request_outputs):
+        outs = sorted(ro.outputs, key=lambda o: o.index)
+        if len(outs) != group_size:
+            raise RuntimeError(f"vLLM returned {len(outs)} completions for prompt {b}, "
+                               f"expected n={group_size}")
+        for o in outs:
+            ids = [int(t) for t in o.token_ids]
+            samples.append(SampleOutput(ids, sampled_logprobs(ids, o.logprobs)))
+    return samples
+
+
+def to_rollouts(samples: Sequence[SampleOutput], group_size: int, stop_ids: Sequence[int],
+                tokenizer) -> Rollouts:
+    """Plain samples (prompt-major) -> :class:`Rollouts`, exactly as the ``hf`` engine
+    builds them: cut after the first stop token, ``finished`` when the completion ends
+    with one, log-probs [N, C] zero beyond each completion.
+
+    ``prompts`` is None: the update re-encodes its micro-batches from the rendered
+    prompts, so encoding N prompts here would be CPU time spent for nothing.
+    """
+    stops = set(int(s) for s in stop_ids)
+    completions, finished = [], []
+    for s in samples:
+        c = cut_at_stop(s.token_ids, stop_ids)
+        completions.append(c)
+        finished.append(bool(c) and c[-1] in stops)
+    C = max((len(c) for c in completions), default=0)
+    logprobs = torch.zeros(len(samples), C)  # [N, C]
+    for i, (s, c) in enumerate(zip(samples, completions)):
+        if c:
+            logprobs[i, : len(c)] = torch.tensor(s.logprobs[: len(c)], dtype=torch.float32)
+    texts = tokenizer.batch_decode(completions, skip_special_tokens=True)
+    return Rollouts(prompts=None, completions=completions, texts=texts, logprobs=logprobs,
+                    finished=finished, group_size=group_size)
+
+
+# ----------------------------------------------------------------------- weights
+
+
+def _gathered(params: Sequence[torch.nn.Parameter]):
+    """Full parameters for the duration of the block: ZeRO-3 partitions (they carry
+    ``ds_id``) are gathered on every rank and released on exit; others pass through."""
+    partitioned = [p for p in params if hasattr(p, "ds_id")]
+    if not partitioned:
+        return contextlib.nullcontext()
+    import deepspeed
+
+    return deepspeed.zero.GatheredParameters(partitioned, modifier_rank=None)
+
+
+def _peft_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """(LoRA layer classes, modules-to-save wrapper classes); empty without peft."""
+    try:
+        from peft.tuners.lora import LoraLayer
+        from peft.utils import ModulesToSaveWrapper
+    except ImportError:  # pragma: no cover - peft is a declared dependency
+        return (), ()
+    return (LoraLayer,), (ModulesToSaveWrapper,)
+
+
+def _merged_lora(prefix: str, layer) -> dict[str, torch.Tensor]:
+    """A LoRA layer's base parameters with its active adapters' deltas added (fp32 sum,
+    cast to the base dtype), under the base layer's names. The training weights are not
+    touched. Needs the layer's parameters whole (gathered)."""
+    base = layer.get_base_layer()
+    out = {f"{prefix}.{n}": p.detach() for n, p in base.named_parameters()}
+    if getattr(layer, "merged", False) or getattr(layer, "disable_adapters", False):
+        return out  # merged: the base weight already holds the deltas; disabled: base only
+    active = [a for a in layer.active_adapters
+              if a in layer.lora_A or a in getattr(layer, "lora_embedding_A", {})]
+    if any(getattr(layer, "use_dora", {}).get(a, False) for a in active):
+        raise NotImplementedError(
+            f"{prefix}: DoRA adapters are not supported by the vllm weight push "
+            "(their merge rescales the whole weight); use plain LoRA or rollout.engine=hf")
+    if not active:
+        return out
+    w = out[f"{prefix}.weight"]
+    delta = sum(layer.get_delta_weight(a).float() for a in active)
+    out[f"{prefix}.weight"] = (w.float() + delta).to(w.dtype)
+    return out
+
+
+def checkpoint_names(model, chunk: dict[str, torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
+    """In-memory parameter names -> the names ``save_pretrained`` writes (transformers >= 5
+    renames some families' modules at load and reverts on save; vLLM loaded those files).
+
+    transformers' own ``revert_weight_conversion`` does it, per chunk as its
+    ``save_pretrained`` does for offloaded models. Without it (transformers 4.x) the
+    names are left as they are: vLLM's loaders for the supported VLMs map both the
+    checkpoint and transformers' in-memory prefixes (``model.language_model.``...).
+    """
+    try:
+        from transformers.core_model_loading import revert_weight_conversion
+    except ImportError:
+        return list(chunk.items())
+    return list(revert_weight_conversion(model, dict(chunk)).items())
+
+
+def iter_vllm_weights(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    """The policy's weights as ``(checkpoint name, full tensor)`` chunks, one module at a
+    time, for ``load_weights``.
+
+    ``model`` is the bare transformers model or a PEFT wrapper of one. Only parameters
+    go (buffers such as rotary frequencies are derived by vLLM itself); a parameter
+    shared by two modules (tied embeddings) goes once, under its first name, as
+    ``named_parameters`` and the checkpoint files have it. LoRA layers go merged
+    (:func:`_merged_lora`); a modules-to-save wrapper goes as its active copy. Each
+    chunk is valid until the next one is requested: under ZeRO-3 its tensors are the
+    gathered parameters, released when the iteration moves on. Every rank of the
+    agent's group must iterate in step (gathering is a collective).
+    """
+    base = unwrap(model)
+    lora_types, save_types = _peft_types()
+    seen: set[int] = set()
+    done_prefixes: list[str] = []
+    for name, module in base.named_modules():
+        if any(name.startswith(p) for p in done_prefixes):
+            continue
+        if lora_types and isinstance(module, lora_types):
+            done_prefixes.append(name + ".")
+            params = list(module.parameters())
+            seen.update(id(p) for p in params)
+            with _gathered(params):
+                yield checkpoint_names(base, _merged_lora(name, module))
+            continue
+        if save_types and isinstance(module, save_types):
+            done_prefixes.append(name + ".")
+            active = (module.original_module if module.disable_adapters
+                      else module.modules_to_save[module.active_adapter])
+            named = [(f"{name}.{n}", p) for n, p in active.named_parameters()
+                     if id(p) not in seen]
+            seen.update(id(p) for p in module.parameters())
+        else:
+            named = [(f"{name}.{n}" if name else n, p)
+                     for n, p in module.named_parameters(recurse=False) if id(p) not in seen]
+            seen.update(id(p) for _, p in named)
+        if not named:
+            continue
+        with _gathered([p for _, p in named]):
+            yield checkpoint_names(base, {n: p.detach() for n, p in named})
+
+
+# ----------------------------------------------------------------------- the engine
+
+
+def _ensure_torch_distributed_env() -> None:
+    """``external_launcher`` initialises torch.distributed from the environment; without
+    a launcher, describe a one-process world (what ``torchrun`` would have set). The
+    engine core must run in this process (the weight push reaches its model), which
+    ``external_launcher`` implies; it is set explicitly in case the environment says
+    otherwise."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
+                       ("MASTER_ADDR", "127.0.0.1")):
+        os.environ.setdefault(key, value)
+    if "MASTER_PORT" not in os.environ:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+
+
+_SLEEPING_ENGINES = 0  # live engines with sleep mode in this process
+
+
+class VLLMEngine:
+    """A colocated vLLM engine for one agent on this rank (see the module docstring)."""
+
+    def __init__(self, adapter, model, cfg, seed: int = 0):
+        global _SLEEPING_ENGINES
+        check_available()
+        from vllm import LLM
+
+        if cfg.sleep_mode and _SLEEPING_ENGINES:
+            raise EngineUnavailableError(
+                "rollout.vllm.sleep_mode: vLLM's sleep allocator is shared by the whole "
+                "process, so only one engine per process may sleep, and this process "
+                "already has one (several agents without a launcher). Set "
+                "rollout.vllm.sleep_mode=false, or launch with torchrun so that each rank "
+                "holds one agent (distributed.ranks_per_agent).")
+        self.adapter = adapter
+        self.cfg = cfg
+        self.tp = cfg.tensor_parallel_size
+        self.stop_ids = adapter.stop_token_ids()
+        self.suppressed = adapter.suppressed_token_ids()
+        _ensure_torch_distributed_env()
+        kwargs: dict[str, Any] = dict(
+            model=adapter.path, tokenizer=adapter.path, dtype=cfg.dtype,
+            tensor_parallel_size=cfg.tensor_parallel_size,
+            gpu_memory_utilization=cfg.gpu_memory_utilization,
+            enable_sleep_mode=cfg.sleep_mode, enforce_eager=cfg.enforce_eager,
+            max_num_seqs=cfg.max_num_seqs, seed=seed,
+            distributed_executor_backend="external_launcher",
+            logprobs_mode="processed_logprobs",
+            generation_config="vllm",  # sampling is fully ours, never the checkpoint's
+            trust_remote_code=adapter.options.trust_remote_code,
+        )
+        if cfg.max_model_len:
+            kwargs["max_model_len"] = cfg.max_model_len
+        if adapter.is_multimodal:
+            kwargs["limit_mm_per_prompt"] = adapter.vllm_mm_limits(cfg.max_images_per_prompt)
+            if adapter.vllm_processor_kwargs():  # also sizes the memory profile's images
+                kwargs["mm_processor_kwargs"] = adapter.vllm_processor_kwargs()
+        self.llm = LLM(**kwargs)
+        if cfg.sleep_mode:
+            _SLEEPING_ENGINES += 1
+        self._asleep: set[str] = set()  # tags vLLM holds asleep: "weights", "kv_cache"
+        # The engine loaded adapter.path; the policy may differ (resume, LoRA): push it.
+        self.update_weights(model)
+
+    def close(self) -> None:
+        """Drop the vLLM engine (its GPU memory is freed once nothing refers to it)."""
+        global _SLEEPING_ENGINES
+        if getattr(self, "llm", None) is None:
+            return
+        if self.cfg.sleep_mode:
+            _SLEEPING_ENGINES = max(0, _SLEEPING_ENGINES - 1)
+        self.llm = None
+
+    def __del__(self):
+        self.close()
+
+    # ----------------------------------------------------------------- memory
+
+    def _wake(self, *tags: str) -> None:
+        wanted = [t for t in tags if t in self._asleep]
+        if wanted:
+            torch.cuda.empty_cache()  # hand training's cached blocks back first
+            self.llm.wake_up(tags=wanted)
+            self._asleep.difference_update(wanted)
+
+    def _sleep(self) -> None:
+        if self.cfg.sleep_mode and not self._asleep:
+            self.llm.sleep(level=1)
+            self._asleep = {"weights", "kv_cache"}
+
+    # ----------------------------------------------------------------- weights
+
+    def _runner_model(self):
+        """The in-process model vLLM runs (external_launcher keeps it in this process)."""
+        executor = getattr(self.llm.llm_engine, "model_executor", None)
+        worker = getattr(executor, "driver_worker", None)
+        worker = getattr(worker, "worker", worker)
+        runner = getattr(worker, "model_runner", None)
+        if runner is None:
+            raise RuntimeError(
+                "cannot reach vLLM's model in this process (llm.llm_engine.model_executor."
+                "driver_worker.model_runner); this vLLM version's layout is not supported "
+                f"by vlcohort's weight push (tested layout: vLLM >= {VLLM_MIN_VERSION}, "
+                "external_launcher)")
+        get_model = getattr(runner, "get_model", None)
+        return get_model() if callable(get_model) else runner.model
+
+    def update_weights(self, model) -> None:
+        """Push the policy's current weights into the engine (module by module, merged
+        LoRA, gathered ZeRO-3 shards), then drop caches computed with the old ones."""
+        self._wake("weights")
+        target = self._runner_model()
+        with torch.no_grad():
+            for chunk in iter_vllm_weights(model):
+                target.load_weights(chunk)
+        self.llm.reset_prefix_cache()
+        # vLLM >= 0.16 keeps vision-encoder outputs across requests, keyed by image hash
+        # (on LLMEngine in 0.25; older versions have no such cache and no such method).
+        for owner in (self.llm, self.llm.llm_engine):
+            reset_encoder = getattr(owner, "reset_encoder_cache", None)
+            if callable(reset_encoder):
+                reset_encoder()
+                break
+
+    # ----------------------------------------------------------------- generation
+
+    def _tp_shares(self, rendered: list[RenderedPrompt]) -> tuple[list[RenderedPrompt], slice]:
+        """This rank's prompts -> the prompts of its whole TP group, and where this rank's
+        rows are in the group's output."""
+        if self.tp == 1:
+            return rendered, slice(None)
+        import torch.distributed as dist
+        from vllm.distributed.parallel_state import get_tp_group
+
+        group = get_tp_group()
+        shares: list = [None] * group.world_size
+        dist.all_gather_object(shares, rendered, group=group.cpu_group)
+        start = sum(len(s) for s in shares[: group.rank_in_group])
+        return [r for s in shares for r in s], slice(start, start + len(rendered))
+
+    @torch.no_grad()
+    def generate(self, rendered: Sequence[RenderedPrompt], group_size: int,
+                 sampling: SamplingParams, seed: int | None = None) -> Rollouts:
+        from vllm import SamplingParams as VSamplingParams
+
+        G = group_size
+        prompts, mine = self._tp_shares(list(rendered))
+        if not prompts:
+            return to_rollouts([], G, self.stop_ids, self.adapter.tokenizer)
+        requests = build_requests(self.adapter, prompts, self.cfg.max_images_per_prompt)
+        params = [VSamplingParams(**sampling_kwargs(sampling, G, self.stop_ids,
+                                                    self.suppressed, s))
+                  for s in request_seeds(seed, len(prompts), G)]
+        self._wake("weights", "kv_cache")
+        try:
+            outputs = self.llm.generate(requests, sampling_params=params, use_tqdm=False)
+        finally:
+            self._sleep()
+        outputs = outputs[mine]
+        return to_rollouts(completion_samples(outputs, G), G, self.stop_ids,
+                           self.adapter.tokenizer)
