@@ -126,9 +126,15 @@ def run_arms(cfg: Config) -> int:
     if rc:
         print(f"an arm failed (exit {rc}); see its train.log in {run_dir}", file=sys.stderr)
         return rc
+    report(cfg, run_dir, t_warm, t_rl, time.perf_counter() - t0)
+    return 0
+
+
+def report(cfg: Config, run_dir: Path, t_warm: float, t_rl: float, t_total: float) -> None:
+    """summary.json, the summary table and comparison.png of finished arms."""
     summary = summarise(cfg, run_dir)
     summary["seconds"] = {"warmup": round(t_warm, 1), "rl": round(t_rl, 1),
-                          "total": round(time.perf_counter() - t0, 1)}
+                          "total": round(t_total, 1)}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     print(summary_table(summary))
     png = plot_comparison(cfg, run_dir, run_dir / "comparison.png")
@@ -136,7 +142,6 @@ def run_arms(cfg: Config) -> int:
     print(f"results: {run_dir} (summary.json, comparison.png, {', '.join(cfg.arms)}/, warmup/)")
     if png:
         print(f"plot: {png}")
-    return 0
 
 
 def run_arms_distributed(cfg: Config) -> int:
@@ -173,15 +178,7 @@ def run_arms_distributed(cfg: Config) -> int:
             return rc
     t_rl = time.perf_counter() - t1
     if layout.is_logger:
-        summary = summarise(cfg, run_dir)
-        summary["seconds"] = {"warmup": round(t_warm, 1), "rl": round(t_rl, 1),
-                              "total": round(time.perf_counter() - t0, 1)}
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-        print(summary_table(summary))
-        png = plot_comparison(cfg, run_dir, run_dir / "comparison.png")
-        print(f"results: {run_dir} (summary.json, comparison.png, {', '.join(cfg.arms)}/, warmup/)")
-        if png:
-            print(f"plot: {png}")
+        report(cfg, run_dir, t_warm, t_rl, time.perf_counter() - t0)
     dist_.shutdown(layout)
     return 0
 

@@ -141,12 +141,7 @@ def plot_runs(runs: list[str | Path], out_png: str | Path) -> Path:
             ax.legend(fontsize="small")  # always drawn panels; one legend says it all
         ax.set_title(title)
         ax.set_xlabel("step")
-    fig.tight_layout()
-    out = Path(out_png)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
-    return out
+    return _save(fig, out_png)
 
 
 def plot_dynamics(metrics_path: str | Path, out_png: str | Path) -> Path:
@@ -179,6 +174,12 @@ def plot_self_play(metrics_path: str | Path, out_png: str | Path) -> Path:
         ax.set_xlabel("step (shaded: solver phase)")
         if len(keys) > 1:
             ax.legend()
+    return _save(fig, out_png)
+
+
+def _save(fig, out_png: str | Path) -> Path:
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)

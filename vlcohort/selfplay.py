@@ -108,7 +108,7 @@ from .metrics import MetricsLogger
 from .problems import Problem, split_options
 from .rewards import extract_all, gold_match, score, vote_all
 from .rollout.base import Rollouts, SamplingParams
-from .train import TrainingError, load_problems, rollout_seed, seed_everything
+from .train import TrainingError, bad_streak_error, load_problems, rollout_seed, seed_everything
 from .voting import majority_vote
 
 # ============================================================================ the math
@@ -829,10 +829,7 @@ def train(run: SelfPlayRun) -> None:
             run.bad_steps_in_row = 0
         if run.bad_steps_in_row >= cfg.run.max_bad_steps:
             save(run)
-            raise TrainingError(
-                f"{run.bad_steps_in_row} steps in a row with a NaN / inf loss (run.max_bad_steps"
-                f"={cfg.run.max_bad_steps}); stopped. Lower the learning rate or enable gradient "
-                "clipping (grpo.max_grad_norm).")
+            raise bad_streak_error(run.bad_steps_in_row, cfg.run.max_bad_steps)
         if cfg.log.progress:
             eta = (time.perf_counter() - t_start) / (step - first) * (cfg.run.steps - step)
             print(f"[{step}/{cfg.run.steps} eta {eta:.0f}s] {summary_line(record, run)}",

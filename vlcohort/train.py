@@ -53,6 +53,13 @@ class TrainingError(RuntimeError):
     """A run that cannot go on (e.g. too many non-finite losses in a row)."""
 
 
+def bad_streak_error(streak: int, limit: int) -> TrainingError:
+    return TrainingError(
+        f"{streak} steps in a row with a NaN / inf loss (run.max_bad_steps={limit}); stopped. "
+        "Lower the learning rate, enable gradient clipping (grpo.max_grad_norm) or check the "
+        "rollout log-probs.")
+
+
 @dataclass
 class Run:
     """One training run. ``agents`` are the agents trained in *this process* (all of them in
@@ -538,10 +545,7 @@ def train(run: Run) -> None:
                   "every group had equal rewards): nothing was trained", flush=True)
         if run.bad_steps_in_row >= cfg.run.max_bad_steps:
             save(run)
-            raise TrainingError(
-                f"{run.bad_steps_in_row} steps in a row with a NaN / inf loss (run.max_bad_steps"
-                f"={cfg.run.max_bad_steps}); stopped. Lower the learning rate, enable "
-                "gradient clipping (grpo.max_grad_norm) or check the rollout log-probs.")
+            raise bad_streak_error(run.bad_steps_in_row, cfg.run.max_bad_steps)
         stops = [a for a in alerts if a.signal in cfg.monitor.stop_on]
         if stops:
             folder = save(run)
