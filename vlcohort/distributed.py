@@ -156,11 +156,22 @@ def _all_gather_objects(group, obj: Any, world_size: int) -> list[Any]:
 
 
 def launched_world_size() -> int:
-    """W from the launcher's environment (torchrun / accelerate set WORLD_SIZE)."""
+    """W from the launcher's environment (torchrun / accelerate set WORLD_SIZE; ``init``
+    keeps it in VLCOHORT_LAUNCH_WORLD_SIZE, since the vLLM engine rewrites WORLD_SIZE to
+    its agent group's size)."""
     try:
-        return int(os.environ.get("WORLD_SIZE", "1"))
+        return int(os.environ.get("VLCOHORT_LAUNCH_WORLD_SIZE")
+                   or os.environ.get("WORLD_SIZE", "1"))
     except ValueError:
         return 1
+
+
+def launched_rank() -> int:
+    """This process's rank in the launch (see :func:`launched_world_size`)."""
+    try:
+        return int(os.environ.get("VLCOHORT_LAUNCH_RANK") or os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
 
 
 def split(world_size: int, n_agents: int, ranks_per_agent: int) -> int:
@@ -198,6 +209,8 @@ def init(cfg) -> Layout:
         device = torch.device("cpu")
     timeout = datetime.timedelta(seconds=d.timeout_s)
     store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+    os.environ["VLCOHORT_LAUNCH_RANK"] = str(rank)
+    os.environ["VLCOHORT_LAUNCH_WORLD_SIZE"] = str(world)
     agent, group_rank = rank // R, rank % R
     # the default group: this rank's agent group (see the module docstring)
     dist.init_process_group(backend, store=dist.PrefixStore(f"vlcohort/agent{agent}", store),

@@ -644,7 +644,7 @@ def question_metrics(run: SelfPlayRun, batch: QuestionBatch, answers: Answers,
 
 def self_play_step(run: SelfPlayRun, step: int) -> dict[str, Any]:
     """One step: the challenger writes, the solver answers, the phase's role trains."""
-    cfg, sp = run.cfg, run.cfg.self_play
+    sp = run.cfg.self_play
     phase = phase_of(step, sp.challenger_steps, sp.solver_steps)
     t_step = time.perf_counter()
     t0 = time.perf_counter()
@@ -662,7 +662,7 @@ def step_updates(run: SelfPlayRun, step: int, phase: str, batch: QuestionBatch,
                  answers: Answers) -> tuple[dict[str, Any], float, float]:
     """Everything after generation: penalties, band, the phase's update, metrics and the
     question log. Returns (record, seconds grading, seconds updating)."""
-    cfg, sp = run.cfg, run.cfg.self_play
+    sp = run.cfg.self_play
     t0 = time.perf_counter()
     penalties = batch_penalties(run, batch)  # [V]
     selected = in_band(answers.p_hats, sp.band, sp.band_rule)  # [V]

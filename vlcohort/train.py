@@ -18,7 +18,6 @@ Departures from the paper's published code, on purpose:
 
 from __future__ import annotations
 
-import os
 import random
 import sys
 import time
@@ -307,7 +306,7 @@ def share_answers(run: Run, local: dict[int, dict], n_prompts: int, G: int) -> l
 
 def train_step(run: Run, step: int) -> dict[str, Any]:
     cfg, layout = run.cfg, run.layout
-    B, G = cfg.rollout.prompts_per_step, cfg.rollout.rollouts_per_prompt
+    G = cfg.rollout.rollouts_per_prompt
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
                               temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
     t_step = time.perf_counter()
@@ -595,7 +594,7 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
 
 def main(cfg: Config, resume: str | None = None, layout: dist_.Layout | None = None) -> int:
     """Run a whole training job; ``resume`` continues the run in that folder."""
-    if dist_.launched_world_size() == 1 or os.environ.get("RANK", "0") == "0":
+    if dist_.launched_world_size() == 1 or dist_.launched_rank() == 0:
         print(resolved_text(cfg))
     if cfg.method == "self_play":  # challenger / solver phases: a recipe of its own
         if dist_.launched_world_size() > 1:

@@ -362,6 +362,15 @@ def _ensure_torch_distributed_env() -> None:
     ``external_launcher`` implies; it is set explicitly in case the environment says
     otherwise."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        # agent groups (vlcohort/distributed.py): the default process group is this rank's
+        # agent group, and vLLM's external launcher must see that group as its world, so
+        # RANK / WORLD_SIZE describe the group (the launch's own values are kept in
+        # VLCOHORT_LAUNCH_RANK / VLCOHORT_LAUNCH_WORLD_SIZE)
+        os.environ["RANK"] = str(dist.get_rank())
+        os.environ["WORLD_SIZE"] = str(dist.get_world_size())
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"),
                        ("MASTER_ADDR", "127.0.0.1")):
         os.environ.setdefault(key, value)
