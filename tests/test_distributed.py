@@ -191,3 +191,26 @@ def test_resume_under_the_same_launch_continues_exactly(tmp_path):
         wb = load_file(parted / "checkpoints" / "step-3" / n / "model.safetensors")
         for k in wa:
             torch.testing.assert_close(wb[k], wa[k], rtol=1e-5, atol=1e-6)
+
+
+def test_the_embedded_demo_runs_as_two_processes(tmp_path):
+    """The README's line ``torchrun --standalone --nproc_per_node 2 -m vlcohort train --set
+    distributed.ranks_per_agent=1``, at a tiny scale: each rank warms up its own agent, both
+    arms run over the same process groups, and the usual files come out."""
+    run = tmp_path / "demo"
+    scale = ["run.steps=2", "eval.every=2", "eval.problems_per_task=4", "log.plot=false",
+             "agents.0.warmup.steps=3", "agents.0.warmup.uniform_steps=2",
+             "agents.1.warmup.steps=3", "agents.1.warmup.uniform_steps=2",
+             "data.num_problems=64", "rollout.prompts_per_step=2", f"run.output_dir={run}"]
+    out = _torchrun(2, ["-m", "vlcohort", "train", "--set", "distributed.ranks_per_agent=1",
+                        *scale], timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    for arm in ("co_rl", "ttrl"):
+        records = read_metrics(run / arm / "metrics.jsonl")
+        assert [r["step"] for r in records] == [0, 1, 2]  # step 0: held-out accuracy
+        assert {"eval/A/all/acc", "eval/B/all/acc"} <= set(records[-1])
+        for name in ("A", "B"):
+            assert (run / arm / "checkpoints" / "step-2" / name / "model.safetensors").is_file()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["methods"] == ["co_rl", "ttrl"] and summary["agents"] == ["A", "B"]
+    assert (run / "warmup" / "A").is_dir() and (run / "warmup" / "B").is_dir()
