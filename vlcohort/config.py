@@ -514,7 +514,8 @@ class Config:
     method: str = "co_rl"
     """co_rl | ttrl | gt_reward | intuitor | rent: a preset for ``reward.source`` (co_rl:
     peer_vote, ttrl: self_vote, gt_reward: ground_truth, intuitor: self_certainty, rent:
-    entropy)."""
+    entropy); or self_play: R-Zero / R-Few challenger-solver phases (``self_play.*``, no
+    ``reward.source``)."""
     agents: list[ModelConfig] = field(default_factory=_default_agents)
     """The cohort, A >= 1 agents; each trains its own model."""
     data: DataConfig = field(default_factory=DataConfig)
