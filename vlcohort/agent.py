@@ -155,7 +155,12 @@ def _wrap_deepspeed(agent: Agent, mc: ModelConfig, cfg: Config, layout) -> None:
     """DeepSpeed ZeRO over the agent's group: the engine owns PolicyLogprobs(model) and the
     optimizer (our AdamW, partitioned by ZeRO); ``agent.model`` stays the HF module (saved
     with ``save_pretrained``, used by the rollout engine)."""
-    import deepspeed
+    try:
+        import deepspeed
+    except ImportError as e:
+        raise RuntimeError("a multi-process launch trains each agent group with DeepSpeed: "
+                           "pip install 'vlcohort[distributed]' (or run in one process, "
+                           "without torchrun)") from e
 
     from .distributed import deepspeed_config
 
