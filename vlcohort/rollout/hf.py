@@ -59,6 +59,19 @@ class SampledLogprobRecorder(LogitsProcessor):
         return torch.stack(self.columns, dim=1)  # [N, C]
 
 
+#: Sampling settings a checkpoint's ``generation_config`` may carry (published chat models
+#: ship e.g. ``repetition_penalty=1.05``) set to their neutral values, explicitly: generate()
+#: fills every setting the call leaves unset from the model's generation_config, and any of
+#: these would make the sampled distribution differ from the policy's, so the recorded
+#: log-probs would not be the policy's and the IS correction would undo a penalty.
+#: (List-valued ones -- bad_words_ids, sequence_bias, forced tokens -- have no neutral
+#: non-None value and are not overridden; chat checkpoints do not set them.)
+NEUTRAL_SAMPLING = dict(repetition_penalty=1.0, encoder_repetition_penalty=1.0,
+                        no_repeat_ngram_size=0, encoder_no_repeat_ngram_size=0,
+                        min_length=0, min_new_tokens=0, typical_p=1.0, epsilon_cutoff=0.0,
+                        eta_cutoff=0.0)
+
+
 class HFEngine:
     """Generation with the policy model itself (no second copy, no weight sync)."""
 
@@ -92,7 +105,7 @@ class HFEngine:
                 max_new_tokens=sampling.max_new_tokens, eos_token_id=stop_ids,
                 pad_token_id=adapter.pad_token_id(),
                 suppress_tokens=adapter.suppressed_token_ids() or None,
-                logits_processor=LogitsProcessorList([recorder]),
+                logits_processor=LogitsProcessorList([recorder]), **NEUTRAL_SAMPLING,
             )
         finally:
             self.model.train(was_training)
