@@ -212,5 +212,5 @@ def test_the_embedded_demo_runs_as_two_processes(tmp_path):
         for name in ("A", "B"):
             assert (run / arm / "checkpoints" / "step-2" / name / "model.safetensors").is_file()
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["methods"] == ["co_rl", "ttrl"] and summary["agents"] == ["A", "B"]
+    assert set(summary["methods"]) == {"co_rl", "ttrl"} and set(summary["agents"]) == {"A", "B"}
     assert (run / "warmup" / "A").is_dir() and (run / "warmup" / "B").is_dir()
