@@ -236,3 +236,15 @@ def test_rollouts_select_prompts_keeps_rows_in_order():
     sub = ro.select_prompts([2, 0])
     assert sub.completions == [[4], [5], [0], [1]] and sub.texts == ["4", "5", "0", "1"]
     assert sub.logprobs.squeeze(1).tolist() == [4.0, 5.0, 0.0, 1.0] and sub.group_size == 2
+
+
+def test_resume_drops_a_metrics_line_cut_mid_write(tmp_path):
+    """A run killed while writing metrics.jsonl leaves a cut last line; resume drops it
+    (and the steps after the checkpoint) instead of failing on it."""
+    run = tmp_path / "run"
+    assert main(["train", *FAST, "run.steps=2", "checkpoint.every=1",
+                 f"run.output_dir={run}"]) == 0
+    metrics = run / "metrics.jsonl"
+    metrics.write_text(metrics.read_text() + '{"step": 3, "agent/A/rew')  # the cut line
+    assert main(["train", "--resume", str(run), "run.steps=3"]) == 0
+    assert [r["step"] for r in read_metrics(metrics)] == [1, 2, 3]

@@ -139,8 +139,18 @@ class MetricsLogger:
         if step == 0:  # a fresh run: nothing to keep
             self.path.unlink()
             return
-        keep = [line for line in self.path.read_text().splitlines()
-                if line.strip() and json.loads(line)["step"] <= step]
+        lines = [line for line in self.path.read_text().splitlines() if line.strip()]
+        keep = []
+        for i, line in enumerate(lines):
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                if i == len(lines) - 1:  # a run killed mid-write: the cut last line goes
+                    break
+                raise MetricsFileError(f"{self.path}, line {i + 1}: not valid JSON; fix or "
+                                       "delete that line, then resume") from None
+            if rec["step"] <= step:
+                keep.append(line)
         tmp = self.path.with_name(".metrics.jsonl.tmp")
         tmp.write_text("".join(line + "\n" for line in keep))
         tmp.replace(self.path)
