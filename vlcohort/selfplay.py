@@ -108,7 +108,7 @@ from .metrics import MetricsLogger
 from .problems import Problem, split_options
 from .rewards import extract_all, gold_match, score, vote_all
 from .rollout.base import Rollouts, SamplingParams
-from .train import TrainingError, bad_streak_error, load_problems, rollout_seed, seed_everything
+from .runs import TrainingError, bad_streak_error, load_problems, rollout_seed, seed_everything
 from .voting import majority_vote
 
 # ============================================================================ the math

@@ -18,7 +18,6 @@ Departures from the paper's published code, on purpose:
 
 from __future__ import annotations
 
-import random
 import sys
 import time
 import warnings
@@ -35,28 +34,19 @@ from . import checkpoint as ckpt
 from . import distributed as dist_
 from . import grpo
 from .agent import Agent, adapter_options, build_agent, token_stats, update_agent
-from .config import (Config, ConfigError, agent_reward_source, load_config, resolved_text,
-                     save_resolved)
+from .config import Config, agent_reward_source, load_config, resolved_text, save_resolved
 from .dynamics import STOP_HINTS, Monitor, answer_diversity, group_reward_std
 from .grading import get_grader
 from .metrics import MetricsLogger, summary_line
 from .problems import Problem
+# the pieces self-play shares; re-exported here for callers of train.*
+from .runs import (TrainingError, bad_streak_error, load_eval_problems, load_problems,  # noqa: F401
+                   rollout_seed, seed_everything)
 from .rewards import (extract_all, gold_match, intrinsic_rewards, intrinsic_scored,
                       is_intrinsic, labels_for, score, vote_all)
 from .rollout.base import SamplingParams
 from .stream import ProblemStream
 from .views import view_of
-
-
-class TrainingError(RuntimeError):
-    """A run that cannot go on (e.g. too many non-finite losses in a row)."""
-
-
-def bad_streak_error(streak: int, limit: int) -> TrainingError:
-    return TrainingError(
-        f"{streak} steps in a row with a NaN / inf loss (run.max_bad_steps={limit}); stopped. "
-        "Lower the learning rate, enable gradient clipping (grpo.max_grad_norm) or check the "
-        "rollout log-probs.")
 
 
 @dataclass
@@ -89,61 +79,6 @@ class Run:
 
 
 # ============================================================================ setup
-
-
-def load_problems(cfg: Config) -> list[Problem]:
-    """The training set: synthetic (default) or a file / hub dataset through ``data.*``.
-
-    Bad records are skipped and counted at load (summary printed here); images are decoded
-    only at render, where ``next_prompts`` skips and counts the broken ones.
-    """
-    d = cfg.data
-    if d.source == "synthetic":
-        from .synthetic import make_dataset
-
-        return make_dataset(tasks=tuple(d.tasks), n=d.num_problems,
-                            seed=cfg.run.seed, image_size=d.image_size,
-                            shuffle_options=d.shuffle_options)
-    from dataclasses import replace as _replace
-
-    from .problems import PRESETS, DataError, load_problems_from
-    from .views import attach_views
-
-    preset = PRESETS[d.preset]
-    overrides = {k: v for k, v in vars(d.columns).items() if v}
-    views = [(a.name, a.view.column, a.view.rewrite_file) for a in cfg.agents
-             if a.view.column or a.view.rewrite_file]
-    try:
-        problems, report = load_problems_from(
-            d.path, source=d.source, preset=d.preset, columns=_replace(preset, **overrides),
-            split=d.split, limit=d.limit,
-            require_answer=any(agent_reward_source(cfg, i) == "ground_truth"
-                               for i in range(len(cfg.agents))),
-            extra_columns=sorted({c for _, c, _ in views if c}), where=d.where)
-        problems = attach_views(problems, views, report)
-    except DataError as e:
-        raise ConfigError(str(e)) from e
-    print(report.summary(), file=sys.stderr if report.skipped else sys.stdout)
-    if not problems:
-        raise ConfigError(f"data.path: no usable record in {d.path} (see the summary above)")
-    return problems
-
-
-def load_eval_problems(cfg: Config) -> list[Problem]:
-    """Held-out problems for ``eval.*``: the training families, drawn with another seed."""
-    if not cfg.eval.every:
-        return []
-    from .synthetic import make_dataset
-
-    n = cfg.eval.problems_per_task * len(cfg.data.tasks)
-    return make_dataset(tasks=tuple(cfg.data.tasks), n=n, seed=cfg.run.seed + 7919,
-                        image_size=cfg.data.image_size, shuffle_options=cfg.data.shuffle_options)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | None = None) -> Run:
@@ -211,13 +146,6 @@ def owned_prompts(run: Run, agent: int, n_prompts: int) -> list[int]:
         return list(range(n_prompts))
     B = n_prompts // len(run.shards)
     return list(range(agent * B, (agent + 1) * B))
-
-
-def rollout_seed(seed: int, step: int, agent: int) -> int:
-    """Sampling seed of one agent's rollouts at one step: a pure function of the run seed,
-    so rollouts do not depend on how much randomness anything else used before (a model
-    build, a resume), and a resumed run samples exactly what the straight run did."""
-    return (seed * 1_000_003 + step * 1_009 + agent) % (2**31 - 1)
 
 
 def shard_streams(problems: list[Problem], n_agents: int, cfg: Config) -> list[ProblemStream]:
