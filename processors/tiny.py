@@ -473,3 +473,17 @@ def tiny_model_path(spec: str, seed: int = 0, cache_dir: str | os.PathLike | Non
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def sharpen(model, seed: int, scale: float = 0.2):
+    """Re-draw a tiny model's matrices (dim >= 2) from N(0, scale^2), in place, and return
+    it. A freshly initialised tiny model's next-token distribution is nearly uniform, which
+    makes log-prob / entropy comparisons too easy to pass; tests sharpen it first."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.copy_(torch.randn(p.shape, generator=gen) * scale)
+    return model

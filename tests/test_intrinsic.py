@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from processors import adapter_for, distribution_stats, tiny_model_path
+from processors.tiny import sharpen
 from vlcohort import grpo
 from vlcohort.agent import build_agent, token_stats, update_agent
 from vlcohort.cli import main
@@ -56,12 +57,7 @@ def loaded(tmp_path_factory):
     out = {}
     for name in FAMILIES:
         adapter = adapter_for(tiny_model_path(f"tiny:{name}", cache_dir=folder))
-        model = adapter.load_model()
-        gen = torch.Generator().manual_seed(3)
-        with torch.no_grad():
-            for p in model.parameters():
-                if p.dim() >= 2:
-                    p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+        model = sharpen(adapter.load_model(), seed=3)
         out[name] = (adapter, model)
     return out
 

@@ -87,3 +87,18 @@ def rollout_seed(seed: int, step: int, agent: int) -> int:
     so rollouts do not depend on how much randomness anything else used before (a model
     build, a resume), and a resumed run samples exactly what the straight run did."""
     return (seed * 1_000_003 + step * 1_009 + agent) % (2**31 - 1)
+
+
+def drive(run, loop, save, cleanup, save_on_interrupt: bool = True) -> int:
+    """``loop(run)`` then ``cleanup(run)``; exit code 0. On Ctrl-C: save a checkpoint (when
+    a step was done and ``save_on_interrupt``), say how to resume, exit code 130."""
+    try:
+        loop(run)
+    except KeyboardInterrupt:
+        if run.step > 0 and save_on_interrupt:
+            print(f"\ninterrupted: saved {save(run)}; continue with "
+                  f"`vlcohort train --resume {run.dir}`", file=sys.stderr)
+        run.logger.close()
+        return 130
+    cleanup(run)
+    return 0

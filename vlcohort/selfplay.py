@@ -108,7 +108,8 @@ from .metrics import MetricsLogger
 from .problems import Problem, split_options
 from .rewards import extract_all, gold_match, score, vote_all
 from .rollout.base import Rollouts, SamplingParams
-from .runs import TrainingError, bad_streak_error, load_problems, rollout_seed, seed_everything
+from .runs import (TrainingError, bad_streak_error, drive, load_problems, rollout_seed,
+                   seed_everything)
 from .voting import majority_vote
 
 # ============================================================================ the math
@@ -863,14 +864,4 @@ def main(cfg: Config, resume: str | Path | None = None) -> int:
           f"m={sp.solver_samples} answers each (<= {B * G * sp.solver_samples} solver sequences"
           f" + {sp.anchors_per_step} x {sp.solver_samples} on anchors in solver steps); phases "
           f"{sp.challenger_steps} challenger / {sp.solver_steps} solver steps")
-    run = setup(cfg, resume)
-    try:
-        train(run)
-    except KeyboardInterrupt:
-        if run.step > 0:
-            print(f"\ninterrupted: saved {save(run)}; continue with "
-                  f"`vlcohort train --resume {run.dir}`", file=sys.stderr)
-        run.logger.close()
-        return 130
-    cleanup(run)
-    return 0
+    return drive(setup(cfg, resume), train, save, cleanup)

@@ -40,8 +40,8 @@ from .grading import get_grader
 from .metrics import MetricsLogger, summary_line
 from .problems import Problem
 # the pieces self-play shares; re-exported here for callers of train.*
-from .runs import (TrainingError, bad_streak_error, load_eval_problems, load_problems,  # noqa: F401
-                   rollout_seed, seed_everything)
+from .runs import (TrainingError, bad_streak_error, drive, load_eval_problems,  # noqa: F401
+                   load_problems, rollout_seed, seed_everything)
 from .rewards import (extract_all, gold_match, intrinsic_rewards, intrinsic_scored,
                       is_intrinsic, labels_for, score, vote_all)
 from .rollout.base import SamplingParams
@@ -539,14 +539,6 @@ def main(cfg: Config, resume: str | None = None, layout: dist_.Layout | None = N
 
         return run_arms(cfg)
     run = setup(cfg, resume, layout)
-    try:
-        train(run)
-    except KeyboardInterrupt:
-        if run.step > 0 and not (run.layout and run.layout.distributed):
-            folder = save(run)
-            print(f"\ninterrupted: saved {folder}; continue with "
-                  f"`vlcohort train --resume {run.dir}`", file=sys.stderr)
-        run.logger.close()
-        return 130
-    cleanup(run)
-    return 0
+    # agent groups: each rank is interrupted on its own, so a collective save cannot be
+    # relied on; resume from the last periodic checkpoint
+    return drive(run, train, save, cleanup, save_on_interrupt=not run.layout.distributed)

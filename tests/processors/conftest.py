@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from processors import adapter_for, tiny_model_path
+from processors.tiny import sharpen
 
 FAMILIES = ["qwen2_5_vl", "internvl3_5", "gemma3", "qwen2"]
 VLM_FAMILIES = ["qwen2_5_vl", "internvl3_5", "gemma3"]
@@ -33,11 +33,6 @@ def loaded(tiny_paths):
     out = {}
     for name, path in tiny_paths.items():
         adapter = adapter_for(path)
-        model = adapter.load_model()
-        gen = torch.Generator().manual_seed(1)
-        with torch.no_grad():
-            for p in model.parameters():
-                if p.dim() >= 2:
-                    p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+        model = sharpen(adapter.load_model(), seed=1)
         out[name] = (adapter, model)
     return out
