@@ -67,7 +67,7 @@ class Run:
     bad_steps_in_row: int = 0
     skipped_records: dict[str, int] = field(default_factory=dict)
     no_signal_steps: int = 0
-    layout: dist_.Layout | None = None
+    layout: dist_.Layout | None = None  # set by setup (one process: a Layout of W = 1)
     monitor: Monitor | None = None  # collapse / divergence watch (monitor.enable)
     adapters: list = field(default_factory=list)  # [A] every agent's adapter (rendering)
     local: list[int] = field(default_factory=list)  # indices of ``agents`` in the cohort
@@ -199,9 +199,7 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[list]]:
 def generated_prompts(n_prompts: int, layout) -> list[int]:
     """The prompts this rank generates for: all of them, or every R-th from its position
     in the agent group (rollouts of a prompt batch are spread over the agent's ranks)."""
-    if layout is None or layout.ranks_per_agent == 1:
-        return list(range(n_prompts))
-    return list(range(layout.group_rank, n_prompts, layout.ranks_per_agent))
+    return list(range(layout.group_rank, n_prompts, layout.ranks_per_agent))  # R = 1: all
 
 
 @dataclass
@@ -220,7 +218,7 @@ def share_answers(run: Run, local: dict[int, dict], n_prompts: int, G: int) -> l
     answers: list[list] = [[None] * n_prompts for _ in run.cfg.agents]
     lengths = [[0] * (n_prompts * G) for _ in run.cfg.agents]
     finished = [[False] * (n_prompts * G) for _ in run.cfg.agents]
-    for piece in run.layout.gather(local, "the step's answers") if run.layout else [local]:
+    for piece in run.layout.gather(local, "the step's answers"):
         for i, part in piece.items():
             for j, b in enumerate(part["prompts"]):
                 answers[i][b] = part["answers"][j]
@@ -241,7 +239,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     problems, rendered = next_prompts(run)  # rendered: [A][n_prompts]
     n_prompts = len(problems)  # B, or A x B with data.decouple
     mine = generated_prompts(n_prompts, layout)  # this rank's share of the prompts
-    group_rank = layout.group_rank if layout else 0
+    group_rank = layout.group_rank
 
     # 1. every (local) agent generates G completions per prompt, before anyone updates
     t0 = time.perf_counter()
@@ -266,9 +264,9 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     # what each local agent trains on: its owned prompts (all, or its decouple shard) that
     # this rank generated, as rollouts / renderings of the update
     plan: dict[int, tuple] = {}
+    pos = {b: j for j, b in enumerate(mine)}  # prompt -> row block in this rank's rollouts
     for i in run.local:
         own = owned_prompts(run, i, n_prompts)
-        pos = {b: j for j, b in enumerate(mine)}
         train_on = [b for b in own if b in pos]
         ro, rend = rollouts[i], [rendered[i][b] for b in mine]
         if train_on != mine:
@@ -312,7 +310,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         # label rewards are known for all prompts on every rank of the group, intrinsic ones
         # only for the rank's own rollouts
         has_signal = bool((advantages[i].reshape(n_prompts, G)[own] != 0).any())
-        if i in stats and layout is not None:
+        if i in stats:
             has_signal = layout.group_any(has_signal, "whether the group has a signal")
         if has_signal:
             st = stats.get(i)
@@ -344,7 +342,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
 
     # 4. one record on every rank (so every rank takes the same decisions from it)
     record: dict[str, Any] = {"step": step}
-    for piece in layout.gather(parts, "the step's metrics") if layout else [parts]:
+    for piece in layout.gather(parts, "the step's metrics"):
         for k, v in piece.items():
             record[k] = max(record.get(k, v), v) if k.startswith("timing/") else v
     any_signal = any(record.pop(f"_signal/{n}") for n in run.names)
