@@ -1,7 +1,9 @@
 """Typed run configuration: dataclass defaults <- YAML file <- ``key.sub=value`` overrides.
 
 Every field has a docstring (the string literal under it), which ``vlcohort config
---help-fields`` prints. An unknown key, a value of the wrong type or an impossible
+--fields`` prints. The mechanics (YAML mappings -> checked dataclasses, dotted overrides,
+field docstrings) are schema-free and live in ``typed_yaml.py``; this file is the schema,
+its validation and the resolved output. An unknown key, a value of the wrong type or an impossible
 combination is a :class:`ConfigError` naming the key and what is allowed. The resolved
 config is printed with its derived totals and saved with every run.
 
@@ -11,21 +13,17 @@ Batch knobs carry their unit in the name (DESIGN.md rule 5): ``prompts_per_step`
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import inspect
-import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A configuration that cannot run; the message names the key and what is allowed."""
+from . import typed_yaml
+from .config_checks import (CHOICES, METHOD_SOURCES, MONITOR_SIGNALS,  # noqa: F401
+                            RECIPE_METHODS, agent_reward_source, self_play_roles, validate)
+from .typed_yaml import (ConfigError, build, read_yaml_mapping, set_dotted,  # noqa: F401
+                         split_override)
 
 
 # ----------------------------------------------------------------------------- sections
@@ -366,7 +364,6 @@ class EvalConfig:
 
 
 #: Signals of the collapse / divergence monitor (``vlcohort/dynamics.py``).
-MONITOR_SIGNALS = ("reward_collapse", "degeneration", "divergence")
 
 
 @dataclass
@@ -552,68 +549,16 @@ class Config:
     """Run bookkeeping."""
 
 
-METHOD_SOURCES = {"co_rl": "peer_vote", "ttrl": "self_vote", "gt_reward": "ground_truth"}
-METHOD_SOURCES.update(intuitor="self_certainty", rent="entropy")  # intrinsic rewards
-CHOICES: dict[str, tuple[str, ...]] = {
-    "method": tuple(METHOD_SOURCES),
-    "agents.*.dtype": ("float32", "bfloat16", "float16", "auto"),
-    "agents.*.attn_implementation": ("eager", "sdpa", "flash_attention_2"),
-    "rollout.engine": ("hf", "vllm"),
-    "reward.source": tuple(METHOD_SOURCES.values()),
-    "agents.*.reward_source": tuple(METHOD_SOURCES.values()),
-    "reward.topology": ("ring", "all_peers"),
-    "reward.grader": ("corrected", "legacy"),
-    "reward.tie": ("abstain", "first", "canonical"),
-    "reward.answer_style": ("auto", "answer_tag", "boxed", "phrase", "last_letter", "last_number"),
-    "data.source": ("synthetic", "file", "hub"),
-    "data.preset": ("mmr1", "open_r1", "math", "generic"),
-    "grpo.adv_scale": ("group", "none"),
-    "grpo.kl_kind": ("k1", "k3"),
-    "grpo.loss_agg": ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"),
-    "grpo.is_level": ("token", "sequence"),
-    "grpo.is_mode": ("truncate", "mask", "off"),
-    "optim.schedule": ("cosine", "constant"),
-    "rollout.vllm.dtype": ("auto", "bfloat16", "float16", "float32"),
-    "distributed.backend": ("auto", "nccl", "gloo"),
-}
-
-#: Methods that are a recipe of their own rather than one reward source for every agent.
-#: ``self_play`` (R-Zero / R-Few, ``vlcohort/selfplay.py``) rewards its challenger by the
-#: solver's uncertainty and its solver by majority labels and gold anchors, so it has no
-#: single ``reward.source``: validation requires that key unset (null) for it.
-RECIPE_METHODS = ("self_play",)
-CHOICES["method"] = (*CHOICES["method"], *RECIPE_METHODS)
-CHOICES["self_play.band_rule"] = ("value", "quantile")
-CHOICES["self_play.images"] = ("auto", "on", "off")
-
-
-def agent_reward_source(cfg: Config, i: int) -> str:
-    """Agent ``i``'s reward source: ``agents.i.reward_source``, else ``reward.source``."""
-    return cfg.agents[i].reward_source or cfg.reward.source
-
-
 # ----------------------------------------------------------------------------- loading
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Defaults <- YAML file (if any) <- ``key.sub=value`` overrides, then validated."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
-        try:
-            loaded = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: not valid YAML ({e})") from e
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{p}: the top level must be a mapping of sections, got "
-                              f"{type(loaded).__name__}")
-        data = loaded or {}
+    data = read_yaml_mapping(path) if path is not None else {}
     for item in overrides:
-        key, value = _split_override(item)
-        _set_dotted(data, key, value)
-    cfg = _build(Config, data, prefix="")
+        key, value = split_override(item)
+        set_dotted(data, key, value)
+    cfg = build(Config, data)
     validate(cfg)
     return cfg
 
@@ -626,402 +571,6 @@ DEMO_RECIPE = Path(__file__).resolve().parent / "recipes" / "demo.yaml"
 def default_config(overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """The embedded default (the demo recipe), resolved and validated."""
     return load_config(DEMO_RECIPE, overrides)
-
-
-def _split_override(item: str) -> tuple[str, Any]:
-    if "=" not in item:
-        raise ConfigError(f"override {item!r}: write it as key.sub=value (e.g. run.steps=5)")
-    key, raw = item.split("=", 1)
-    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
-
-
-def _set_dotted(data: dict, key: str, value: Any) -> None:
-    """Set ``a.b.0.c`` in nested dicts/lists; list indices are numbers."""
-    parts = key.split(".")
-    node: Any = data
-    for i, part in enumerate(parts[:-1]):
-        nxt = parts[i + 1]
-        if isinstance(node, list):
-            idx = _index(part, key)
-            while len(node) <= idx:
-                node.append({})
-            node = node[idx]
-            continue
-        if part not in node or node[part] is None:
-            node[part] = [] if nxt.isdigit() else {}
-        node = node[part]
-    last = parts[-1]
-    if isinstance(node, list):
-        idx = _index(last, key)
-        while len(node) <= idx:
-            node.append({})
-        node[idx] = value
-    else:
-        node[last] = value
-
-
-def _index(part: str, key: str) -> int:
-    if not part.isdigit():
-        raise ConfigError(f"override {key!r}: {part!r} must be a list index (0, 1, ...)")
-    return int(part)
-
-
-def _build(cls, data: Any, prefix: str):
-    """Build dataclass ``cls`` from a mapping, checking keys and types."""
-    where = prefix.rstrip(".") or "config"
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a mapping of fields, got {data!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ConfigError(f"{prefix}{unknown[0]}: unknown key. Allowed under {where}: "
-                          + ", ".join(fields))
-    hints = typing.get_type_hints(cls)
-    defaults = cls()
-    kwargs = {}
-    for name, f in fields.items():
-        key = prefix + name
-        if name not in data:
-            continue
-        kwargs[name] = _coerce(hints[name], data[name], key, getattr(defaults, name))
-    return cls(**kwargs)
-
-
-def _coerce(tp, value, key: str, default):
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if value is None:
-            return None
-        return _coerce(args[0], value, key, default)
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, key + ".")
-    if origin is dict:
-        key_tp, value_tp = typing.get_args(tp)
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
-        return {_coerce(key_tp, k, f"{key}.{k}", None): _coerce(value_tp, v, f"{key}.{k}", None)
-                for k, v in value.items()}
-    if origin is list:
-        (item_tp,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
-        out = []
-        for i, v in enumerate(value):
-            base = default[i] if isinstance(default, list) and i < len(default) else None
-            if dataclasses.is_dataclass(item_tp):
-                merged = dataclasses.asdict(base) if base is not None else {}
-                if not isinstance(v, dict):
-                    raise ConfigError(f"{key}.{i}: expected a mapping, got {v!r}")
-                merged.update(v)
-                out.append(_build(item_tp, merged, f"{key}.{i}."))
-            else:
-                out.append(_coerce(item_tp, v, f"{key}.{i}", None))
-        return out
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{key}: expected true or false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
-        return str(value)
-    return value
-
-
-# ----------------------------------------------------------------------------- validation
-
-
-def validate(cfg: Config) -> None:
-    """Checks that need more than one field, and choice fields; fills derived fields
-    (``reward.source`` from ``method``)."""
-    _check_choice("method", cfg.method)
-    if cfg.method in RECIPE_METHODS:
-        return _validate_self_play(cfg)
-    for i, a in enumerate(cfg.agents):
-        _check_choice("agents.*.dtype", a.dtype, f"agents.{i}.dtype")
-        _check_choice("agents.*.attn_implementation", a.attn_implementation,
-                      f"agents.{i}.attn_implementation")
-        if a.min_pixels and a.max_pixels and a.min_pixels > a.max_pixels:
-            raise ConfigError(f"agents.{i}: min_pixels={a.min_pixels} > max_pixels={a.max_pixels}")
-        if not a.path:
-            raise ConfigError(f"agents.{i}.path: empty; give a checkpoint folder, hub id or "
-                              "tiny:<family> spec")
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device):
-            raise ConfigError(f"agents.{i}.device: {a.device!r}; use cpu, cuda or cuda:N")
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", a.name):
-            raise ConfigError(f"agents.{i}.name: {a.name!r}; use letters, digits, _ . - "
-                              "(it names metric keys and checkpoint folders)")
-    _check_choice("rollout.engine", cfg.rollout.engine)
-    expected = METHOD_SOURCES[cfg.method]
-    if cfg.reward.source is None:
-        cfg.reward.source = expected  # method is a preset for the reward source
-    _check_choice("reward.source", cfg.reward.source)
-    if cfg.reward.source != expected:
-        raise ConfigError(f"reward.source={cfg.reward.source!r} contradicts method="
-                          f"{cfg.method!r} (which means {expected!r}); set one of them only")
-    _check_choice("reward.topology", cfg.reward.topology)
-    _check_choice("reward.grader", cfg.reward.grader)
-    if not cfg.agents:
-        raise ConfigError("agents: at least one agent is needed")
-    names = [a.name for a in cfg.agents]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"agents: names must be unique, got {names}")
-    if cfg.reward.source == "peer_vote" and len(cfg.agents) < 2:
-        raise ConfigError("reward.source=peer_vote needs at least 2 agents (a ring of one "
-                          "agent would be self-vote); add an agent or use method=ttrl")
-    for i, a in enumerate(cfg.agents):
-        if a.reward_source is None:
-            continue
-        _check_choice("agents.*.reward_source", a.reward_source, f"agents.{i}.reward_source")
-        if a.reward_source == "peer_vote" and len(cfg.agents) < 2:
-            raise ConfigError(f"agents.{i}.reward_source=peer_vote needs at least 2 agents")
-    for key in ("prompts_per_step", "rollouts_per_prompt", "max_new_tokens"):
-        if getattr(cfg.rollout, key) < 1:
-            raise ConfigError(f"rollout.{key}: must be >= 1, got {getattr(cfg.rollout, key)}")
-    if cfg.rollout.temperature <= 0:
-        raise ConfigError("rollout.temperature: must be > 0 (sampling is needed for groups)")
-    if not 0 < cfg.rollout.top_p <= 1:
-        raise ConfigError(f"rollout.top_p: must be in (0, 1], got {cfg.rollout.top_p}")
-    if cfg.run.steps < 0:
-        raise ConfigError(f"run.steps: must be >= 0, got {cfg.run.steps}")
-    if cfg.run.output_dir is None:
-        cfg.run.output_dir = f"runs/{cfg.run.name}"
-    for key in ("reward.tie", "reward.answer_style", "data.source", "grpo.adv_scale",
-                "grpo.kl_kind", "grpo.loss_agg", "grpo.is_level", "grpo.is_mode",
-                "optim.schedule"):
-        section, name = key.split(".")
-        _check_choice(key, getattr(getattr(cfg, section), name))
-    g = cfg.grpo
-    if g.adv_scale == "group" and cfg.rollout.rollouts_per_prompt < 2:
-        raise ConfigError("rollout.rollouts_per_prompt=1 with grpo.adv_scale=group: group "
-                          "normalisation needs G >= 2 rollouts per prompt")
-    seqs = cfg.rollout.prompts_per_step * cfg.rollout.rollouts_per_prompt
-    if g.micro_batch_seqs < 1 or (g.micro_batch_seqs < seqs and seqs % g.micro_batch_seqs):
-        raise ConfigError(f"grpo.micro_batch_seqs={g.micro_batch_seqs} must divide the "
-                          f"sequences per agent per step (B x G = {seqs})")
-    if g.ppo_epochs < 1:
-        raise ConfigError(f"grpo.ppo_epochs: must be >= 1, got {g.ppo_epochs}")
-    if g.clip_low < 0 or g.clip_high < 0 or g.clip_low >= 1:
-        raise ConfigError("grpo.clip_low must be in [0, 1) and grpo.clip_high >= 0")
-    if g.kl_coef < 0:
-        raise ConfigError(f"grpo.kl_coef: must be >= 0, got {g.kl_coef}")
-    if g.is_mode == "mask" and not 0 <= g.is_low < 1 < g.is_high:
-        raise ConfigError("grpo.is_low must be in [0, 1) and grpo.is_high > 1 for is_mode=mask")
-    if g.is_mode == "truncate" and g.is_cap < 1:
-        raise ConfigError(f"grpo.is_cap: must be >= 1, got {g.is_cap}")
-    if not 0 <= cfg.reward.min_share <= 1:
-        raise ConfigError(f"reward.min_share: must be in [0, 1], got {cfg.reward.min_share}")
-    o = cfg.optim
-    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
-        raise ConfigError(f"optim.betas: two numbers in [0, 1), got {o.betas}")
-    if not 0 <= o.warmup_ratio < 1 or not 0 <= o.min_lr_ratio <= 1:
-        raise ConfigError("optim.warmup_ratio must be in [0, 1) and optim.min_lr_ratio in [0, 1]")
-    for i, a in enumerate(cfg.agents):
-        if a.lora_rank < 0:
-            raise ConfigError(f"agents.{i}.lora_rank: must be >= 0")
-    for arm in cfg.arms:
-        if arm not in METHOD_SOURCES:
-            raise ConfigError(f"arms: {arm!r} is not one of: {', '.join(METHOD_SOURCES)}")
-        if METHOD_SOURCES[arm] == "peer_vote" and len(cfg.agents) < 2:
-            raise ConfigError(f"arms: {arm} needs at least 2 agents")
-    if len(set(cfg.arms)) != len(cfg.arms):
-        raise ConfigError(f"arms: each method once, got {cfg.arms}")
-    for i, a in enumerate(cfg.agents):
-        w = a.warmup
-        if w.steps < 0 or w.uniform_steps < 0 or w.batch_size < 1:
-            raise ConfigError(f"agents.{i}.warmup: steps and uniform_steps >= 0, batch_size >= 1")
-        if w.steps and not w.tasks:
-            raise ConfigError(f"agents.{i}.warmup.tasks: which task families to learn "
-                              "(warmup.steps > 0)")
-        if w.uniform_steps and not w.uniform_tasks:
-            raise ConfigError(f"agents.{i}.warmup.uniform_tasks: needed when uniform_steps > 0")
-        if "{}" not in w.answer_template:
-            raise ConfigError(f"agents.{i}.warmup.answer_template: must hold {{}} for the letter")
-    d = cfg.data
-    _check_choice("data.preset", d.preset)
-    if d.source != "synthetic" and not d.path:
-        raise ConfigError(f"data.path: empty; data.source={d.source} needs a "
-                          + ("file or dataset folder" if d.source == "file" else "hub dataset id"))
-    if d.limit < 0:
-        raise ConfigError(f"data.limit: must be >= 0 (0: all rows), got {d.limit}")
-    if d.where and d.source == "synthetic":
-        raise ConfigError("data.where: filters rows of a data file; it needs data.source=file "
-                          "or hub")
-    for column, values in d.where.items():
-        if not str(column).strip() or not values:
-            raise ConfigError(f"data.where.{column}: give a column name and a non-empty list "
-                              "of the values to keep, e.g. {level: [Level 3, Level 4]}")
-    for i, a in enumerate(cfg.agents):
-        if a.view.column and a.view.rewrite_file:
-            raise ConfigError(f"agents.{i}.view: set column or rewrite_file, not both")
-        if (a.view.column or a.view.rewrite_file) and d.source == "synthetic":
-            raise ConfigError(f"agents.{i}.view: per-agent views need data.source=file or hub")
-        if a.view.rewrite_file and not Path(a.view.rewrite_file).is_file():
-            raise ConfigError(f"agents.{i}.view.rewrite_file: {a.view.rewrite_file} not found")
-    if cfg.data.num_problems < 1:
-        raise ConfigError("data.num_problems: must be >= 1")
-    _validate_scale_out(cfg)
-    _validate_monitor(cfg.monitor)
-    if not cfg.data.tasks:
-        raise ConfigError("data.tasks: at least one task family")
-
-
-def _validate_scale_out(cfg: Config) -> None:
-    """``rollout.vllm.*`` and ``distributed.*`` (the launch's world size is checked at
-    start-up, in ``distributed.py``, where it is known)."""
-    v, dist = cfg.rollout.vllm, cfg.distributed
-    _check_choice("rollout.vllm.dtype", v.dtype)
-    if v.tensor_parallel_size < 1:
-        raise ConfigError(f"rollout.vllm.tensor_parallel_size: must be >= 1, got "
-                          f"{v.tensor_parallel_size}")
-    if not 0 < v.gpu_memory_utilization <= 1:
-        raise ConfigError(f"rollout.vllm.gpu_memory_utilization: must be in (0, 1], got "
-                          f"{v.gpu_memory_utilization}")
-    if v.max_model_len < 0 or v.max_num_seqs < 1:
-        raise ConfigError("rollout.vllm.max_model_len must be >= 0 (0: the model's) and "
-                          "rollout.vllm.max_num_seqs >= 1")
-    if v.max_images_per_prompt < 1:
-        raise ConfigError(f"rollout.vllm.max_images_per_prompt: must be >= 1, got "
-                          f"{v.max_images_per_prompt}")
-    _check_choice("distributed.backend", dist.backend)
-    if dist.ranks_per_agent < 0:
-        raise ConfigError(f"distributed.ranks_per_agent: must be >= 0 (0: world size / "
-                          f"agents), got {dist.ranks_per_agent}")
-    if dist.ranks_per_agent and v.tensor_parallel_size > 1 \
-            and dist.ranks_per_agent % v.tensor_parallel_size:
-        raise ConfigError(f"rollout.vllm.tensor_parallel_size={v.tensor_parallel_size} must "
-                          f"divide distributed.ranks_per_agent={dist.ranks_per_agent}")
-    if dist.zero_stage not in (0, 1, 2, 3):
-        raise ConfigError(f"distributed.zero_stage: {dist.zero_stage} is not one of 0, 1, 2, 3")
-    if dist.offload_params and dist.zero_stage != 3:
-        raise ConfigError("distributed.offload_params needs distributed.zero_stage=3")
-    if dist.offload_optimizer and dist.zero_stage == 0:
-        raise ConfigError("distributed.offload_optimizer needs distributed.zero_stage >= 1")
-    if dist.deepspeed_config and not Path(dist.deepspeed_config).is_file():
-        raise ConfigError(f"distributed.deepspeed_config: {dist.deepspeed_config} not found")
-    if dist.timeout_s < 1:
-        raise ConfigError(f"distributed.timeout_s: must be >= 1, got {dist.timeout_s}")
-
-
-def _validate_monitor(m: MonitorConfig) -> None:
-    """``monitor.*``: positive thresholds, factors above 1, known signal names."""
-    if m.collapse_threshold <= 0:
-        raise ConfigError(f"monitor.collapse_threshold: must be > 0, got {m.collapse_threshold}")
-    for key in ("collapse_patience", "length_patience", "spike_window"):
-        if getattr(m, key) < 1:
-            raise ConfigError(f"monitor.{key}: must be >= 1, got {getattr(m, key)}")
-    for key in ("length_factor", "spike_factor"):
-        if getattr(m, key) <= 1:
-            raise ConfigError(f"monitor.{key}: must be > 1, got {getattr(m, key)}")
-    for key in ("loss_floor", "kl_floor"):
-        if getattr(m, key) < 0:
-            raise ConfigError(f"monitor.{key}: must be >= 0, got {getattr(m, key)}")
-    for i, name in enumerate(m.stop_on):
-        if name not in MONITOR_SIGNALS:
-            raise ConfigError(f"monitor.stop_on.{i}: {name!r} is not one of: "
-                              + ", ".join(MONITOR_SIGNALS))
-    if m.stop_on and not m.enable:
-        raise ConfigError("monitor.stop_on needs monitor.enable=true (a disabled monitor "
-                          "cannot stop the run)")
-def self_play_roles(cfg: Config) -> tuple[int, int]:
-    """(challenger index, solver index) from ``self_play.challenger`` / ``self_play.solver``,
-    each an agent name or an index into ``agents``."""
-    names = [a.name for a in cfg.agents]
-    out = []
-    for key in ("challenger", "solver"):
-        value = str(getattr(cfg.self_play, key))
-        if value in names:
-            out.append(names.index(value))
-        elif value.isdigit() and int(value) < len(names):
-            out.append(int(value))
-        else:
-            raise ConfigError(f"self_play.{key}: {value!r} names no agent; give an agent name "
-                              f"({', '.join(names)}) or an index 0..{len(names) - 1}")
-    if out[0] == out[1]:
-        raise ConfigError(f"self_play.challenger and self_play.solver are both agent "
-                          f"{names[out[0]]!r}; the two roles need two agents (two copies of one "
-                          "model are fine: give both agents the same path)")
-    return out[0], out[1]
-
-
-def _validate_self_play(cfg: Config) -> None:
-    """``method: self_play``: its own section and the roles, then every check that does not
-    depend on a reward source, run as for a single-source run. There is no single reward
-    source (challenger: the solver's uncertainty; solver: its majority label and gold
-    anchors), so ``reward.source`` must stay unset; ``reward.grader``, ``tie`` and
-    ``answer_style`` apply to the solver's answers."""
-    if cfg.reward.source is not None:
-        raise ConfigError(f"reward.source={cfg.reward.source!r}: method=self_play has no single "
-                          "reward source (the challenger is rewarded by the solver's "
-                          "uncertainty, the solver by its majority answers and gold anchors); "
-                          "leave reward.source unset")
-    if len(cfg.agents) != 2:
-        raise ConfigError(f"agents: method=self_play needs exactly 2 agents (a challenger and a "
-                          f"solver), got {len(cfg.agents)}")
-    if cfg.arms:
-        raise ConfigError("arms: method=self_play runs alone; set arms=[]")
-    if cfg.data.decouple:
-        raise ConfigError("data.decouple: not used by method=self_play; set it false")
-    if cfg.eval.every:
-        raise ConfigError("eval.every: held-out evaluation is not wired into method=self_play "
-                          "(selfplay/solver/anchor_acc tracks the solver); set eval.every=0")
-    sp = cfg.self_play
-    _check_choice("self_play.band_rule", sp.band_rule)
-    _check_choice("self_play.images", sp.images)
-    if not 0 <= sp.anchors_per_prompt <= 5:
-        raise ConfigError(f"self_play.anchors_per_prompt: k must be in 0..5, got "
-                          f"{sp.anchors_per_prompt}")
-    if sp.anchor_pool_size < max(1, sp.anchors_per_prompt):
-        raise ConfigError(f"self_play.anchor_pool_size: must be >= 1 and >= "
-                          f"self_play.anchors_per_prompt, got {sp.anchor_pool_size}")
-    if sp.solver_samples < (2 if cfg.grpo.adv_scale == "group" else 1):
-        raise ConfigError(f"self_play.solver_samples: m={sp.solver_samples}; the m answers are "
-                          "the solver's GRPO group: m >= 2 with grpo.adv_scale=group")
-    if len(sp.band) != 2 or not 0 <= sp.band[0] <= sp.band[1] <= 1:
-        raise ConfigError(f"self_play.band: [low, high] with 0 <= low <= high <= 1, got {sp.band}")
-    if sp.repetition_weight < 0 or sp.anchor_weight < 0:
-        raise ConfigError("self_play.repetition_weight and self_play.anchor_weight must be >= 0")
-    if not 0 < sp.bleu_threshold <= 1:
-        raise ConfigError(f"self_play.bleu_threshold: must be in (0, 1], got {sp.bleu_threshold}")
-    if not 0 <= sp.format_weight <= 1:
-        raise ConfigError(f"self_play.format_weight: must be in [0, 1], got {sp.format_weight}")
-    if sp.anchors_per_step < 0:
-        raise ConfigError(f"self_play.anchors_per_step: must be >= 0, got {sp.anchors_per_step}")
-    if sp.challenger_steps < 0 or sp.solver_steps < 0 or sp.challenger_steps + sp.solver_steps < 1:
-        raise ConfigError("self_play.challenger_steps and self_play.solver_steps: >= 0, and at "
-                          "least one phase must have steps")
-    if sp.question_max_new_tokens < 1 or sp.hist_bins < 1:
-        raise ConfigError("self_play.question_max_new_tokens and self_play.hist_bins: must be >= 1")
-    if not sp.challenger_request.strip():
-        raise ConfigError("self_play.challenger_request: empty; the challenger needs a request")
-    # The rest (agents, rollout, grpo, optim, data...) as for a single-source run; the
-    # stand-in method's reward source is set on a copy of the reward section only.
-    validate(dataclasses.replace(cfg, method="ttrl", reward=dataclasses.replace(cfg.reward)))
-    self_play_roles(cfg)
-
-
-def _check_choice(pattern: str, value: str, key: str | None = None) -> None:
-    allowed = CHOICES[pattern]
-    if value not in allowed:
-        raise ConfigError(f"{key or pattern}: {value!r} is not one of: {', '.join(allowed)}")
 
 
 # ----------------------------------------------------------------------------- output
@@ -1060,31 +609,6 @@ def save_resolved(cfg: Config, folder: str | Path) -> Path:
 
 
 def field_docs(cls=Config, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(key, default, docstring) for every leaf field, read from the source docstrings."""
-    docs = _attribute_docstrings(cls)
-    out = []
-    default = cls()
-    for f in dataclasses.fields(cls):
-        value = getattr(default, f.name)
-        key = prefix + f.name
-        if dataclasses.is_dataclass(value):
-            out.extend(field_docs(type(value), key + "."))
-        elif isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
-            out.append((key, f"[{len(value)} entries]", docs.get(f.name, "")))
-            out.extend(field_docs(type(value[0]), key + ".N."))
-        else:
-            out.append((key, repr(value), docs.get(f.name, "")))
-    return out
-
-
-def _attribute_docstrings(cls) -> dict[str, str]:
-    """The string literal right under each field in the class body."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs = {}
-    for node, nxt in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
-                and isinstance(nxt.value.value, str)):
-            docs[node.target.id] = " ".join(nxt.value.value.split())
-    return docs
+    """(key, default, docstring) of every leaf field of the run config (``vlcohort config
+    --fields``)."""
+    return typed_yaml.field_docs(cls, prefix)

@@ -1,0 +1,186 @@
+"""Typed configuration from YAML, without a schema of its own: a mapping (a YAML file plus
+``key.sub=value`` overrides) becomes nested dataclasses, every key and value checked
+against the dataclass fields and type hints, every error a :class:`ConfigError` naming the
+dotted key. Field docstrings (the string literal under a field) are read back for help
+texts. ``config.py`` holds the schema, its cross-field validation and the resolved output.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message names the key and what is allowed."""
+
+
+def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
+    """The top-level mapping of a YAML file (empty file: {})."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        loaded = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML ({e})") from e
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping of sections, got "
+                          f"{type(loaded).__name__}")
+    return loaded or {}
+
+
+def split_override(item: str) -> tuple[str, Any]:
+    if "=" not in item:
+        raise ConfigError(f"override {item!r}: write it as key.sub=value (e.g. run.steps=5)")
+    key, raw = item.split("=", 1)
+    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def set_dotted(data: dict, key: str, value: Any) -> None:
+    """Set ``a.b.0.c`` in nested dicts/lists; list indices are numbers."""
+    parts = key.split(".")
+    node: Any = data
+    for i, part in enumerate(parts[:-1]):
+        nxt = parts[i + 1]
+        if isinstance(node, list):
+            idx = _index(part, key)
+            while len(node) <= idx:
+                node.append({})
+            node = node[idx]
+            continue
+        if part not in node or node[part] is None:
+            node[part] = [] if nxt.isdigit() else {}
+        node = node[part]
+    last = parts[-1]
+    if isinstance(node, list):
+        idx = _index(last, key)
+        while len(node) <= idx:
+            node.append({})
+        node[idx] = value
+    else:
+        node[last] = value
+
+
+def _index(part: str, key: str) -> int:
+    if not part.isdigit():
+        raise ConfigError(f"override {key!r}: {part!r} must be a list index (0, 1, ...)")
+    return int(part)
+
+
+def build(cls, data: Any, prefix: str = ""):
+    """Build dataclass ``cls`` from a mapping, checking keys and types."""
+    where = prefix.rstrip(".") or "config"
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping of fields, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"{prefix}{unknown[0]}: unknown key. Allowed under {where}: "
+                          + ", ".join(fields))
+    hints = typing.get_type_hints(cls)
+    defaults = cls()
+    kwargs = {}
+    for name, f in fields.items():
+        key = prefix + name
+        if name not in data:
+            continue
+        kwargs[name] = _coerce(hints[name], data[name], key, getattr(defaults, name))
+    return cls(**kwargs)
+
+
+def _coerce(tp, value, key: str, default):
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(args[0], value, key, default)
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, key + ".")
+    if origin is dict:
+        key_tp, value_tp = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return {_coerce(key_tp, k, f"{key}.{k}", None): _coerce(value_tp, v, f"{key}.{k}", None)
+                for k, v in value.items()}
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        out = []
+        for i, v in enumerate(value):
+            base = default[i] if isinstance(default, list) and i < len(default) else None
+            if dataclasses.is_dataclass(item_tp):
+                merged = dataclasses.asdict(base) if base is not None else {}
+                if not isinstance(v, dict):
+                    raise ConfigError(f"{key}.{i}: expected a mapping, got {v!r}")
+                merged.update(v)
+                out.append(build(item_tp, merged, f"{key}.{i}."))
+            else:
+                out.append(_coerce(item_tp, v, f"{key}.{i}", None))
+        return out
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def field_docs(cls, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, docstring) for every leaf field, read from the source docstrings."""
+    docs = _attribute_docstrings(cls)
+    out = []
+    default = cls()
+    for f in dataclasses.fields(cls):
+        value = getattr(default, f.name)
+        key = prefix + f.name
+        if dataclasses.is_dataclass(value):
+            out.extend(field_docs(type(value), key + "."))
+        elif isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+            out.append((key, f"[{len(value)} entries]", docs.get(f.name, "")))
+            out.extend(field_docs(type(value[0]), key + ".N."))
+        else:
+            out.append((key, repr(value), docs.get(f.name, "")))
+    return out
+
+
+def _attribute_docstrings(cls) -> dict[str, str]:
+    """The string literal right under each field in the class body."""
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs = {}
+    for node, nxt in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
