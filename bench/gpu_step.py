@@ -30,10 +30,10 @@ What it builds (no download: the values below are the checkpoints' published con
   classes (``Qwen2_5_VLProcessor`` + ``Qwen2VLImageProcessor``, ``InternVLProcessor`` +
   ``GotOcr2ImageProcessor``) with the checkpoints' image rules.
 - Both are initialised randomly in bf16 on the GPU, written with ``save_pretrained`` to a
-  temporary folder and loaded back by ``vlcohort.train.setup`` from a ``Config`` naming the
+  temporary folder and loaded back by ``vlcohort.recipes.cohort.setup`` from a ``Config`` naming the
   folders (``agents.N.device=cuda``), exactly as a user's checkpoint is.
 
-What one step is: ``vlcohort.train.train_step`` (the step ``vlcohort train`` runs): B
+What one step is: ``vlcohort.recipes.cohort.train_step`` (the step ``vlcohort train`` runs): B
 synthetic multiple-choice prompts with a ``--image-size`` picture each -> each agent
 generates G completions (batched ``generate``, left padding; random weights never emit an
 end-of-turn, so every completion runs to ``--max-new-tokens``: a fixed workload) ->
@@ -375,7 +375,7 @@ def run_config(args, folders: dict[str, Path], out_dir: Path):
 def measure(args) -> dict:
     from transformers.utils import logging as hf_logging
 
-    from vlcohort.train import setup, train_step
+    from vlcohort.recipes.cohort import setup, train_step
 
     hf_logging.disable_progress_bar()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gpu_step-"))

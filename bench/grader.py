@@ -12,7 +12,7 @@ What it does
    writes (letters, "(C)", "C. option text", the option text, LaTeX variants, units,
    degrees, "x = ...", thousands separators) and with wrong answers (other values,
    other options, other golds).
-2. Times ``vlcohort.grading.is_equivalent`` on every pair with cold caches, then
+2. Times ``vlcohort.answers.grading.is_equivalent`` on every pair with cold caches, then
    math-verify's ``verify(parse(gold), parse(pred))`` on the same pairs in the same run
    (each side wrapped in ``$...$`` as math-verify needs for bare LaTeX; its own default
    timeouts). Ours runs first so that math-verify's internal caches, which our symbolic
@@ -42,9 +42,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from eval.benchmarks import split_semicolon_options  # noqa: E402
-from vlcohort import grading  # noqa: E402
-from vlcohort.grading import LETTERS, is_equivalent  # noqa: E402
-from vlcohort.voting import majority_vote  # noqa: E402
+from vlcohort.answers import grading  # noqa: E402
+from vlcohort.answers.grading import LETTERS, is_equivalent  # noqa: E402
+from vlcohort.answers.voting import majority_vote  # noqa: E402
 
 DATA = Path(os.environ.get("VLCOHORT_BENCHMARK_DATA") or ROOT.parent / "shared" / "data" / "benchmarks")
 

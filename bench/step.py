@@ -11,7 +11,7 @@ What it measures
 ----------------
 The wall time of one GRPO step, on CPU in fp32, for:
 
-- **vlcohort**: ``vlcohort.train.train_step`` as ``vlcohort train`` runs it (render B
+- **vlcohort**: ``vlcohort.recipes.cohort.train_step`` as ``vlcohort train`` runs it (render B
   prompts, generate G completions each, extract answers, vote, reward, advantages, one GRPO
   update with the token-level IS correction); times from the step's own record
   (``timing/rollout``, ``timing/grading``, ``timing/update``, ``timing/step``).
@@ -124,7 +124,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def vlcohort_run(out_dir: str, seed: int, steps: int):
     from vlcohort.config import load_config
-    from vlcohort.train import setup
+    from vlcohort.recipes.cohort import setup
 
     overrides = [
         "method=ttrl",
@@ -153,7 +153,7 @@ class VlcohortSide:
         self.records: list[dict] = []
 
     def step(self) -> None:
-        from vlcohort.train import train_step
+        from vlcohort.recipes.cohort import train_step
 
         k = len(self.records) + 1
         record = train_step(self.run, k)
@@ -214,7 +214,7 @@ class SelfVoteReward:
 
     TRL's sampler repeats each prompt G times in a row, so rows b*G .. b*G+G-1 are one
     group (checked by problem id). Per group: extract answers, vote, grade against the
-    vote, exactly as ``vlcohort.train.train_step`` does (``vlcohort.rewards``).
+    vote, exactly as ``vlcohort.recipes.cohort.train_step`` does (``vlcohort.training.rewards``).
     """
 
     __name__ = "self_vote"
@@ -225,7 +225,7 @@ class SelfVoteReward:
         self.calls: list[dict] = []
 
     def __call__(self, prompts, completions, completion_ids, problem_id, **_):
-        from vlcohort.rewards import extract_all, score, vote_all
+        from vlcohort.training.rewards import extract_all, score, vote_all
 
         t0 = time.perf_counter()
         r = self.cfg.reward

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from vlcohort.problems import LETTERS, Problem
+from vlcohort.data.problems import LETTERS, Problem
 
 __all__ = [
     "BENCHMARKS", "DEFAULT_BENCHMARKS", "TEXT_BENCHMARKS", "BenchmarkData", "BenchmarkError", "SkippedItem", "find_benchmark_file",
@@ -121,7 +121,7 @@ def read_parquet(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
     with no such file, all parquet files."""
     import datasets
 
-    from vlcohort.problems import _image_feature_no_decode
+    from vlcohort.data.problems import _image_feature_no_decode
 
     path = Path(path)
     if path.is_dir():

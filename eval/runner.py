@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from vlcohort.answers import extract_answer
-from vlcohort.grading import get_grader
-from vlcohort.problems import Problem
-from vlcohort.voting import majority_vote
+from vlcohort.answers.extract import extract_answer
+from vlcohort.answers.grading import get_grader
+from vlcohort.data.problems import Problem
+from vlcohort.answers.voting import majority_vote
 
 from .benchmarks import (BenchmarkData, BenchmarkError, load_benchmark, parse_benchmark_names,
                          read_jsonl)
@@ -135,7 +135,7 @@ def _key(rec: dict) -> tuple:
 def _generate(adapter, model, views: Sequence[tuple[Problem, str | None]], settings: EvalSettings,
               system_prompt: str | None) -> list[str]:
     """One completion per view (batched); greedy unless settings ask for samples."""
-    from vlcohort.evaluate import generate_texts
+    from vlcohort.analysis.evaluate import generate_texts
 
     rendered = [adapter.render(p, system_prompt, instr) for p, instr in views]
     return generate_texts(adapter, model, rendered, settings.max_new_tokens,

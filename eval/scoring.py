@@ -201,7 +201,7 @@ def mathvision_is_equal(a: str, b: str, timeout_s: float = 5.0) -> bool:
         return False
     if a.strip() == b.strip():
         return True
-    from vlcohort.symbolic import _run_with_time_limit
+    from vlcohort.answers.symbolic import _run_with_time_limit
 
     def compare() -> bool:
         ta, tb = _mv_tuple(a), _mv_tuple(b)

@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Sequence
 
 import torch
 
-from vlcohort.problems import LETTERS, Problem
+from vlcohort.data.problems import LETTERS, Problem
 
 from .images import ImageLimits, ProblemInputError, open_image
 

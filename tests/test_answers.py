@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from vlcohort.answers import STYLES, extract_answer
+from vlcohort.answers.extract import STYLES, extract_answer
 
 AUTO_CASES = [
     # (completion, expected span)

@@ -1,6 +1,6 @@
 """``bench/gpu_step.py``: its full-size configs are the published architectures, its FLOP
 count is the documented formula, and its ``--tiny`` mode runs the whole measured code path
-(build, save, load through ``vlcohort.train.setup``, one cohort step) on the CPU."""
+(build, save, load through ``vlcohort.recipes.cohort.setup``, one cohort step) on the CPU."""
 
 from __future__ import annotations
 

@@ -175,7 +175,7 @@ def test_agent_device_key():
     that names the key (never a silent CPU run)."""
     import torch
 
-    from vlcohort.agent import resolve_device
+    from vlcohort.training.agent import resolve_device
 
     assert default_config(["agents.0.device=cuda:1"]).agents[0].device == "cuda:1"
     with pytest.raises(ConfigError, match=r"agents\.0\.device: 'gpu'; use cpu, cuda or cuda:N"):

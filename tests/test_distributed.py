@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 
 from processors import adapter_for
 from processors.tiny import tiny_model_path
-from vlcohort.metrics import read_metrics
+from vlcohort.analysis.metrics import read_metrics
 
 pytestmark = pytest.mark.distributed
 

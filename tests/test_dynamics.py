@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from vlcohort.cli import main
 from vlcohort.config import ConfigError, MonitorConfig, load_config
-from vlcohort.dynamics import Monitor, answer_diversity, group_reward_std, spike_ratio
-from vlcohort.metrics import read_metrics
-from vlcohort.voting import majority_vote
+from vlcohort.analysis.dynamics import Monitor, answer_diversity, group_reward_std, spike_ratio
+from vlcohort.analysis.metrics import read_metrics
+from vlcohort.answers.voting import majority_vote
 
 # ============================================================================ the metrics
 
@@ -271,14 +271,14 @@ def test_plot_two_runs_side_by_side(tmp_path, capsys):
         assert (np.abs(rgb - colour).sum(-1) < 60).mean() > 1e-3, colour
 
     # a single run (what `vlcohort train` draws at the end) still works
-    from vlcohort.plots import plot_dynamics
+    from vlcohort.analysis.plots import plot_dynamics
 
     one = plot_dynamics(co / "metrics.jsonl", tmp_path / "one.png")
     assert one.stat().st_size > 20_000
 
 
 def test_plot_labels_runs_that_share_a_name_by_path(tmp_path):
-    from vlcohort.plots import load_runs
+    from vlcohort.analysis.plots import load_runs
 
     a = _fake_run(tmp_path / "x" / "co_rl", ["A"], agreement=False, steps=3)
     b = _fake_run(tmp_path / "y" / "co_rl", ["A"], agreement=False, steps=3)

@@ -85,7 +85,7 @@ def test_score_cli_official_vs_vlcohort(tmp_path, capsys):
 
 def test_official_maj_is_the_most_common_official_answer(tmp_path):
     from eval.runner import score_record, summarize
-    from vlcohort.grading import get_grader
+    from vlcohort.answers.grading import get_grader
 
     row = {"id": "1", "question": "<image1> Which?", "options": OPTS, "image": "i.jpg",
            "answer": "C", "level": 1, "subject": "arithmetic"}

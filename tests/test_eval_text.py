@@ -107,7 +107,7 @@ def test_math500_scored_per_subject_and_level(tmp_path):
                  "test/algebra/2036.json": "so \\boxed{26000}",
                  "test/prealgebra/1747.json": "\\boxed{8/20}"}
     from eval.runner import score_record
-    from vlcohort.grading import get_grader
+    from vlcohort.answers.grading import get_grader
 
     g = get_grader()
     recs = [{"benchmark": "math500", "id": p.id, "model": "m", "sample": 0,

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vlcohort.grpo import (
+from vlcohort.training.grpo import (
     ADVANTAGE_SCALES,
     AGGREGATIONS,
     IS_LEVELS,

@@ -19,15 +19,15 @@ import torch.nn.functional as F
 
 from processors import adapter_for, distribution_stats, tiny_model_path
 from processors.tiny import sharpen
-from vlcohort import grpo
-from vlcohort.agent import build_agent, token_stats, update_agent
+from vlcohort.training import grpo
+from vlcohort.training.agent import build_agent, token_stats, update_agent
 from vlcohort.cli import main
 from vlcohort.config import ConfigError, load_config
-from vlcohort.metrics import documented, read_metrics
-from vlcohort.problems import Problem
+from vlcohort.analysis.metrics import documented, read_metrics
+from vlcohort.data.problems import Problem
 from vlcohort.rollout.base import SamplingParams
-from vlcohort.rewards import intrinsic_rewards, intrinsic_scored
-from vlcohort.synthetic import make_dataset
+from vlcohort.training.rewards import intrinsic_rewards, intrinsic_scored
+from vlcohort.data.synthetic import make_dataset
 
 
 

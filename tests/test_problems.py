@@ -9,9 +9,9 @@ import json
 import pytest
 from PIL import Image
 
-from vlcohort.problems import (DataError, LoadReport, PRESETS, Columns, answer_from_solution,
+from vlcohort.data.problems import (DataError, LoadReport, PRESETS, Columns, answer_from_solution,
                                load_problems_from, parse_options_field, split_options)
-from vlcohort.views import attach_views, load_rewrites, view_of
+from vlcohort.data.views import attach_views, load_rewrites, view_of
 
 
 def png_bytes(colour=(200, 30, 30), size=(12, 10)) -> bytes:
@@ -223,7 +223,7 @@ def test_view_from_column_and_rewrite_file(tmp_path):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "question": "x"}\n{oops\n')
-    from vlcohort.problems import DataError as DE
+    from vlcohort.data.problems import DataError as DE
     with pytest.raises(DE, match=r"bad.jsonl, line 2"):
         load_rewrites(bad)
 
@@ -252,7 +252,7 @@ def test_train_runs_on_a_local_parquet(tmp_path, monkeypatch, tmp_path_factory, 
     """``vlcohort train`` on an MMR1-layout parquet with one broken record and a view."""
     monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
     from vlcohort.cli import main
-    from vlcohort.metrics import read_metrics
+    from vlcohort.analysis.metrics import read_metrics
 
     colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]
     n = 6
@@ -329,7 +329,7 @@ def test_math_preset_and_where_filter(tmp_path):
 def test_where_reaches_the_loader_from_the_config(tmp_path):
     """``data.where`` in a config is what ``train.load_problems`` filters by."""
     from vlcohort.config import ConfigError, load_config
-    from vlcohort.train import load_problems
+    from vlcohort.recipes.cohort import load_problems
 
     path = tmp_path / "math.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in MATH_ROWS))

@@ -9,7 +9,7 @@ import torch
 
 from processors import adapter_for
 from processors.tiny import tiny_model_path
-from vlcohort.problems import Problem
+from vlcohort.data.problems import Problem
 from vlcohort.rollout.base import SamplingParams
 from vlcohort.rollout.hf import HFEngine
 

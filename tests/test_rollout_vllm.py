@@ -30,7 +30,7 @@ from safetensors import safe_open
 
 from processors import adapter_for, tiny_model_path
 from vlcohort.config import VLLMConfig, load_config
-from vlcohort.problems import Problem
+from vlcohort.data.problems import Problem
 from vlcohort.rollout import SamplingParams, make_engine
 from vlcohort.rollout.hf import HFEngine
 from vlcohort.rollout.vllm import (EngineUnavailableError, SampleOutput, build_requests,
@@ -115,7 +115,7 @@ def pushed(model) -> dict[str, torch.Tensor]:
 
 def test_package_imports_without_vllm():
     """Nothing outside VLLMEngine imports vllm: the trainer loads on a machine without it."""
-    code = ("import sys, vlcohort.rollout.vllm, vlcohort.agent, vlcohort.train; "
+    code = ("import sys, vlcohort.rollout.vllm, vlcohort.training.agent, vlcohort.recipes.cohort; "
             "print('vllm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, check=True)
@@ -135,7 +135,7 @@ def test_unavailable_reason_says_what_is_missing_and_what_to_do():
 @pytest.mark.skipif(HAS_VLLM and HAS_GPU, reason="vLLM and a GPU are here: the engine builds")
 def test_vllm_engine_is_refused_with_a_clear_error(tiny_dir, monkeypatch):
     """Through the trainer's own path (config -> build_agent -> make_engine)."""
-    from vlcohort.agent import build_agent
+    from vlcohort.training.agent import build_agent
 
     monkeypatch.setenv("VLCOHORT_CACHE", str(tiny_dir))
     cfg = load_config(None, ["method=ttrl", "agents=[{name: A, path: 'tiny:qwen2'}]",

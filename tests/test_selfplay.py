@@ -15,13 +15,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vlcohort import selfplay as sp
+from vlcohort.recipes import selfplay as sp
 from vlcohort.cli import main
 from vlcohort.config import ConfigError, load_config
-from vlcohort.metrics import documented, read_metrics
-from vlcohort.problems import Problem
+from vlcohort.analysis.metrics import documented, read_metrics
+from vlcohort.data.problems import Problem
 from vlcohort.rollout.base import Rollouts
-from vlcohort.voting import majority_vote
+from vlcohort.answers.voting import majority_vote
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "self_play_tiny.yaml"
 

@@ -14,8 +14,8 @@ import json
 import pytest
 import torch
 
-from vlcohort import simulate as sim
-from vlcohort.problems import LETTERS
+from vlcohort.analysis import simulate as sim
+from vlcohort.data.problems import LETTERS
 
 
 @pytest.fixture(scope="module")

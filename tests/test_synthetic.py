@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vlcohort.problems import LETTERS, Problem
-from vlcohort.synthetic import (
+from vlcohort.data.problems import LETTERS, Problem
+from vlcohort.data.synthetic import (
     BACKGROUND,
     COLOURS,
     DEFAULT_TASKS,
@@ -262,7 +262,7 @@ def test_generators_are_pure_functions_of_their_rng():
 
 
 def test_fg_and_bg_colour_gold_match_the_pixels():
-    from vlcohort.synthetic import COLOURS, make_dataset
+    from vlcohort.data.synthetic import COLOURS, make_dataset
 
     for task in ("fg_colour", "bg_colour"):
         for p in make_dataset((task,), n=20, seed=5):
@@ -277,7 +277,7 @@ def test_fg_and_bg_colour_gold_match_the_pixels():
 
 
 def test_fixed_option_order():
-    from vlcohort.synthetic import COLOURS, make_dataset
+    from vlcohort.data.synthetic import COLOURS, make_dataset
 
     data = make_dataset(("fg_colour", "shape_kind"), n=40, seed=2, shuffle_options=False)
     for p in data:
@@ -288,7 +288,7 @@ def test_fixed_option_order():
 
 
 def test_top_and_bottom_colour_gold_match_the_pixels():
-    from vlcohort.synthetic import COLOURS, make_dataset
+    from vlcohort.data.synthetic import COLOURS, make_dataset
 
     for task, y in (("top_colour", 0), ("bottom_colour", -1)):
         for p in make_dataset((task,), n=20, seed=6):

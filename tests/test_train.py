@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from vlcohort.cli import main
 from vlcohort.config import load_config
-from vlcohort.metrics import read_metrics
+from vlcohort.analysis.metrics import read_metrics
 
 # One agent, ground-truth reward on multiple-choice questions, answers read as the last
 # capital letter: a random tiny model then gets some answers right by chance, so rewards
@@ -102,7 +102,7 @@ def test_two_agent_peer_vote_runs_and_logs_every_metric(tmp_path):
                     "lr"):
             assert f"agent/{name}/{key}" in recs[0], key
     assert "cohort/agreement" in recs[0] and "timing/rollout" in recs[0]
-    from vlcohort.metrics import documented
+    from vlcohort.analysis.metrics import documented
 
     undocumented = {k for r in recs for k in r if not documented(k)}
     assert not undocumented, f"metrics missing from METRIC_DOCS / README: {undocumented}"
@@ -119,10 +119,10 @@ def test_resume_without_checkpoint_is_a_clear_error(tmp_path, capsys):
 
 
 def test_bad_records_are_skipped_counted_and_replaced(tmp_path):
-    from vlcohort.problems import Problem
-    from vlcohort.stream import ProblemStream
-    from vlcohort.synthetic import make_dataset
-    from vlcohort.train import setup, train_step
+    from vlcohort.data.problems import Problem
+    from vlcohort.data.stream import ProblemStream
+    from vlcohort.data.synthetic import make_dataset
+    from vlcohort.recipes.cohort import setup, train_step
 
     cfg = load_config(None, [*FAST, "run.steps=1", f"run.output_dir={tmp_path / 'run'}"])
     run = setup(cfg)
@@ -152,7 +152,7 @@ def test_dataset_shorter_than_the_run_cycles_epochs(tmp_path):
 def test_repeated_non_finite_losses_stop_the_run(tmp_path, monkeypatch, capsys):
     """Fault injection: every loss is NaN. Each update is skipped; after run.max_bad_steps
     such steps in a row the run stops with a message (and a checkpoint)."""
-    import vlcohort.agent as agent_mod
+    import vlcohort.training.agent as agent_mod
 
     real = agent_mod.grpo.policy_loss
 
@@ -190,8 +190,8 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path):
 
 
 def test_decouple_gives_each_agent_its_own_shard(tmp_path, monkeypatch):
-    import vlcohort.train as train_mod
-    from vlcohort.train import setup, train_step
+    import vlcohort.recipes.cohort as train_mod
+    from vlcohort.recipes.cohort import setup, train_step
 
     cfg = load_config(None, [*FAST, "data.decouple=true", "data.num_problems=8",
                              "agents=[{name: A, path: 'tiny:qwen2_5_vl'}, {name: B, path: 'tiny:internvl3_5'}]",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vlcohort.grading import LegacyGrader
-from vlcohort.voting import TIE_RULES, TOPOLOGIES, Vote, majority_vote, teacher_indices, teacher_labels
+from vlcohort.answers.grading import LegacyGrader
+from vlcohort.answers.voting import TIE_RULES, TOPOLOGIES, Vote, majority_vote, teacher_indices, teacher_labels
 
 OPTIONS = ["30°", "40°", "45°", "50°"]
 

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from vlcohort.agent import build_agent
+from vlcohort.training.agent import build_agent
 from vlcohort.config import load_config
-from vlcohort.synthetic import make_dataset
-from vlcohort.warmup import (
+from vlcohort.data.synthetic import make_dataset
+from vlcohort.training.warmup import (
     answer_ids,
     fingerprint,
     reusable,

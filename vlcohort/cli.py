@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import DEMO_RECIPE, ConfigError, field_docs, load_config, resolved_text
+from vlcohort.config import DEMO_RECIPE, ConfigError, field_docs, load_config, resolved_text
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fields", action="store_true", help="list every key with its meaning")
     p = sub.add_parser("simulate", help="the paper's theory through the real vote / reward / "
                        "advantage / loss code, with tabular softmax policies")
-    from .simulate import add_arguments
+    from vlcohort.analysis.simulate import add_arguments
 
     add_arguments(p)
     p = sub.add_parser("eval", help="evaluate models on MathVista / MathVerse / MATH-Vision / "
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(p)
     p = sub.add_parser("diversity", help="how correlated are models' errors? kappa / c / w / u "
                        "for every pair on problems with gold, and the best partner pair")
-    from .diversity import add_arguments as add_diversity_arguments
+    from vlcohort.analysis.diversity import add_arguments as add_diversity_arguments
 
     add_diversity_arguments(p)
     p = sub.add_parser("plot", help="training-dynamics panels of one or more runs, one line "
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             config_path, overrides = _split_positional(args.config, args.overrides)
             overrides = [*overrides, *args.sets]
             if getattr(args, "resume", None):
-                from .train import resume_config
+                from vlcohort.recipes.cohort import resume_config
 
                 cfg = resume_config(args.resume, overrides)
             else:
@@ -90,11 +90,11 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     print(resolved_text(cfg))
                 return 0
-            from .train import main as train_main
+            from vlcohort.recipes.cohort import main as train_main
 
             return train_main(cfg, resume=args.resume)
         if args.command == "simulate":
-            from .simulate import run
+            from vlcohort.analysis.simulate import run
 
             return run(args)
         if args.command == "eval":
@@ -102,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
 
             return eval_run(args)
         if args.command == "diversity":
-            from .diversity import run as diversity_run
+            from vlcohort.analysis.diversity import run as diversity_run
 
             return diversity_run(args)
         if args.command == "plot":
-            from .plots import PlotError, plot_runs
+            from vlcohort.analysis.plots import PlotError, plot_runs
 
             try:
                 print(f"plot: {plot_runs(args.runs, args.out)}")

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import yaml
 
-from . import typed_yaml
-from .config_checks import (CHOICES, METHOD_SOURCES, MONITOR_SIGNALS,  # noqa: F401
+from vlcohort import typed_yaml
+from vlcohort.config_checks import (CHOICES, METHOD_SOURCES, MONITOR_SIGNALS,  # noqa: F401
                             RECIPE_METHODS, agent_reward_source, self_play_roles, validate)
-from .typed_yaml import (ConfigError, build, read_yaml_mapping, set_dotted,  # noqa: F401
+from vlcohort.typed_yaml import (ConfigError, build, read_yaml_mapping, set_dotted,  # noqa: F401
                          split_override)
 
 

@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .typed_yaml import ConfigError
+from vlcohort.typed_yaml import ConfigError
 
 if TYPE_CHECKING:
-    from .config import Config, MonitorConfig
+    from vlcohort.config import Config, MonitorConfig
 
 
 MONITOR_SIGNALS = ("reward_collapse", "degeneration", "divergence")

@@ -20,7 +20,7 @@ from processors.gemma3 import Gemma3Adapter
 from processors.internvl import InternVLAdapter
 from processors.qwen2_5_vl import Qwen2_5_VLAdapter
 from processors.text_lm import TextLMAdapter
-from vlcohort.problems import Problem
+from vlcohort.data.problems import Problem
 
 from .conftest import FAMILIES, VLM_FAMILIES
 

@@ -4,7 +4,7 @@
 only, imported lazily by ``make_engine`` so that the package works without vLLM).
 """
 
-from .base import Rollouts, SamplingParams, make_engine
-from .hf import HFEngine
+from vlcohort.rollout.base import Rollouts, SamplingParams, make_engine
+from vlcohort.rollout.hf import HFEngine
 
 __all__ = ["HFEngine", "Rollouts", "SamplingParams", "make_engine"]

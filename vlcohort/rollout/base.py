@@ -89,11 +89,11 @@ def make_engine(kind: str, adapter, model, vllm=None, seed: int = 0) -> Engine:
     CUDA GPU and the ``[vllm]`` extra and says so when either is missing.
     """
     if kind == "hf":
-        from .hf import HFEngine
+        from vlcohort.rollout.hf import HFEngine
 
         return HFEngine(adapter, model)
     if kind == "vllm":
-        from .vllm import VLLMEngine, check_available
+        from vlcohort.rollout.vllm import VLLMEngine, check_available
 
         check_available()  # before building anything: a clear message, not an ImportError
         if vllm is None:

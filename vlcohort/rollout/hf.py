@@ -21,7 +21,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 from processors import RenderedPrompt, cut_at_stop
 
-from .base import Rollouts, SamplingParams
+from vlcohort.rollout.base import Rollouts, SamplingParams
 
 
 class SampledLogprobRecorder(LogitsProcessor):

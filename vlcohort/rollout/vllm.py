@@ -91,7 +91,7 @@ import torch
 from processors import RenderedPrompt, cut_at_stop
 from processors.base import unwrap
 
-from .base import Rollouts, SamplingParams
+from vlcohort.rollout.base import Rollouts, SamplingParams
 
 VLLM_MIN_VERSION = "0.10.2"
 

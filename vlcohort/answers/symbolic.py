@@ -1,7 +1,7 @@
 """Symbolic tier of math equivalence: math-verify behind an input screen and a time limit.
 
-:mod:`vlcohort.grading` tries the cheap tiers first (normalised keys, then numeric values
-and probing in :mod:`vlcohort.latex_eval`); what they cannot read or decide (``\\int``,
+:mod:`vlcohort.answers.grading` tries the cheap tiers first (normalised keys, then numeric values
+and probing in :mod:`vlcohort.answers.latex_eval`); what they cannot read or decide (``\\int``,
 matrices, equations equal up to a factor) comes here. Symbolic comparison is slow (a
 millisecond to a second) and some inputs make sympy run for minutes, so it is kept apart:
 one guarded entry point, :func:`symbolic_equal`, whose results are cached

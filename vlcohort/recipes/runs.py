@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import torch
 
-from .config import Config, ConfigError, agent_reward_source
-from .problems import Problem
+from vlcohort.config import Config, ConfigError, agent_reward_source
+from vlcohort.data.problems import Problem
 
 
 class TrainingError(RuntimeError):
@@ -35,15 +35,15 @@ def load_problems(cfg: Config) -> list[Problem]:
     """
     d = cfg.data
     if d.source == "synthetic":
-        from .synthetic import make_dataset
+        from vlcohort.data.synthetic import make_dataset
 
         return make_dataset(tasks=tuple(d.tasks), n=d.num_problems,
                             seed=cfg.run.seed, image_size=d.image_size,
                             shuffle_options=d.shuffle_options)
     from dataclasses import replace as _replace
 
-    from .problems import PRESETS, DataError, load_problems_from
-    from .views import attach_views
+    from vlcohort.data.problems import PRESETS, DataError, load_problems_from
+    from vlcohort.data.views import attach_views
 
     preset = PRESETS[d.preset]
     overrides = {k: v for k, v in vars(d.columns).items() if v}
@@ -69,7 +69,7 @@ def load_eval_problems(cfg: Config) -> list[Problem]:
     """Held-out problems for ``eval.*``: the training families, drawn with another seed."""
     if not cfg.eval.every:
         return []
-    from .synthetic import make_dataset
+    from vlcohort.data.synthetic import make_dataset
 
     n = cfg.eval.problems_per_task * len(cfg.data.tasks)
     return make_dataset(tasks=tuple(cfg.data.tasks), n=n, seed=cfg.run.seed + 7919,

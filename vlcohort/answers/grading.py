@@ -2,7 +2,7 @@
 
 Voting, rewards and evaluation all ask this module, so a vote, a reward and a benchmark
 score can never disagree about what counts as "the same answer". It works on answer
-*spans* (see :mod:`vlcohort.answers`) and knows nothing of models.
+*spans* (see :mod:`vlcohort.answers.extract`) and knows nothing of models.
 
 Why a corrected grader
 ----------------------
@@ -43,7 +43,7 @@ Without options, free-form answers are compared in tiers, cheapest first:
    equations equal up to a factor) goes to math-verify, with a time limit; every result
    is cached (``functools.lru_cache`` on the normalised pair).
 
-Tiers 2 and 3 live in :mod:`vlcohort.latex_eval`, tier 4 in :mod:`vlcohort.symbolic`
+Tiers 2 and 3 live in :mod:`vlcohort.answers.latex_eval`, tier 4 in :mod:`vlcohort.answers.symbolic`
 (whose docstring explains how the time limit works in and outside the main thread); this
 module holds the option mapping, the keys and the order in which the tiers are asked.
 A refused or timed-out symbolic comparison counts as not equivalent.
@@ -68,11 +68,11 @@ import re
 from fractions import Fraction
 from typing import Protocol, Sequence
 
-from vlcohort.latex_eval import clear_caches as _clear_latex_eval_caches
-from vlcohort.latex_eval import format_rational, numeric_values, parse_rational, probe_decide
-from vlcohort.symbolic import SYMBOLIC_MAX_CHARS  # noqa: F401  (re-exported: grading.SYMBOLIC_MAX_CHARS)
-from vlcohort.symbolic import clear_caches as _clear_symbolic_caches
-from vlcohort.symbolic import symbolic_equal
+from vlcohort.answers.latex_eval import clear_caches as _clear_latex_eval_caches
+from vlcohort.answers.latex_eval import format_rational, numeric_values, parse_rational, probe_decide
+from vlcohort.answers.symbolic import SYMBOLIC_MAX_CHARS  # noqa: F401  (re-exported: grading.SYMBOLIC_MAX_CHARS)
+from vlcohort.answers.symbolic import clear_caches as _clear_symbolic_caches
+from vlcohort.answers.symbolic import symbolic_equal
 
 __all__ = [
     "DEFAULT_REL_TOL",
@@ -93,7 +93,7 @@ __all__ = [
 LETTERS = "ABCDEFGH"
 #: Relative tolerance for numeric equality unless a benchmark sets its own.
 DEFAULT_REL_TOL = 1e-4
-#: Wall-clock limit for one symbolic comparison (main thread only, see :mod:`vlcohort.symbolic`).
+#: Wall-clock limit for one symbolic comparison (main thread only, see :mod:`vlcohort.answers.symbolic`).
 DEFAULT_TIMEOUT_S = 1.0
 #: A longer "answer" is a dump, not an answer: it has no key and matches nothing.
 MAX_ANSWER_CHARS = 1000
@@ -500,7 +500,7 @@ def _fast_decide(a: str, b: str, rel_tol: float) -> bool | None:
 
     Numbers compare by value, sequences element by element, prose as text, and
     expressions with variables by value at fixed random points
-    (see :func:`vlcohort.latex_eval.probe_decide`).
+    (see :func:`vlcohort.answers.latex_eval.probe_decide`).
 
     >>> _fast_decide("2\\\\sqrt{3}", "\\\\sqrt{12}", 1e-4)
     True

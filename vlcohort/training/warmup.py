@@ -31,8 +31,8 @@ from typing import Sequence
 
 import torch
 
-from .config import Config, ModelConfig, WarmupConfig
-from .problems import LETTERS, Problem
+from vlcohort.config import Config, ModelConfig, WarmupConfig
+from vlcohort.data.problems import LETTERS, Problem
 
 FINGERPRINT = "warmup.json"
 
@@ -91,7 +91,7 @@ def reusable(folder: Path, key: str) -> bool:
 
 
 def _pool(tasks: Sequence[str], n: int, seed: int, cfg: Config) -> list[Problem]:
-    from .synthetic import make_dataset
+    from vlcohort.data.synthetic import make_dataset
 
     if not tasks:
         return []

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from vlcohort.grading import CorrectedGrader, Grader
+from vlcohort.answers.grading import CorrectedGrader, Grader
 
 __all__ = [
     "TIE_RULES",

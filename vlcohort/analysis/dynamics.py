@@ -39,7 +39,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .config import MONITOR_SIGNALS, MonitorConfig
+from vlcohort.config import MONITOR_SIGNALS, MonitorConfig
 
 SIGNALS = MONITOR_SIGNALS  # ("reward_collapse", "degeneration", "divergence")
 DIVERGENCE_KEYS = ("loss", "kl")  # agent/<a>/<key> values watched for spikes

@@ -40,7 +40,7 @@ Ordering: pairs sorted by kappa ascending; ties broken by higher u, then higher 
 lower w, then the order the models were given. The recommendation is the first row.
 
 Flow: problems with gold (one benchmark through ``eval``'s loaders, a data file through
-:mod:`vlcohort.problems`, or the synthetic families) -> each model answers greedily through
+:mod:`vlcohort.data.problems`, or the synthetic families) -> each model answers greedily through
 the generation path of ``vlcohort eval`` (its ``items.jsonl`` records, saved under
 ``--out`` and reused on a rerun), or saved answers are read from JSONL files -> answers
 extracted and judged by the one grader -> per-pair measures -> table and recommendation.
@@ -57,7 +57,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Sequence
 
-from .problems import Problem
+from vlcohort.data.problems import Problem
 
 #: The default synthetic seed: the held-out set a training run with ``run.seed=0`` measures
 #: ``eval/<a>/<t>/acc`` on (train.py draws it with ``run.seed + 7919``), so no training
@@ -217,7 +217,7 @@ def _answer_of(obj: dict, path: Path, lineno: int) -> str | None:
             value = obj[key]
             return None if value is None else str(value)
     if "response" in obj:
-        from .answers import extract_answer
+        from vlcohort.answers.extract import extract_answer
 
         return extract_answer(obj["response"] or "")
     raise DiversityError(f"{path}: line {lineno}: no 'answer', 'extracted' or 'response' "
@@ -411,7 +411,7 @@ def load_problem_set(args: argparse.Namespace, need_images: bool) -> ProblemSet:
                   f"first: {d.skipped[0].id} ({d.skipped[0].detail})", file=sys.stderr)
         name, path, problems = d.name, d.path, d.problems
     elif args.data:
-        from .problems import load_problems_from
+        from vlcohort.data.problems import load_problems_from
 
         problems, report = load_problems_from(str(args.data), preset=args.preset,
                                               limit=args.limit or 0)
@@ -419,7 +419,7 @@ def load_problem_set(args: argparse.Namespace, need_images: bool) -> ProblemSet:
             print(report.summary(), file=sys.stderr)
         name, path = Path(args.data).stem, Path(args.data)
     else:
-        from .synthetic import make_dataset
+        from vlcohort.data.synthetic import make_dataset
 
         tasks = [t.strip() for t in args.synthetic.split(",") if t.strip()]
         try:
@@ -455,7 +455,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--data", type=Path, help="a problem file (parquet / JSON / JSONL / "
                                                "dataset folder) with gold answers")
     src.add_argument("--synthetic", metavar="TASKS",
-                     help="comma-separated synthetic task families (vlcohort.synthetic.TASKS)")
+                     help="comma-separated synthetic task families (vlcohort.data.synthetic.TASKS)")
     p.add_argument("--data-dir", type=Path, default=Path("."),
                    help="--benchmark: folder of the official annotation files")
     p.add_argument("--preset", default="generic", help="--data: column layout "
@@ -530,8 +530,8 @@ def run(args: argparse.Namespace) -> int:
     with a message for bad input."""
     from eval.benchmarks import BenchmarkError
 
-    from .grading import get_grader
-    from .problems import DataError
+    from vlcohort.answers.grading import get_grader
+    from vlcohort.data.problems import DataError
 
     try:
         if len(args.model) + len(args.answers) == 0:

@@ -1,9 +1,9 @@
 """Fast numeric reading of simple LaTeX: the cheap tiers of math equivalence.
 
-:mod:`vlcohort.grading` decides whether two free-form answers are the same, cheapest test
+:mod:`vlcohort.answers.grading` decides whether two free-form answers are the same, cheapest test
 first. Most answers are numbers or short formulas (``2\\sqrt{3}``, ``\\frac{9\\pi}{4}``,
 ``x^2+1``), and sending every pair to the symbolic tier (math-verify and sympy,
-:mod:`vlcohort.symbolic`) would cost milliseconds to a second per comparison inside every
+:mod:`vlcohort.answers.symbolic`) would cost milliseconds to a second per comparison inside every
 vote and reward. This module reads such answers in microseconds, so the symbolic tier
 sees only what it alone can decide:
 

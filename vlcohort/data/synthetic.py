@@ -58,7 +58,7 @@ from dataclasses import replace
 
 from PIL import Image, ImageDraw
 
-from vlcohort.problems import LETTERS, Problem
+from vlcohort.data.problems import LETTERS, Problem
 
 __all__ = [
     "BACKGROUND",

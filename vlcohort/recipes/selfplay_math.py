@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .voting import majority_vote
+from vlcohort.answers.voting import majority_vote
 
 
 _QUESTION = re.compile(r"<question>(.*?)</question>", re.DOTALL | re.IGNORECASE)

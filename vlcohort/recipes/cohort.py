@@ -30,23 +30,23 @@ import torch
 
 from processors import ProblemInputError, adapter_for
 
-from . import checkpoint as ckpt
-from . import distributed as dist_
-from . import grpo
-from .agent import Agent, adapter_options, build_agent, token_stats, update_agent
-from .config import Config, agent_reward_source, load_config, resolved_text, save_resolved
-from .dynamics import STOP_HINTS, Monitor, answer_diversity, group_reward_std
-from .grading import get_grader
-from .metrics import MetricsLogger, summary_line
-from .problems import Problem
+from vlcohort.training import checkpoint as ckpt
+from vlcohort.training import distributed as dist_
+from vlcohort.training import grpo
+from vlcohort.training.agent import Agent, adapter_options, build_agent, token_stats, update_agent
+from vlcohort.config import Config, agent_reward_source, load_config, resolved_text, save_resolved
+from vlcohort.analysis.dynamics import STOP_HINTS, Monitor, answer_diversity, group_reward_std
+from vlcohort.answers.grading import get_grader
+from vlcohort.analysis.metrics import MetricsLogger, summary_line
+from vlcohort.data.problems import Problem
 # the pieces self-play shares; re-exported here for callers of train.*
-from .runs import (TrainingError, bad_streak_error, drive, load_eval_problems,  # noqa: F401
+from vlcohort.recipes.runs import (TrainingError, bad_streak_error, drive, load_eval_problems,  # noqa: F401
                    load_problems, rollout_seed, seed_everything)
-from .rewards import (extract_all, gold_match, intrinsic_rewards, intrinsic_scored,
+from vlcohort.training.rewards import (extract_all, gold_match, intrinsic_rewards, intrinsic_scored,
                       is_intrinsic, labels_for, score, vote_all)
-from .rollout.base import SamplingParams
-from .stream import ProblemStream
-from .views import view_of
+from vlcohort.rollout.base import SamplingParams
+from vlcohort.data.stream import ProblemStream
+from vlcohort.data.views import view_of
 
 
 @dataclass
@@ -392,7 +392,7 @@ def agent_metrics(name, answers, votes, labels, scored, advantages, lengths, fin
 
 def evaluate(run: Run) -> dict[str, float]:
     """``eval/<agent>/<task>/acc`` on the held-out problems (greedy answers)."""
-    from .evaluate import accuracy_by_task
+    from vlcohort.analysis.evaluate import accuracy_by_task
 
     out = {}
     for agent in run.agents:
@@ -497,7 +497,7 @@ def cleanup(run: Run) -> None:
     if not run.logger.enabled:
         return
     if cfg.log.plot and run.step > 0 and run.logger.path.is_file():
-        from .plots import plot_dynamics
+        from vlcohort.analysis.plots import plot_dynamics
 
         png = plot_dynamics(run.logger.path, run.dir / "plots" / "dynamics.png")
         print(f"plot: {png}")
@@ -526,14 +526,14 @@ def main(cfg: Config, resume: str | None = None, layout: dist_.Layout | None = N
         if dist_.launched_world_size() > 1:
             raise TrainingError("method=self_play runs in one process (its two roles alternate, "
                                 "they do not train side by side); launch it without torchrun")
-        from .selfplay import main as self_play_main
+        from vlcohort.recipes.selfplay import main as self_play_main
 
         return self_play_main(cfg, resume)
     if cfg.arms:
         if resume is not None:
             raise TrainingError("--resume takes one arm's folder (e.g. runs/demo/co_rl), not a "
                                 "comparison run")
-        from .compare import run_arms
+        from vlcohort.recipes.arms import run_arms
 
         return run_arms(cfg)
     run = setup(cfg, resume, layout)

@@ -96,18 +96,18 @@ import torch
 from processors import ProblemInputError, RenderedPrompt, format_options
 from processors.base import IMAGE_PLACEHOLDER
 
-from . import checkpoint as ckpt
-from . import grpo
-from .agent import Agent, build_agent, update_agent
-from .config import Config, resolved_text, save_resolved, self_play_roles
-from .grading import get_grader
-from .metrics import MetricsLogger
-from .problems import Problem, split_options
-from .rewards import extract_all, gold_match, score, vote_all
-from .rollout.base import Rollouts, SamplingParams
-from .runs import (TrainingError, bad_streak_error, drive, load_problems, rollout_seed,
+from vlcohort.training import checkpoint as ckpt
+from vlcohort.training import grpo
+from vlcohort.training.agent import Agent, build_agent, update_agent
+from vlcohort.config import Config, resolved_text, save_resolved, self_play_roles
+from vlcohort.answers.grading import get_grader
+from vlcohort.analysis.metrics import MetricsLogger
+from vlcohort.data.problems import Problem, split_options
+from vlcohort.training.rewards import extract_all, gold_match, score, vote_all
+from vlcohort.rollout.base import Rollouts, SamplingParams
+from vlcohort.recipes.runs import (TrainingError, bad_streak_error, drive, load_problems, rollout_seed,
                    seed_everything)
-from .selfplay_math import (parse_question, p_hat, uncertainty_reward, challenger_rewards,
+from vlcohort.recipes.selfplay_math import (parse_question, p_hat, uncertainty_reward, challenger_rewards,
                             sentence_bleu, bleu_distances, average_linkage_clusters,
                             repetition_penalties, in_band, distinct_n, p_hat_histogram,
                             solver_rewards, phase_of)  # noqa: F401
@@ -646,7 +646,7 @@ def cleanup(run: SelfPlayRun) -> None:
         print(f"checkpoint: {save(run)}")
     run.logger.close()
     if run.cfg.log.plot and run.logger.path.is_file():
-        from .plots import plot_self_play
+        from vlcohort.analysis.plots import plot_self_play
 
         print(f"plot: {plot_self_play(run.logger.path, run.dir / 'plots' / 'self_play.png')}")
     if run.skipped:

@@ -32,9 +32,9 @@ from typing import Callable, Sequence
 
 import torch
 
-from .answers import extract_answer
-from .problems import Problem
-from .voting import Vote, majority_vote, teacher_labels
+from vlcohort.answers.extract import extract_answer
+from vlcohort.data.problems import Problem
+from vlcohort.answers.voting import Vote, majority_vote, teacher_labels
 
 LabelFn = Callable[..., list]
 

@@ -16,7 +16,7 @@ The default scenario is the paper's example: on the first half of the prompts ag
 ``pa`` = 0.9 on the right option and agent B ``pb`` = 0.2, on the second half the reverse;
 the rest of each agent's mass sits on ONE shared distractor (so a 0.2-right agent's own
 majority is wrong), with ``eps`` on the other options. Outcomes (default settings, seed 0;
-``python -m vlcohort.simulate`` prints them):
+``python -m vlcohort.analysis.simulate`` prints them):
 
 - ``co_rl`` (peer_vote, ring, two agents): both agents reach >= 0.95 on every prompt. On a
   prompt where A is strong and B weak, A is taught by B's (wrong) vote and pulled *down*,
@@ -51,10 +51,10 @@ from typing import Sequence
 
 import torch
 
-from . import grpo
-from .grading import get_grader
-from .problems import LETTERS, Problem
-from .rewards import labels_for, score, vote_all
+from vlcohort.training import grpo
+from vlcohort.answers.grading import get_grader
+from vlcohort.data.problems import LETTERS, Problem
+from vlcohort.training.rewards import labels_for, score, vote_all
 
 __all__ = [
     "AGENTS",

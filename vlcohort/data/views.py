@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from .problems import DataError, LoadReport, Problem, split_options
+from vlcohort.data.problems import DataError, LoadReport, Problem, split_options
 
 
 def load_rewrites(path: str | Path) -> dict[str, str]:

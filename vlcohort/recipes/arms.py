@@ -23,16 +23,16 @@ import sys
 import time
 from pathlib import Path
 
-from .config import Config, save_resolved, to_yaml
-from .metrics import read_metrics
-from .warmup import fingerprint, reusable, save_fingerprint, warm_up, warmed_up_folder
+from vlcohort.config import Config, save_resolved, to_yaml
+from vlcohort.analysis.metrics import read_metrics
+from vlcohort.training.warmup import fingerprint, reusable, save_fingerprint, warm_up, warmed_up_folder
 
 
 def _warm_one(cfg: Config, i: int, folder: Path, key: str, threads: int | None) -> dict:
     """Warm up agent ``i`` (runs in a worker process when warm-ups run in parallel)."""
     import torch
 
-    from .agent import build_agent
+    from vlcohort.training.agent import build_agent
 
     if threads:
         torch.set_num_threads(threads)
@@ -93,14 +93,14 @@ def arm_config(cfg: Config, method: str, run_dir: Path, warmed: dict[str, Path])
         if mc.name in warmed:
             mc.path = str(warmed[mc.name])
             mc.warmup = type(mc.warmup)()  # already warmed up
-    from .config import validate
+    from vlcohort.config import validate
 
     validate(arm)
     return arm
 
 
 def run_arms(cfg: Config) -> int:
-    from .distributed import launched_world_size
+    from vlcohort.training.distributed import launched_world_size
 
     if launched_world_size() > 1:
         return run_arms_distributed(cfg)
@@ -116,7 +116,7 @@ def run_arms(cfg: Config) -> int:
     if cfg.parallel_arms and len(arms) > 1:
         rc = _run_parallel(arms)
     else:
-        from .train import main as train_main
+        from vlcohort.recipes.cohort import main as train_main
 
         rc = 0
         for arm in arms:
@@ -148,8 +148,8 @@ def run_arms_distributed(cfg: Config) -> int:
     """The arms under one multi-process launch: each agent group's leader warms up its own
     agent, then the arms run one after the other over the same process groups (each arm is
     already spread over the ranks, so ``parallel_arms`` does not apply)."""
-    from . import distributed as dist_
-    from .train import main as train_main
+    from vlcohort.training import distributed as dist_
+    from vlcohort.recipes.cohort import main as train_main
 
     layout = dist_.init(cfg)
     run_dir = Path(cfg.run.output_dir)

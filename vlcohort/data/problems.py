@@ -180,7 +180,7 @@ def answer_from_boxed(solution: Any) -> str | None:
     data, where the solution column ends in the boxed final answer)."""
     if solution is None:
         return None
-    from .answers import extract_answer
+    from vlcohort.answers.extract import extract_answer
 
     return extract_answer(str(solution), style="boxed")
 

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 from typing import Sequence
 
-from .problems import Problem
+from vlcohort.data.problems import Problem
 
 
 @dataclass

@@ -17,11 +17,11 @@ import torch
 
 from processors import Adapter, AdapterOptions, ImageLimits, RenderedPrompt, adapter_for
 
-from . import grpo
-from .config import Config, GRPOConfig, ModelConfig
-from .rollout import make_engine
-from .rollout.base import Rollouts
-from .schedule import lr_multiplier
+from vlcohort.training import grpo
+from vlcohort.config import Config, GRPOConfig, ModelConfig
+from vlcohort.rollout import make_engine
+from vlcohort.rollout.base import Rollouts
+from vlcohort.training.schedule import lr_multiplier
 
 
 @dataclass
@@ -162,7 +162,7 @@ def _wrap_deepspeed(agent: Agent, mc: ModelConfig, cfg: Config, layout) -> None:
                            "pip install 'vlcohort[distributed]' (or run in one process, "
                            "without torchrun)") from e
 
-    from .distributed import deepspeed_config
+    from vlcohort.training.distributed import deepspeed_config
 
     agent.model.to(layout.device)
     if agent.ref_model is not None:

@@ -14,7 +14,7 @@ It never falls back to "the last capital letter" or "the last number": in
 Styles that do so exist (``last_letter``, ``last_number``) but only when asked by name.
 
 This module only *finds* the span; turning "(C)", "C. 45°" or "$45^\\circ$" into one
-comparable key is :mod:`vlcohort.grading`'s job.
+comparable key is :mod:`vlcohort.answers.grading`'s job.
 
 All scanning is linear in the length of the text, so a 1 MB completion, thousands of
 unclosed ``\\boxed{`` or 10,000 nested braces cost milliseconds, never a hang.

@@ -10,8 +10,8 @@ import torch
 
 from processors import cut_at_stop
 
-from .answers import extract_answer
-from .problems import Problem
+from vlcohort.answers.extract import extract_answer
+from vlcohort.data.problems import Problem
 
 
 @torch.no_grad()
