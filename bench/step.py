@@ -11,7 +11,7 @@ What it measures
 ----------------
 The wall time of one GRPO step, on CPU in fp32, for:
 
-- **vlcohort**: ``vlcohort.recipes.cohort.train_step`` as ``vlcohort train`` runs it (render B
+- **vlcohort**: ``vlcohort.recipes.step.train_step`` as ``vlcohort train`` runs it (render B
   prompts, generate G completions each, extract answers, vote, reward, advantages, one GRPO
   update with the token-level IS correction); times from the step's own record
   (``timing/rollout``, ``timing/grading``, ``timing/update``, ``timing/step``).
@@ -153,7 +153,7 @@ class VlcohortSide:
         self.records: list[dict] = []
 
     def step(self) -> None:
-        from vlcohort.recipes.cohort import train_step
+        from vlcohort.recipes.step import train_step
 
         k = len(self.records) + 1
         record = train_step(self.run, k)
@@ -214,7 +214,7 @@ class SelfVoteReward:
 
     TRL's sampler repeats each prompt G times in a row, so rows b*G .. b*G+G-1 are one
     group (checked by problem id). Per group: extract answers, vote, grade against the
-    vote, exactly as ``vlcohort.recipes.cohort.train_step`` does (``vlcohort.training.rewards``).
+    vote, exactly as ``vlcohort.recipes.step.train_step`` does (``vlcohort.training.rewards``).
     """
 
     __name__ = "self_vote"

@@ -8,12 +8,10 @@
 from .base import (
     Adapter,
     AdapterOptions,
-    CompletionStats,
     PromptBatch,
     RenderedPrompt,
     TrainingBatch,
     cut_at_stop,
-    distribution_stats,
     format_options,
 )
 from .images import ImageInputError, ImageLimits, ProblemInputError
@@ -21,8 +19,8 @@ from .registry import ADAPTERS, UnknownFamilyError, adapter_for, register, resol
 from .tiny import TINY_MODELS, tiny_model_path
 
 __all__ = [
-    "ADAPTERS", "Adapter", "AdapterOptions", "CompletionStats", "ImageInputError", "ImageLimits",
+    "ADAPTERS", "Adapter", "AdapterOptions", "ImageInputError", "ImageLimits",
     "ProblemInputError", "PromptBatch", "RenderedPrompt", "TINY_MODELS", "TrainingBatch",
-    "UnknownFamilyError", "adapter_for", "cut_at_stop", "distribution_stats", "format_options", "register", "resolve_model_path",
+    "UnknownFamilyError", "adapter_for", "cut_at_stop", "format_options", "register", "resolve_model_path",
     "tiny_model_path",
 ]

@@ -9,8 +9,9 @@ owns, for that family:
 - ``prepare_images(...)``   path / bytes / PIL in any mode -> RGB, family resize rules
 - ``encode_prompts(...)``   left-padded generation batch with the family's tensors
 - ``encode_training(...)``  prompt + completion batch with masks, for a batched forward
-- ``completion_logprobs``   per-token log-probs of completion tokens, fp32, chunked over T
-- ``completion_token_stats`` the same log-probs + per-token self-certainty and entropy
+- ``decoder_hidden_states``, ``lm_head``, ``logit_softcap``, ``suppressed_token_ids``
+                            what the core's chunked log-prob pass needs of the model
+                            (``vlcohort/training/logprobs.py``: the maths itself)
 - ``stop_token_ids()``      the end-of-turn ids generation must stop at
 - ``vllm_request(...)``     the prompt + ``multi_modal_data`` form of ``vllm.LLM.generate``
 - ``image_token_count``     how many prompt tokens an image of a given size costs
@@ -19,14 +20,14 @@ Most of the work is the same for every family (transformers' processors are unif
 enough); a family module overrides only what differs. Adding a family = one module with a
 subclass and one ``register`` line (see README, "Adding a model family").
 
-Dimension letters: B sequences, P prompt tokens, C completion tokens, V vocabulary.
+Dimension letters (DESIGN.md): N sequences (B prompts x G rollouts), T tokens per
+sequence (T = P + C: P prompt tokens, C completion tokens), V vocabulary, H hidden size.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
@@ -42,32 +43,49 @@ IMAGE_PLACEHOLDER = re.compile(r"<image\s*(\d*)>")
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 
 
-@dataclass(frozen=True)
+@dataclass
 class AdapterOptions:
-    """Loading and preprocessing settings a user may set per model (config: ``model.*``).
+    """Loading and preprocessing settings a user may set per model.
 
-    Family-specific limits are here too, named by what they mean; an adapter reads the
-    ones that apply to its family and ignores the rest.
+    Defined once, here: the run config's agent section (``vlcohort.config.ModelConfig``,
+    YAML ``agents.N.*``) inherits these fields, with these docstrings (``vlcohort config
+    --fields`` prints them), so a new option is one field here. The docstrings stay
+    family-neutral (the core's help text names no family); which family reads which:
+    ``min_pixels`` / ``max_pixels`` Qwen2.5-VL, ``max_tiles`` InternVL3.5,
+    ``pan_and_scan`` Gemma-3; an adapter ignores the ones that do not apply to it.
     """
 
     dtype: str = "float32"
-    """Weights dtype: float32 | bfloat16 | float16 | auto (the checkpoint's own)."""
+    """Weights dtype: float32 | bfloat16 | float16 | auto."""
     attn_implementation: str = "sdpa"
-    """eager | sdpa | flash_attention_2 (the latter needs a GPU and the flash-attn package)."""
+    """eager | sdpa | flash_attention_2."""
     trust_remote_code: bool = False
-    """Run code shipped inside a checkpoint. Off: every supported family is native."""
+    """Run code shipped inside the checkpoint. Every supported family is native: leave off."""
     min_pixels: int | None = None
-    """Qwen2.5-VL: lower pixel budget per image (qwen-vl-utils default 4 x 28 x 28)."""
+    """Per-image lower pixel budget (families with native-resolution images); None: checkpoint's."""
     max_pixels: int | None = None
-    """Qwen2.5-VL: upper pixel budget per image (None: the checkpoint's processor value)."""
+    """Per-image upper pixel budget (families with native-resolution images); None: checkpoint's."""
     max_tiles: int | None = None
-    """InternVL3.5: most tiles per image in dynamic tiling (None: the checkpoint's, 12)."""
+    """Most tiles per image (families with dynamic tiling); None: checkpoint's."""
     pan_and_scan: bool = False
-    """Gemma-3: add pan-and-scan crops for large non-square images."""
-    image_limits: ImageLimits = field(default_factory=ImageLimits)
-    """Decompression-bomb and minimum-size guards, applied before family preprocessing."""
+    """Extra crops for elongated images (families with a fixed canvas)."""
+    max_source_pixels: int = ImageLimits.max_source_pixels
+    """Decompression-bomb guard: refuse an image whose header declares more pixels."""
+    min_image_side: int = ImageLimits.min_side
+    """Refuse an image with a side shorter than this (a 1x1 image is a broken export)."""
     logprob_chunk_tokens: int = 256
-    """Completion positions per chunk when computing log-probs ([B, chunk, V] at a time)."""
+    """Completion positions per chunk when computing log-probs ([N, chunk, V] at a time)."""
+
+    @property
+    def image_limits(self) -> ImageLimits:
+        """The image guards, applied before family preprocessing."""
+        return ImageLimits(max_source_pixels=self.max_source_pixels, min_side=self.min_image_side)
+
+    @classmethod
+    def of(cls, settings) -> "AdapterOptions":
+        """The options part of anything that carries these fields (a ``ModelConfig``): a
+        plain, separate copy, so the adapter does not see later edits of the config."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
 
 
 @dataclass
@@ -84,7 +102,7 @@ class PromptBatch:
     """A left-padded generation batch.
 
     ``inputs`` holds exactly what ``model.generate`` / ``model.forward`` take:
-    ``input_ids`` [B, P], ``attention_mask`` [B, P] and the family tensors
+    ``input_ids`` [N, P], ``attention_mask`` [N, P] and the family tensors
     (``pixel_values``, ``image_grid_thw``, ``token_type_ids``...).
     """
 
@@ -106,9 +124,9 @@ class PromptBatch:
 class TrainingBatch:
     """Prompt + completion sequences for one batched forward pass.
 
-    ``inputs``: ``input_ids`` [B, P + C] (prompt left-padded, completion right-padded),
-    ``attention_mask`` [B, P + C], family tensors extended over the completion.
-    ``completion_ids`` [B, C] and ``completion_mask`` [B, C] (1 on real completion tokens).
+    ``inputs``: ``input_ids`` [N, P + C] (prompt left-padded, completion right-padded),
+    ``attention_mask`` [N, P + C], family tensors extended over the completion.
+    ``completion_ids`` [N, C] and ``completion_mask`` [N, C] (1 on real completion tokens).
     """
 
     inputs: dict[str, torch.Tensor]
@@ -128,16 +146,6 @@ def _tensors_to(inputs: dict, device) -> dict:
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
 
 
-@dataclass
-class CompletionStats:
-    """Per completion token, from one pass (:meth:`Adapter.completion_token_stats`); each
-    [B, C], 0 on padding."""
-
-    logprobs: torch.Tensor  # [B, C] log-prob of the sampled token under logits / temperature
-    self_certainty: torch.Tensor  # [B, C] KL(U || p) of the next-token distribution
-    entropy: torch.Tensor  # [B, C] H(p) of the next-token distribution
-
-
 class Adapter:
     """Base class of the family adapters. Subclasses set the class attributes and override
     the few hooks marked *family hook*; the rest is shared."""
@@ -151,10 +159,11 @@ class Adapter:
     """Token strings that end a turn, besides the tokenizer's and generation config's eos."""
     placeholder_tokens: ClassVar[tuple[str, ...]] = ()
     """Multimodal placeholder / delimiter tokens. A completion must never contain one (the
-    model would read it as an image slot), so generation suppresses them and
-    ``completion_logprobs`` excludes them from the distribution the same way."""
+    model would read it as an image slot), so generation suppresses them and the core's
+    log-prob pass excludes them from the distribution the same way
+    (:meth:`suppressed_token_ids`)."""
     per_token_keys: ClassVar[tuple[str, ...]] = ()
-    """Family per-token inputs ([B, P]) that a training batch extends over the completion
+    """Family per-token inputs ([N, P]) that a training batch extends over the completion
     with zeros (``attention_mask`` is always extended, with the completion mask)."""
     takes_video: ClassVar[bool] = False
     """The family's model also takes videos (vLLM then reserves memory for them unless
@@ -292,25 +301,25 @@ class Adapter:
         range(G)])``), which keeps every family's per-image tensors in step. Completions are right-padded to
         the longest; per-token family tensors are extended with zeros.
         """
-        ids = prompts.inputs["input_ids"]  # [B, P]
-        B = ids.shape[0]
-        if len(completions) != B:
-            raise ValueError(f"{len(completions)} completions for {B} prompt rows")
+        ids = prompts.inputs["input_ids"]  # [N, P]
+        N = ids.shape[0]
+        if len(completions) != N:
+            raise ValueError(f"{len(completions)} completions for {N} prompt rows")
         C = max(1, max((len(c) for c in completions), default=1))
         pad_id = self.pad_token_id()
-        comp = torch.full((B, C), pad_id, dtype=ids.dtype)  # [B, C]
-        comp_mask = torch.zeros((B, C), dtype=prompts.inputs["attention_mask"].dtype)
+        comp = torch.full((N, C), pad_id, dtype=ids.dtype)  # [N, C]
+        comp_mask = torch.zeros((N, C), dtype=prompts.inputs["attention_mask"].dtype)
         for i, c in enumerate(completions):
             if len(c):
                 comp[i, : len(c)] = torch.as_tensor(list(c), dtype=ids.dtype)
                 comp_mask[i, : len(c)] = 1
         inputs = dict(prompts.inputs)
-        inputs["input_ids"] = torch.cat([ids, comp], dim=1)  # [B, P + C]
+        inputs["input_ids"] = torch.cat([ids, comp], dim=1)  # [N, P + C]
         inputs["attention_mask"] = torch.cat([prompts.inputs["attention_mask"], comp_mask], 1)
         for key in self.per_token_keys:
             if key in inputs:
-                t = inputs[key]  # [B, P]
-                inputs[key] = torch.cat([t, torch.zeros((B, C), dtype=t.dtype)], dim=1)
+                t = inputs[key]  # [N, P]
+                inputs[key] = torch.cat([t, torch.zeros((N, C), dtype=t.dtype)], dim=1)
         return TrainingBatch(inputs=inputs, completion_ids=comp, completion_mask=comp_mask,
                              prompt_len=prompts.prompt_len)
 
@@ -319,87 +328,33 @@ class Adapter:
         return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
 
     # ----------------------------------------------------------------------- log-probs
-
-    def completion_logprobs(self, model, batch: TrainingBatch, temperature: float = 1.0,
-                            chunk_tokens: int | None = None) -> torch.Tensor:
-        """Per-token log-probabilities of the completion tokens under ``model``.
-
-        One forward pass through the decoder to hidden states; the LM head and
-        ``log_softmax`` then run over chunks of completion positions, in float32, so that
-        [B, C, V] logits never exist whole. ``temperature`` divides the logits first (the
-        distribution the sampler drew from). Returns [B, C]; padded positions hold 0.
-        Differentiable: the trainer calls it with grad enabled for the policy loss.
-        """
-        return self._completion_pass(model, batch, temperature, chunk_tokens, stats=None)[0]
-
-    def completion_token_stats(self, model, batch: TrainingBatch, temperature: float = 1.0,
-                               chunk_tokens: int | None = None,
-                               stats_temperature_scaled: bool = False) -> "CompletionStats":
-        """Log-probs of the completion tokens *and* statistics of the distribution each was
-        drawn from, from one chunked pass (the LM head runs once per chunk for both).
-
-        ``logprobs`` [B, C] are exactly :meth:`completion_logprobs`' (under logits /
-        ``temperature``). ``self_certainty`` and ``entropy`` [B, C] are
-        :func:`distribution_stats` of the next-token distribution at each completion
-        position: of softmax(logits / temperature) when ``stats_temperature_scaled``, else
-        of softmax(logits) (the model's own distribution, whatever the sampler's
-        temperature). The family's suppressed placeholder ids are outside the distribution
-        (probability 0) in both. Padded positions hold 0. A no-grad pass (rewards are data):
-        nothing it returns carries a gradient. A chunk holds one or two [B, chunk, V] float32
-        buffers more than the log-prob pass.
-        """
-        with torch.no_grad():
-            lp, sc, ent = self._completion_pass(model, batch, temperature, chunk_tokens,
-                                                stats=stats_temperature_scaled)
-        return CompletionStats(logprobs=lp, self_certainty=sc, entropy=ent)
-
-    def _completion_pass(self, model, batch: TrainingBatch, temperature: float,
-                         chunk_tokens: int | None, stats: bool | None):
-        """The one chunk loop behind :meth:`completion_logprobs` and
-        :meth:`completion_token_stats`. ``stats``: None = log-probs only; True / False =
-        also per-token statistics, of the temperature-scaled / unscaled distribution.
-        Returns (logprobs, self_certainty or None, entropy or None), each [B, C]."""
-        model = unwrap(model)
-        hidden = self.decoder_hidden_states(model, batch.inputs)  # [B, P + C, H]
-        P, C = batch.prompt_len, batch.completion_ids.shape[1]
-        h = hidden[:, P - 1: P + C - 1]  # [B, C, H]: position t predicts completion token t
-        head = model.get_output_embeddings()
-        softcap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
-        suppressed = self.suppressed_token_ids()
-        chunk = chunk_tokens or self.options.logprob_chunk_tokens
-        out, out_sc, out_ent = [], [], []
-        for s in range(0, C, chunk):
-            logits = head(h[:, s: s + chunk]).float()  # [B, c, V]
-            if softcap:
-                logits = torch.tanh(logits / softcap) * softcap
-            if stats is not None:  # on the finite logits, before the in-place -inf below
-                z = logits / temperature if stats and temperature != 1.0 else logits
-                sc, ent = distribution_stats(z, suppressed)  # [B, c] each
-                out_sc.append(sc)
-                out_ent.append(ent)
-            if suppressed:
-                logits[..., suppressed] = float("-inf")
-            if temperature != 1.0:
-                logits = logits / temperature
-            logp = torch.log_softmax(logits, dim=-1)
-            out.append(logp.gather(-1, batch.completion_ids[:, s: s + chunk, None]).squeeze(-1))
-        mask = batch.completion_mask
-        logprobs = torch.cat(out, dim=1) * mask  # [B, C]
-        if stats is None:
-            return logprobs, None, None
-        return logprobs, torch.cat(out_sc, 1) * mask, torch.cat(out_ent, 1) * mask
+    # The hooks the core's chunked log-prob pass (``vlcohort/training/logprobs.py``) needs
+    # of the model; the maths itself is family-agnostic and lives there. ``model`` is the
+    # transformers model (a PEFT wrapper already unwrapped by the caller).
 
     def decoder_hidden_states(self, model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Final hidden states [B, T, H] of the language model (vision features merged in),
-        without the LM head. Every supported family exposes its base as ``model.model``."""
+        """*Family hook*: final hidden states [N, T, H] of the language model (vision
+        features merged in), without the LM head, for a training batch's ``inputs``.
+        Every supported family exposes its base as ``model.model``."""
         base = model.model
         out = base(**inputs, use_cache=False)
         return out.last_hidden_state
 
+    def lm_head(self, model) -> torch.nn.Module:
+        """*Family hook*: the module mapping hidden states [..., H] to logits [..., V] (the
+        output embedding, tied or not)."""
+        return model.get_output_embeddings()
+
+    def logit_softcap(self, model) -> float | None:
+        """*Family hook*: c when the model caps its logits as c * tanh(logits / c) after
+        the LM head, else None; read from the text config's ``final_logit_softcapping``."""
+        return getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+
     # ----------------------------------------------------------------------- generation
 
     def suppressed_token_ids(self) -> list[int]:
-        """Ids generation must never sample (the family's multimodal placeholders)."""
+        """Ids generation must never sample (the family's multimodal placeholders); the
+        core's log-prob pass gives them probability 0 the same way."""
         vocab = self.tokenizer.get_vocab()
         return sorted({int(vocab[t]) for t in self.placeholder_tokens if t in vocab})
 
@@ -465,42 +420,6 @@ class Adapter:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def distribution_stats(logits: torch.Tensor, excluded: Sequence[int] = ()
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Self-certainty and entropy of the next-token distributions p = softmax(logits) over
-    the V' = V - len(excluded) ids that are not ``excluded`` (suppressed placeholders).
-
-    logits: [..., V] finite floats (exclusion is by index, not by -inf). Returns
-    (self_certainty, entropy), each [...]:
-
-    - self_certainty = KL(U || p) = -log V' - (1/V') sum_v log p_v
-      = logsumexp(z) - mean(z) - log V', U uniform over the V' ids (INTUITOR, arXiv
-      2505.19590): 0 for the uniform distribution, larger when confident. INTUITOR's code
-      drops the constant -log V' (it cancels in group-normalised advantages); it is kept
-      here so the value reads as a KL.
-    - entropy = -sum_v p_v log p_v = logsumexp(z) - sum_v p_v z_v (RENT): 0 when certain,
-      log V' at most.
-
-    One [..., V] buffer besides the input (the softmax, built in place).
-    """
-    excluded = sorted(set(excluded))
-    p = logits.clone()  # [..., V] becomes the softmax, in place
-    if excluded:
-        p[..., excluded] = float("-inf")
-    m = p.amax(-1, keepdim=True)  # [..., 1] largest allowed logit: a stable exp
-    p.sub_(m).exp_()  # unnormalised, 0 on excluded ids
-    total = p.sum(-1, keepdim=True)  # [..., 1]
-    lse = (m + total.log()).squeeze(-1)  # [...] logsumexp over the allowed ids
-    p.div_(total)  # [..., V] softmax
-    n = logits.shape[-1] - len(excluded)
-    z_sum = logits.sum(-1)  # [...]
-    if excluded:
-        z_sum = z_sum - logits[..., excluded].sum(-1)
-    self_certainty = lse - z_sum / n - math.log(n)
-    entropy = lse - torch.linalg.vecdot(p, logits)
-    return self_certainty, entropy
 
 
 def unwrap(model):

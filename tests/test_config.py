@@ -100,3 +100,30 @@ def test_shipped_configs_load_and_demo_yaml_is_the_embedded_default():
         assert f.read_text().startswith("#"), f"{f.name}: head it with the command that runs it"
         load_config(f)
     assert load_config(root / "demo.yaml") == default_config()
+
+
+def test_agent_options_are_the_adapters_own_type():
+    """``ModelConfig`` inherits ``AdapterOptions`` (one definition): the YAML keys stay
+    ``agents.N.<field>`` in the same order, every inherited field keeps its docstring in
+    ``vlcohort config --fields``, and the adapter gets a plain copy of them."""
+    import dataclasses
+
+    from processors import AdapterOptions, ImageLimits
+    from vlcohort.config import ModelConfig
+    from vlcohort.training.agent import adapter_options
+
+    assert issubclass(ModelConfig, AdapterOptions)
+    options = [f.name for f in dataclasses.fields(AdapterOptions)]
+    names = [f.name for f in dataclasses.fields(ModelConfig)]
+    assert names[:2] == ["name", "path"] and names[2: 2 + len(options)] == options
+    docs = {key: doc for key, _, doc in field_docs()}
+    assert all(docs[f"agents.N.{o}"] for o in options)
+    cfg = default_config(["agents.0.max_source_pixels=5000", "agents.0.min_image_side=3",
+                          "agents.0.logprob_chunk_tokens=7", "agents.0.min_pixels=1000"])
+    opts = adapter_options(cfg.agents[0])
+    assert type(opts) is AdapterOptions
+    assert opts.image_limits == ImageLimits(max_source_pixels=5000, min_side=3)
+    assert (opts.logprob_chunk_tokens, opts.min_pixels) == (7, 1000)
+    cfg.agents[0].min_pixels = 2000  # a copy: later config edits do not reach the adapter
+    assert opts.min_pixels == 1000
+    assert adapter_options(ModelConfig()) == AdapterOptions()

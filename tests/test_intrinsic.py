@@ -1,9 +1,10 @@
 """Intrinsic reward sources: self-certainty (INTUITOR) and entropy (RENT).
 
-The per-token statistics come from the adapter's chunked LM-head loop; here they are
-checked against a direct computation on the full logits of an ordinary ``model(**inputs)``
-forward of tiny real models, and the rewards, the advantages and whole training runs are
-checked from config.
+The per-token statistics come from the core's chunked LM-head loop
+(``vlcohort/training/logprobs.py``; its model-free tests are in ``test_logprobs.py``); here
+they are checked against a direct computation on the full logits of an ordinary
+``model(**inputs)`` forward of tiny real models, and the rewards, the advantages and whole
+training runs are checked from config.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from processors import adapter_for, distribution_stats, tiny_model_path
+from processors import adapter_for, tiny_model_path
 from processors.tiny import sharpen
 from vlcohort.training import grpo
 from vlcohort.training.agent import build_agent, token_stats, update_agent
@@ -27,6 +28,7 @@ from vlcohort.analysis.metrics import documented, read_metrics
 from vlcohort.data.problems import Problem
 from vlcohort.rollout.base import SamplingParams
 from vlcohort.training.rewards import intrinsic_rewards, intrinsic_scored
+from vlcohort.training.logprobs import completion_logprobs, completion_token_stats
 from vlcohort.data.synthetic import make_dataset
 
 
@@ -80,19 +82,19 @@ def _batch(adapter, G: int = 1):
 
 
 def _direct(adapter, model, tb, temperature: float = 1.0):
-    """Reference: full [B, C, V] logits of an ordinary forward, KL(U || p) through
+    """Reference: full [N, C, V] logits of an ordinary forward, KL(U || p) through
     ``F.kl_div`` over the allowed ids and H(p) through ``Categorical.entropy``."""
     with torch.no_grad():
-        logits = model(**tb.inputs).logits.float()  # [B, P + C, V]
+        logits = model(**tb.inputs).logits.float()  # [N, P + C, V]
     P, C = tb.prompt_len, tb.completion_ids.shape[1]
-    z = logits[:, P - 1: P + C - 1] / temperature  # [B, C, V]
+    z = logits[:, P - 1: P + C - 1] / temperature  # [N, C, V]
     allowed = torch.ones(z.shape[-1], dtype=torch.bool)
     allowed[adapter.suppressed_token_ids()] = False
-    za = z[..., allowed]  # [B, C, V'] the distribution lives on the allowed ids
+    za = z[..., allowed]  # [N, C, V'] the distribution lives on the allowed ids
     logp = torch.log_softmax(za, -1)
     uniform = torch.full_like(logp, 1.0 / za.shape[-1])
-    kl = F.kl_div(logp, uniform, reduction="none").sum(-1)  # [B, C] KL(U || p)
-    ent = torch.distributions.Categorical(logits=za).entropy()  # [B, C]
+    kl = F.kl_div(logp, uniform, reduction="none").sum(-1)  # [N, C] KL(U || p)
+    ent = torch.distributions.Categorical(logits=za).entropy()  # [N, C]
     return kl, ent, za
 
 
@@ -103,8 +105,8 @@ def test_stats_match_a_direct_computation_on_full_logits(loaded, name):
     mask = tb.completion_mask.bool()
     assert (~mask).any(), "no padding in the batch: weak test"
     with torch.no_grad():
-        st = adapter.completion_token_stats(model, tb)
-        lp = adapter.completion_logprobs(model, tb)
+        st = completion_token_stats(adapter, model, tb)
+        lp = completion_logprobs(adapter, model, tb)
     kl, ent, za = _direct(adapter, model, tb)
     assert torch.equal(st.logprobs, lp)  # the same chunk loop, the same numbers
     assert torch.allclose(st.self_certainty[mask], kl[mask], atol=1e-4)
@@ -120,8 +122,8 @@ def test_chunked_equals_unchunked(loaded, name):
     adapter, model = loaded[name]
     tb = _batch(adapter)
     with torch.no_grad():
-        whole = adapter.completion_token_stats(model, tb, chunk_tokens=10_000)
-        chunked = adapter.completion_token_stats(model, tb, chunk_tokens=1)
+        whole = completion_token_stats(adapter, model, tb, chunk_tokens=10_000)
+        chunked = completion_token_stats(adapter, model, tb, chunk_tokens=1)
     for key in ("logprobs", "self_certainty", "entropy"):
         assert torch.allclose(getattr(whole, key), getattr(chunked, key), atol=1e-6), key
 
@@ -139,8 +141,8 @@ def test_a_completion_alone_and_padded_in_a_batch(loaded, name):
             [Problem(id="t1", text="Name a prime number below ten.", gold="7")])][-1:]),
         [tb.completion_ids[1, :n].tolist()])
     with torch.no_grad():
-        st = adapter.completion_token_stats(model, tb)
-        st1 = adapter.completion_token_stats(model, alone)
+        st = completion_token_stats(adapter, model, tb)
+        st1 = completion_token_stats(adapter, model, alone)
     assert torch.allclose(st.self_certainty[1, :n], st1.self_certainty[0], atol=1e-5)
     assert torch.allclose(st.entropy[1, :n], st1.entropy[0], atol=1e-5)
     # whatever sits in padded positions, the rewards read only real tokens
@@ -166,11 +168,11 @@ def test_temperature_setting(loaded, name):
     tb = _batch(adapter)
     mask = tb.completion_mask.bool()
     with torch.no_grad():
-        t1 = adapter.completion_token_stats(model, tb, temperature=1.0)
-        raw = adapter.completion_token_stats(model, tb, temperature=0.5)
-        scaled = adapter.completion_token_stats(model, tb, temperature=0.5,
-                                                stats_temperature_scaled=True)
-        lp = adapter.completion_logprobs(model, tb, temperature=0.5)
+        t1 = completion_token_stats(adapter, model, tb, temperature=1.0)
+        raw = completion_token_stats(adapter, model, tb, temperature=0.5)
+        scaled = completion_token_stats(adapter, model, tb, temperature=0.5,
+                                        stats_temperature_scaled=True)
+        lp = completion_logprobs(adapter, model, tb, temperature=0.5)
     assert torch.equal(raw.logprobs, lp) and torch.equal(scaled.logprobs, lp)
     assert not torch.allclose(raw.logprobs, t1.logprobs)
     assert torch.allclose(raw.self_certainty, t1.self_certainty, atol=1e-6)
@@ -183,22 +185,6 @@ def test_temperature_setting(loaded, name):
     assert float(scaled.entropy[mask].mean()) < float(raw.entropy[mask].mean())
 
 
-def test_distribution_stats_by_hand():
-    """Uniform: KL 0, entropy log V. Over 3 allowed ids with one id excluded (even with the
-    largest logit), the values of p = (1/2, 1/4, 1/4)."""
-    sc, ent = distribution_stats(torch.full((4,), 2.5))
-    assert abs(float(sc)) < 1e-6 and abs(float(ent) - math.log(4)) < 1e-6
-    logits = torch.log(torch.tensor([0.5, 0.25, 0.25, 1.0])) + 7.0
-    logits[3] = 500.0  # excluded: must not matter, nor spoil the stable exp
-    sc, ent = distribution_stats(logits, excluded=[3])
-    # KL(U || p) = sum_v 1/3 * log((1/3) / p_v) over the three allowed ids
-    expected_kl = sum(1 / 3 * math.log((1 / 3) / q) for q in (0.5, 0.25, 0.25))
-    expected_h = -sum(q * math.log(q) for q in (0.5, 0.25, 0.25))
-    # float32: lse - mean(z) loses ~1e-6 relative to the logits' offset of 7
-    assert abs(float(sc) - expected_kl) < 2e-5 and abs(float(ent) - expected_h) < 2e-5
-    assert float(logits[3]) == 500.0  # the input is left as it was
-
-
 @pytest.mark.parametrize("scale", ["group", "none"])
 def test_the_log_v_constant_cancels_in_group_normalisation(loaded, scale):
     """INTUITOR's code rewards logsumexp(z) - mean(z) = KL(U || p) + log V; ours keeps the
@@ -207,7 +193,7 @@ def test_the_log_v_constant_cancels_in_group_normalisation(loaded, scale):
     G = 4
     tb = _batch(adapter, G=G)
     with torch.no_grad():
-        st = adapter.completion_token_stats(model, tb)
+        st = completion_token_stats(adapter, model, tb)
     mask = tb.completion_mask.float()
     ours = intrinsic_rewards("self_certainty", st.self_certainty, st.entropy, mask, G)  # [B, G]
     _, _, za = _direct(adapter, model, tb)

@@ -329,7 +329,7 @@ def test_math_preset_and_where_filter(tmp_path):
 def test_where_reaches_the_loader_from_the_config(tmp_path):
     """``data.where`` in a config is what ``train.load_problems`` filters by."""
     from vlcohort.config import ConfigError, load_config
-    from vlcohort.recipes.cohort import load_problems
+    from vlcohort.data.sources import load_problems
 
     path = tmp_path / "math.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in MATH_ROWS))

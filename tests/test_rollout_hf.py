@@ -12,6 +12,7 @@ from processors.tiny import tiny_model_path
 from vlcohort.data.problems import Problem
 from vlcohort.rollout.base import SamplingParams
 from vlcohort.rollout.hf import HFEngine
+from vlcohort.training.logprobs import completion_logprobs
 
 
 def test_checkpoint_sampling_defaults_do_not_leak_into_rollouts():
@@ -28,7 +29,7 @@ def test_checkpoint_sampling_defaults_do_not_leak_into_rollouts():
                          seed=3)
     tb = adapter.encode_training(ro.prompts, ro.completions)
     with torch.no_grad():
-        policy = adapter.completion_logprobs(model, tb, 1.0)  # [N, C]
+        policy = completion_logprobs(adapter, model, tb, 1.0)  # [N, C]
     mask = tb.completion_mask.bool()
     C = ro.logprobs.shape[1]
     assert mask[:, :C].sum() > 20

@@ -37,6 +37,7 @@ from vlcohort.rollout.vllm import (EngineUnavailableError, SampleOutput, build_r
                                    completion_samples, iter_vllm_weights, request_seeds,
                                    sampled_logprobs, sampling_kwargs, to_rollouts,
                                    unavailable_reason)
+from vlcohort.training.logprobs import completion_logprobs
 
 FAMILIES = ["qwen2_5_vl", "internvl3_5", "gemma3", "qwen2"]
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -443,7 +444,7 @@ def policy_logprobs(adapter, model, rendered, rollouts, temperature) -> torch.Te
     batch.inputs = {k: v.cuda() for k, v in batch.inputs.items()}
     batch.completion_ids, batch.completion_mask = batch.completion_ids.cuda(), batch.completion_mask.cuda()
     with torch.no_grad():
-        lp = adapter.completion_logprobs(model, batch, temperature).cpu()  # [N, C]
+        lp = completion_logprobs(adapter, model, batch, temperature).cpu()  # [N, C]
     return lp[:, : rollouts.logprobs.shape[1]]
 
 

@@ -22,6 +22,7 @@ from vlcohort.analysis.metrics import documented, read_metrics
 from vlcohort.data.problems import Problem
 from vlcohort.rollout.base import Rollouts
 from vlcohort.answers.voting import majority_vote
+from vlcohort.training.logprobs import completion_logprobs
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "self_play_tiny.yaml"
 
@@ -316,7 +317,7 @@ def forced_rollouts(agent, rendered, texts, group_size, temperature):
     prompts = adapter.encode_prompts([r for r in rendered for _ in range(group_size)])
     batch = adapter.encode_training(prompts, completions)
     with torch.no_grad():
-        logprobs = adapter.completion_logprobs(agent.model, batch, temperature)  # [N, C]
+        logprobs = completion_logprobs(adapter, agent.model, batch, temperature)  # [N, C]
     return Rollouts(prompts=prompts, completions=completions, texts=list(texts),
                     logprobs=logprobs * batch.completion_mask, finished=[True] * len(texts),
                     group_size=group_size)

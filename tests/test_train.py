@@ -122,7 +122,8 @@ def test_bad_records_are_skipped_counted_and_replaced(tmp_path):
     from vlcohort.data.problems import Problem
     from vlcohort.data.stream import ProblemStream
     from vlcohort.data.synthetic import make_dataset
-    from vlcohort.recipes.cohort import setup, train_step
+    from vlcohort.recipes.cohort import setup
+    from vlcohort.recipes.step import train_step
 
     cfg = load_config(None, [*FAST, "run.steps=1", f"run.output_dir={tmp_path / 'run'}"])
     run = setup(cfg)
@@ -152,7 +153,7 @@ def test_dataset_shorter_than_the_run_cycles_epochs(tmp_path):
 def test_repeated_non_finite_losses_stop_the_run(tmp_path, monkeypatch, capsys):
     """Fault injection: every loss is NaN. Each update is skipped; after run.max_bad_steps
     such steps in a row the run stops with a message (and a checkpoint)."""
-    import vlcohort.training.agent as agent_mod
+    import vlcohort.training.update as agent_mod
 
     real = agent_mod.grpo.policy_loss
 
@@ -190,8 +191,9 @@ def test_ctrl_c_saves_a_checkpoint(tmp_path):
 
 
 def test_decouple_gives_each_agent_its_own_shard(tmp_path, monkeypatch):
-    import vlcohort.recipes.cohort as train_mod
-    from vlcohort.recipes.cohort import setup, train_step
+    import vlcohort.recipes.step as train_mod
+    from vlcohort.recipes.cohort import setup
+    from vlcohort.recipes.step import train_step
 
     cfg = load_config(None, [*FAST, "data.decouple=true", "data.num_problems=8",
                              "agents=[{name: A, path: 'tiny:qwen2_5_vl'}, {name: B, path: 'tiny:internvl3_5'}]",

@@ -7,10 +7,12 @@ import copy
 import pytest
 import torch
 
-from vlcohort.training.agent import build_agent, update_agent
+from vlcohort.training.agent import build_agent
+from vlcohort.training.update import update_agent
 from vlcohort.config import load_config
 from vlcohort.rollout.base import SamplingParams
 from vlcohort.data.synthetic import make_dataset
+from vlcohort.training.logprobs import completion_logprobs
 
 BASE = ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2_5_vl'}]",
         "rollout.prompts_per_step=2", "rollout.rollouts_per_prompt=4",
@@ -61,12 +63,12 @@ def test_micro_batches_give_the_full_batch_step(agg):
 
 def test_update_moves_logprobs_in_the_advantage_direction():
     cfg, agent, rendered, rollouts, adv = _setup("optim.lr=1e-3")
-    from vlcohort.training.agent import micro_batches
+    from vlcohort.training.update import micro_batches
 
     def seq_logp():
         (_, tb), = micro_batches(agent, rendered, rollouts, 8)
         with torch.no_grad():
-            lp = agent.adapter.completion_logprobs(agent.model, tb)
+            lp = completion_logprobs(agent.adapter, agent.model, tb)
         return (lp * tb.completion_mask).sum(1)  # [N]
 
     before = seq_logp()

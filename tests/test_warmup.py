@@ -10,6 +10,7 @@ import torch
 from vlcohort.training.agent import build_agent
 from vlcohort.config import load_config
 from vlcohort.data.synthetic import make_dataset
+from vlcohort.training.logprobs import completion_logprobs
 from vlcohort.training.warmup import (
     answer_ids,
     fingerprint,
@@ -56,7 +57,7 @@ def test_uniform_loss_equals_its_definition(agent):
             for k in "ABCD":
                 c = answer_ids(adapter, k, TEMPLATE)
                 b = adapter.encode_training(adapter.encode_prompts([r]), [c])
-                seq.append(float(adapter.completion_logprobs(model, b).sum()))
+                seq.append(float(completion_logprobs(adapter, model, b).sum()))
             lse = math.log(sum(math.exp(s) for s in seq))
             spread = -sum(s - lse for s in seq) / 4 - math.log(4)
             total += -lse + spread

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vlcohort.config import DEMO_RECIPE, ConfigError, field_docs, load_config, resolved_text
+from vlcohort.config import DEMO_RECIPE, Config, ConfigError, field_docs, load_config, resolved_text
+from vlcohort.errors import RunError
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -90,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     print(resolved_text(cfg))
                 return 0
-            from vlcohort.recipes.cohort import main as train_main
-
-            return train_main(cfg, resume=args.resume)
+            return train(cfg, resume=args.resume)
         if args.command == "simulate":
             from vlcohort.analysis.simulate import run
 
@@ -123,12 +122,38 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
-    except RuntimeError as e:  # TrainingError and friends: a message for people
-        if type(e).__name__ not in ("TrainingError", "DistributedError", "CheckpointError"):
-            raise
+    except RunError as e:  # a run that cannot go on: a message for people
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 1
+
+
+def train(cfg: Config, resume: str | None = None) -> int:
+    """``vlcohort train``: the method's recipe. ``method: self_play`` is a recipe of its own
+    (challenger / solver phases); ``arms`` runs the cohort recipe once per method from
+    shared warm-ups; every other method is the cohort recipe with its reward source."""
+    from vlcohort.recipes.driver import TrainingError
+    from vlcohort.training.distributed import launched_rank, launched_world_size
+
+    if launched_world_size() == 1 or launched_rank() == 0:
+        print(resolved_text(cfg))
+    if cfg.method == "self_play":
+        if launched_world_size() > 1:
+            raise TrainingError("method=self_play runs in one process (its two roles alternate, "
+                              "they do not train side by side); launch it without torchrun")
+        from vlcohort.recipes.selfplay import run_self_play
+
+        return run_self_play(cfg, resume)
+    if cfg.arms:
+        if resume is not None:
+            raise TrainingError("--resume takes one arm's folder (e.g. runs/demo/co_rl), not a "
+                              "comparison run")
+        from vlcohort.recipes.arms import run_arms
+
+        return run_arms(cfg)
+    from vlcohort.recipes.cohort import run_cohort
+
+    return run_cohort(cfg, resume)
 
 
 if __name__ == "__main__":

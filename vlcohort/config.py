@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from processors.base import AdapterOptions
 from vlcohort import typed_yaml
 from vlcohort.config_checks import (CHOICES, METHOD_SOURCES, MONITOR_SIGNALS,  # noqa: F401
                             RECIPE_METHODS, agent_reward_source, self_play_roles, validate)
@@ -67,34 +68,28 @@ class ViewConfig:
 
 
 @dataclass
-class ModelConfig:
-    """One agent: its model and how its inputs are prepared."""
+class AgentIdentity:
+    """Which agent and which checkpoint: the first two keys of ``agents.N`` (a base of
+    :class:`ModelConfig` only so that they come first, before the adapter's options)."""
 
     name: str = "A"
     """Agent name, used in metric names (``agent/<name>/...``) and checkpoint folders."""
     path: str = ""
     """Checkpoint folder, hub id, or ``tiny:<family>`` (a tiny model built offline from the
     family's real classes; ``vlcohort tiny`` lists them)."""
-    dtype: str = "float32"
-    """Weights dtype: float32 | bfloat16 | float16 | auto."""
-    attn_implementation: str = "sdpa"
-    """eager | sdpa | flash_attention_2."""
-    trust_remote_code: bool = False
-    """Run code shipped inside the checkpoint. Every supported family is native: leave off."""
-    min_pixels: int | None = None
-    """Per-image lower pixel budget (families with native-resolution images); None: checkpoint's."""
-    max_pixels: int | None = None
-    """Per-image upper pixel budget (families with native-resolution images); None: checkpoint's."""
-    max_tiles: int | None = None
-    """Most tiles per image (families with dynamic tiling); None: checkpoint's."""
-    pan_and_scan: bool = False
-    """Extra crops for elongated images (families with a fixed canvas)."""
-    max_source_pixels: int = 64_000_000
-    """Decompression-bomb guard: refuse an image whose header declares more pixels."""
-    min_image_side: int = 2
-    """Refuse an image with a side shorter than this (a 1x1 image is a broken export)."""
-    logprob_chunk_tokens: int = 256
-    """Completion positions per chunk when computing log-probs ([B, chunk, V] at a time)."""
+
+
+@dataclass
+class ModelConfig(AdapterOptions, AgentIdentity):
+    """One agent: its model and how its inputs are prepared.
+
+    How the model is loaded and its inputs prepared (``dtype`` ... ``logprob_chunk_tokens``)
+    is the adapter's own options type, :class:`processors.base.AdapterOptions`, inherited
+    field by field (one definition, the same YAML keys ``agents.N.<field>``); the fields
+    below are the trainer's. Key order: ``name``, ``path`` (:class:`AgentIdentity`), the
+    adapter's options, then these (dataclasses collect the bases' fields last base first).
+    """
+
     lr: float | None = None
     """This agent's peak learning rate; None: ``optim.lr``."""
     lora_rank: int = 0

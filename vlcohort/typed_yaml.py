@@ -174,7 +174,17 @@ def field_docs(cls, prefix: str = "") -> list[tuple[str, str, str]]:
 
 
 def _attribute_docstrings(cls) -> dict[str, str]:
-    """The string literal right under each field in the class body."""
+    """The string literal right under each field in the class body, inherited fields
+    included (read from the dataclass base that declares them; a subclass's own wins)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update(_own_attribute_docstrings(klass))
+    return docs
+
+
+def _own_attribute_docstrings(cls) -> dict[str, str]:
+    """The string literal right under each field in ``cls``'s own class body."""
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}

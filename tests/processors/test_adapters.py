@@ -21,6 +21,7 @@ from processors.internvl import InternVLAdapter
 from processors.qwen2_5_vl import Qwen2_5_VLAdapter
 from processors.text_lm import TextLMAdapter
 from vlcohort.data.problems import Problem
+from vlcohort.training.logprobs import completion_logprobs
 
 from .conftest import FAMILIES, VLM_FAMILIES
 
@@ -213,7 +214,7 @@ def test_logprobs_match_generation(loaded, name):
     completions, gen_lp = _generate(adapter, model, batch)
     train = adapter.encode_training(batch, completions)
     with torch.no_grad():
-        lp = adapter.completion_logprobs(model, train)
+        lp = completion_logprobs(adapter, model, train)
     assert lp.dtype == torch.float32 and lp.shape == train.completion_mask.shape
     mask = train.completion_mask.bool()
     assert mask.sum() >= 2
@@ -237,9 +238,9 @@ def test_same_prompt_alone_and_in_padded_batch(loaded, name):
     mixed = adapter.encode_prompts(others + [target])
     assert mixed.prompt_len > alone.prompt_len  # the target really is left-padded
     with torch.no_grad():
-        lp_alone = adapter.completion_logprobs(model, adapter.encode_training(alone, [completion]))
-        lp_mixed = adapter.completion_logprobs(
-            model, adapter.encode_training(mixed, [completion[:3], completion, completion]))
+        lp_alone = completion_logprobs(adapter, model, adapter.encode_training(alone, [completion]))
+        lp_mixed = completion_logprobs(
+            adapter, model, adapter.encode_training(mixed, [completion[:3], completion, completion]))
     assert torch.allclose(lp_alone[0], lp_mixed[2], atol=1e-4)
 
 
@@ -250,8 +251,8 @@ def test_chunking_does_not_change_logprobs(loaded, name):
     completion = adapter.tokenizer.encode("Let me think. The answer is 42.", add_special_tokens=False)
     train = adapter.encode_training(batch, [completion])
     with torch.no_grad():
-        whole = adapter.completion_logprobs(model, train, chunk_tokens=10_000)
-        chunked = adapter.completion_logprobs(model, train, chunk_tokens=1)
+        whole = completion_logprobs(adapter, model, train, chunk_tokens=10_000)
+        chunked = completion_logprobs(adapter, model, train, chunk_tokens=1)
     assert torch.allclose(whole, chunked, atol=1e-6)
 
 
@@ -261,7 +262,7 @@ def test_gradient_reaches_the_vision_tower(loaded, name):
     batch = adapter.encode_prompts([adapter.render(problem(images=[image(100, 60)]))])
     train = adapter.encode_training(batch, [adapter.tokenizer.encode("B", add_special_tokens=False)])
     model.zero_grad()
-    adapter.completion_logprobs(model, train).sum().backward()
+    completion_logprobs(adapter, model, train).sum().backward()
     vision = [p for n, p in model.named_parameters() if ("vision" in n or "visual" in n) and p.grad is not None]
     assert vision and any(p.grad.abs().sum() > 0 for p in vision)
     model.zero_grad()
@@ -277,7 +278,7 @@ def test_two_images_in_one_prompt(loaded, name):
     assert int((batch.inputs["input_ids"] == adapter.image_token_id).sum()) == sum(counts)
     completions, gen_lp = _generate(adapter, model, batch, max_new_tokens=4)
     with torch.no_grad():
-        lp = adapter.completion_logprobs(model, adapter.encode_training(batch, completions))
+        lp = completion_logprobs(adapter, model, adapter.encode_training(batch, completions))
     n = len(completions[0])
     assert torch.allclose(lp[0, :n], gen_lp[0, :n], atol=1e-4)
 
@@ -289,7 +290,7 @@ def test_problem_without_image_through_vlm(loaded, name):
     assert "pixel_values" not in batch.inputs and batch.image_token_counts == [[]]
     completions, gen_lp = _generate(adapter, model, batch, max_new_tokens=4)
     with torch.no_grad():
-        lp = adapter.completion_logprobs(model, adapter.encode_training(batch, completions))
+        lp = completion_logprobs(adapter, model, adapter.encode_training(batch, completions))
     n = len(completions[0])
     assert torch.allclose(lp[0, :n], gen_lp[0, :n], atol=1e-4)
 
@@ -313,7 +314,7 @@ def test_image_placeholders_are_never_generated(loaded, name):
     batch = adapter.encode_prompts([adapter.render(problem(images=[image(60, 60)]))])
     completion = [ids[0]] + adapter.tokenizer.encode("B", add_special_tokens=False)
     with torch.no_grad():
-        lp = adapter.completion_logprobs(model, adapter.encode_training(batch, [completion]))
+        lp = completion_logprobs(adapter, model, adapter.encode_training(batch, [completion]))
     assert lp[0, 0] == float("-inf") and torch.isfinite(lp[0, 1])
 
 

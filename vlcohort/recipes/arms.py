@@ -23,8 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from vlcohort.config import Config, save_resolved, to_yaml
 from vlcohort.analysis.metrics import read_metrics
+from vlcohort.config import Config, resolved_text, save_resolved, to_yaml, validate
+from vlcohort.recipes.cohort import run_cohort
 from vlcohort.training.warmup import fingerprint, reusable, save_fingerprint, warm_up, warmed_up_folder
 
 
@@ -93,8 +94,6 @@ def arm_config(cfg: Config, method: str, run_dir: Path, warmed: dict[str, Path])
         if mc.name in warmed:
             mc.path = str(warmed[mc.name])
             mc.warmup = type(mc.warmup)()  # already warmed up
-    from vlcohort.config import validate
-
     validate(arm)
     return arm
 
@@ -116,12 +115,10 @@ def run_arms(cfg: Config) -> int:
     if cfg.parallel_arms and len(arms) > 1:
         rc = _run_parallel(arms)
     else:
-        from vlcohort.recipes.cohort import main as train_main
-
         rc = 0
         for arm in arms:
-            print(f"\n=== arm {arm.method} ===")
-            rc = rc or train_main(arm)
+            print(f"\n=== arm {arm.method} ===\n{resolved_text(arm)}")
+            rc = rc or run_cohort(arm)
     t_rl = time.perf_counter() - t1
     if rc:
         print(f"an arm failed (exit {rc}); see its train.log in {run_dir}", file=sys.stderr)
@@ -149,7 +146,6 @@ def run_arms_distributed(cfg: Config) -> int:
     agent, then the arms run one after the other over the same process groups (each arm is
     already spread over the ranks, so ``parallel_arms`` does not apply)."""
     from vlcohort.training import distributed as dist_
-    from vlcohort.recipes.cohort import main as train_main
 
     layout = dist_.init(cfg)
     run_dir = Path(cfg.run.output_dir)
@@ -172,8 +168,8 @@ def run_arms_distributed(cfg: Config) -> int:
     for method in cfg.arms:
         arm = arm_config(cfg, method, run_dir, warmed)
         if layout.is_logger:
-            print(f"\n=== arm {arm.method} ===", flush=True)
-        rc = train_main(arm, layout=layout)
+            print(f"\n=== arm {arm.method} ===\n{resolved_text(arm)}", flush=True)
+        rc = run_cohort(arm, layout=layout)
         if rc:
             return rc
     t_rl = time.perf_counter() - t1

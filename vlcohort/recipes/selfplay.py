@@ -85,7 +85,6 @@ import json
 import random
 import sys
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -96,21 +95,23 @@ import torch
 from processors import ProblemInputError, RenderedPrompt, format_options
 from processors.base import IMAGE_PLACEHOLDER
 
+from vlcohort.analysis.metrics import MetricsLogger
+from vlcohort.answers.grading import Grader, get_grader
+from vlcohort.config import Config, save_resolved, self_play_roles
+from vlcohort.data.problems import Problem, split_options
+from vlcohort.data.sources import load_problems
+from vlcohort.recipes.driver import (Recipe, TrainingError, checkpoint_to_resume, drive,
+                                     restore_agents, rollout_seed, save_run, seed_everything,
+                                     step_schedules)
+from vlcohort.rollout.base import Rollouts, SamplingParams
 from vlcohort.training import checkpoint as ckpt
 from vlcohort.training import grpo
-from vlcohort.training.agent import Agent, build_agent, update_agent
-from vlcohort.config import Config, resolved_text, save_resolved, self_play_roles
-from vlcohort.answers.grading import get_grader
-from vlcohort.analysis.metrics import MetricsLogger
-from vlcohort.data.problems import Problem, split_options
+from vlcohort.training.agent import Agent, build_agent
 from vlcohort.training.rewards import extract_all, gold_match, score, vote_all
-from vlcohort.rollout.base import Rollouts, SamplingParams
-from vlcohort.recipes.runs import (TrainingError, bad_streak_error, drive, load_problems, rollout_seed,
-                   seed_everything)
-from vlcohort.recipes.selfplay_math import (parse_question, p_hat, uncertainty_reward, challenger_rewards,
-                            sentence_bleu, bleu_distances, average_linkage_clusters,
-                            repetition_penalties, in_band, distinct_n, p_hat_histogram,
-                            solver_rewards, phase_of)  # noqa: F401
+from vlcohort.training.update import update_agent
+from vlcohort.recipes.selfplay_math import (challenger_rewards, distinct_n, in_band,
+                                            p_hat_histogram, parse_question, phase_of,
+                                            repetition_penalties, solver_rewards)
 
 # ============================================================================ prompts and questions
 
@@ -191,10 +192,11 @@ class SelfPlayRun:
     pool: list[Problem]
     images: bool  # challenger prompts and questions carry a pool item's picture
     logger: MetricsLogger
-    grader: Any
+    grader: Grader
     step: int = 0  # last completed step
     skipped: dict[str, int] = field(default_factory=dict)  # invalid questions by reason
     bad_steps_in_row: int = 0  # steps whose update was skipped for a NaN / inf loss
+    talks: bool = True  # one process: it prints
 
     @property
     def questions_path(self) -> Path:
@@ -482,10 +484,7 @@ def step_updates(run: SelfPlayRun, step: int, phase: str, batch: QuestionBatch,
         record.update({f"agent/{s_name}/{k}": v for k, v in stats.items()})
         record["selfplay/solver/trained_questions"] = trained
     t_update = time.perf_counter() - t0
-    for agent in run.agents:  # the schedules follow steps, trained or not (as in train.py)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            agent.scheduler.step()
+    step_schedules(run.agents)  # the schedules follow steps, trained or not
     record.update(question_metrics(run, batch, answers, penalties, selected))
     V = answers.n_questions
     if answers.answers:
@@ -550,7 +549,7 @@ def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
         raise TrainingError(f"self_play: the anchor pool has {len(pool)} problems with gold; "
                             f"self_play.anchors_per_prompt={sp.anchors_per_prompt} needs at "
                             "least that many (and images or anchors need one): check data.*")
-    folder = ckpt.latest_checkpoint(run_dir) if resume is not None else None
+    folder = checkpoint_to_resume(run_dir, resume)
     agents = [build_agent(mc, cfg, weights_from=str(folder / mc.name) if folder else None)
               for mc in cfg.agents]
     multimodal = agents[challenger].adapter.is_multimodal and agents[solver].adapter.is_multimodal
@@ -580,31 +579,22 @@ def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
                       logger=MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard),
                       grader=get_grader(cfg.reward.grader))
     if folder is not None:
+        restore_agents(folder, agents)
         state = ckpt.load_state(folder)
-        for agent in agents:
-            st = ckpt.load_trainer_state(folder, agent.name)
-            agent.optimizer.load_state_dict(st["optimizer"])
-            agent.scheduler.load_state_dict(st["scheduler"])
         run.step = int(state["step"])
         run.skipped = dict(state.get("skipped_questions", {}))
         ckpt.set_rng_state(ckpt.load_rng(folder))
         print(f"resumed from {folder} (step {run.step})")
-    elif resume is not None:
-        raise TrainingError(f"--resume {run_dir}: no complete checkpoint in "
-                            f"{run_dir / 'checkpoints'}")
     run.logger.truncate_after(run.step)
     _truncate_jsonl(run.questions_path, run.step)
     return run
 
 
 def save(run: SelfPlayRun) -> Path:
-    return ckpt.save_checkpoint(
-        run.dir, run.step, run.agents, [a.optimizer for a in run.agents],
-        [a.scheduler for a in run.agents], {"skipped_questions": run.skipped},
-        keep_last=run.cfg.checkpoint.keep_last or None)
+    return save_run(run, {"skipped_questions": run.skipped})
 
 
-def summary_line(record: dict[str, Any], run: SelfPlayRun) -> str:
+def summary_line(run: SelfPlayRun, record: dict[str, Any]) -> str:
     phase = "challenger" if record["selfplay/phase"] == 0 else "solver"
     name = run.agents[run.challenger if phase == "challenger" else run.solver].name
     bits = [f"step {record['step']} {phase}",
@@ -616,29 +606,6 @@ def summary_line(record: dict[str, Any], run: SelfPlayRun) -> str:
         if record.get(key) is not None:
             bits.append(f"{label}={record[key]:.2f}")
     return " ".join(bits) + f" | {record.get('timing/step', 0):.1f}s"
-
-
-def train(run: SelfPlayRun) -> None:
-    cfg = run.cfg
-    t_start, first = time.perf_counter(), run.step
-    while run.step < cfg.run.steps:
-        step = run.step + 1
-        record = self_play_step(run, step)
-        run.logger.log(record)
-        run.step = step
-        if any(record.get(f"agent/{a.name}/skipped_updates", 0) for a in run.agents):
-            run.bad_steps_in_row += 1
-        elif any(f"agent/{a.name}/loss" in record for a in run.agents):
-            run.bad_steps_in_row = 0
-        if run.bad_steps_in_row >= cfg.run.max_bad_steps:
-            save(run)
-            raise bad_streak_error(run.bad_steps_in_row, cfg.run.max_bad_steps)
-        if cfg.log.progress:
-            eta = (time.perf_counter() - t_start) / (step - first) * (cfg.run.steps - step)
-            print(f"[{step}/{cfg.run.steps} eta {eta:.0f}s] {summary_line(record, run)}",
-                  flush=True)
-        if cfg.checkpoint.every and step % cfg.checkpoint.every == 0 and step < cfg.run.steps:
-            save(run)
 
 
 def cleanup(run: SelfPlayRun) -> None:
@@ -655,10 +622,9 @@ def cleanup(run: SelfPlayRun) -> None:
           "checkpoints/)")
 
 
-def main(cfg: Config, resume: str | Path | None = None) -> int:
+def run_self_play(cfg: Config, resume: str | Path | None = None) -> int:
     """Run a whole self-play job (``vlcohort train`` with ``method: self_play``)."""
     sp = cfg.self_play
-    print(resolved_text(cfg))
     c, s = self_play_roles(cfg)
     B, G = cfg.rollout.prompts_per_step, cfg.rollout.rollouts_per_prompt
     print(f"# self-play: challenger {cfg.agents[c].name}, solver {cfg.agents[s].name}; per step "
@@ -666,4 +632,5 @@ def main(cfg: Config, resume: str | Path | None = None) -> int:
           f"m={sp.solver_samples} answers each (<= {B * G * sp.solver_samples} solver sequences"
           f" + {sp.anchors_per_step} x {sp.solver_samples} on anchors in solver steps); phases "
           f"{sp.challenger_steps} challenger / {sp.solver_steps} solver steps")
-    return drive(setup(cfg, resume), train, save, cleanup)
+    return drive(setup(cfg, resume), Recipe(step=self_play_step, save=save, cleanup=cleanup,
+                                            summary=summary_line))

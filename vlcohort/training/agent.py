@@ -1,26 +1,25 @@
-"""One member of the cohort: policy, reference, optimizer, schedule, adapter, engine; and
-the one function that updates it from a step's rollouts and advantages.
+"""One member of the cohort: policy, reference, optimizer, schedule, adapter, engine, and
+how it is built (LoRA, DeepSpeed ZeRO in an agent group, the device). Its update from a
+step's rollouts and advantages is ``update.py``.
 
 Agents share no parameters, optimizer state or gradients (DESIGN.md): only extracted
-answers cross between them, in ``train.py``.
+answers cross between them, in ``recipes/step.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
-from processors import Adapter, AdapterOptions, ImageLimits, RenderedPrompt, adapter_for
+from processors import Adapter, AdapterOptions, adapter_for
 
-from vlcohort.training import grpo
-from vlcohort.config import Config, GRPOConfig, ModelConfig
-from vlcohort.rollout import make_engine
-from vlcohort.rollout.base import Rollouts
+from vlcohort.config import Config, ModelConfig
+from vlcohort.rollout.engines import make_engine
+from vlcohort.training.logprobs import completion_logprobs
 from vlcohort.training.schedule import lr_multiplier
 
 
@@ -46,12 +45,12 @@ class Agent:
         non-boundary micro-batches' gradients with deepspeed 0.19.8)."""
         if self.ds_engine is not None:
             return self.ds_engine(batch, temperature)
-        return self.adapter.completion_logprobs(self.model, batch, temperature)
+        return completion_logprobs(self.adapter, self.model, batch, temperature)
 
     def generation_context(self):
         """ZeRO-3 partitions the parameters; generation gathers them once for the whole
         ``generate`` call (instead of per layer and per token)."""
-        if self.ds_engine is not None and _zero_stage(self.ds_engine) == 3:
+        if self.ds_engine is not None and zero_stage(self.ds_engine) == 3:
             import deepspeed
 
             return deepspeed.zero.GatheredParameters(list(self.model.parameters()))
@@ -80,7 +79,8 @@ class Agent:
 
 class PolicyLogprobs(torch.nn.Module):
     """The policy's trainable computation as one module, so DeepSpeed's engine can own the
-    forward: ``forward(batch, temperature)`` = the adapter's chunked completion log-probs."""
+    forward: ``forward(batch, temperature)`` = the chunked completion log-probs
+    (``logprobs.completion_logprobs``) of the policy through its adapter."""
 
     def __init__(self, adapter: Adapter, model):
         super().__init__()
@@ -88,23 +88,18 @@ class PolicyLogprobs(torch.nn.Module):
         self.policy = model
 
     def forward(self, batch, temperature: float) -> torch.Tensor:
-        return self.adapter.completion_logprobs(self.policy, batch, temperature)
+        return completion_logprobs(self.adapter, self.policy, batch, temperature)
 
 
-def _zero_stage(engine) -> int:
+def zero_stage(engine) -> int:
+    """The ZeRO stage (0-3) of a DeepSpeed engine."""
     return int(engine.zero_optimization_stage())
 
 
 def adapter_options(mc: ModelConfig) -> AdapterOptions:
-    """The ``agents.N.*`` settings, as the adapter takes them."""
-    return AdapterOptions(
-        dtype=mc.dtype, attn_implementation=mc.attn_implementation,
-        trust_remote_code=mc.trust_remote_code, min_pixels=mc.min_pixels,
-        max_pixels=mc.max_pixels, max_tiles=mc.max_tiles, pan_and_scan=mc.pan_and_scan,
-        image_limits=ImageLimits(max_source_pixels=mc.max_source_pixels,
-                                 min_side=mc.min_image_side),
-        logprob_chunk_tokens=mc.logprob_chunk_tokens,
-    )
+    """The ``agents.N.*`` settings the adapter takes: ``ModelConfig`` inherits them from
+    ``AdapterOptions``, so this is their plain copy, not a field-by-field mirror."""
+    return AdapterOptions.of(mc)
 
 
 def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | None = None,
@@ -221,210 +216,3 @@ def _wrap_lora(model, mc: ModelConfig, weights_from: str | None):
         t.strip() for t in mc.lora_targets.split(",") if t.strip()]
     return get_peft_model(model, LoraConfig(r=mc.lora_rank, lora_alpha=mc.lora_alpha,
                                             target_modules=targets, lora_dropout=0.0))
-
-
-# --------------------------------------------------------------------------- the update
-
-
-def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
-                  size: int, device: torch.device | None = None) -> list[tuple[slice, Any]]:
-    """Training batches of ``size`` sequences each, encoded once and reused by every pass.
-
-    Row n of the rollouts belongs to prompt n // G. Each micro-batch re-encodes its own
-    prompts (family-agnostic: no per-image tensor slicing); log-probs do not depend on
-    padding (tested per family), so this equals slicing one big batch.
-    """
-    G = rollouts.group_size
-    N = len(rollouts.completions)
-    out = []
-    for start in range(0, N, size):
-        rows = slice(start, min(N, start + size))
-        prompts = agent.adapter.encode_prompts([rendered[n // G] for n in range(rows.start, rows.stop)])
-        batch = agent.adapter.encode_training(prompts, rollouts.completions[rows])
-        out.append((rows, batch.to(device) if device is not None else batch))
-    return out
-
-
-def _pad_to(t: torch.Tensor, C: int) -> torch.Tensor:
-    return t if t.shape[1] == C else torch.nn.functional.pad(t, (0, C - t.shape[1]))
-
-
-@dataclass
-class TokenStats:
-    """One no-grad pass over an agent's rollouts before its update (intrinsic rewards).
-
-    ``logprobs`` are the policy's log-probs of the sampled tokens under logits /
-    temperature, i.e. exactly the update's "old" log-probs; ``batches`` are the encoded
-    micro-batches, reused by the update."""
-
-    logprobs: torch.Tensor  # [N, C]
-    self_certainty: torch.Tensor  # [N, C] KL(U || p) per completion token
-    entropy: torch.Tensor  # [N, C] H(p) per completion token
-    mask: torch.Tensor  # [N, C] 1 on real completion tokens
-    batches: list
-
-    def token_mean(self, name: str) -> float:
-        """Mean of a per-token statistic over all real completion tokens."""
-        return float((getattr(self, name) * self.mask).sum() / self.mask.sum().clamp(min=1.0))
-
-
-def token_stats(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
-                g: GRPOConfig, temperature: float, temperature_scaled: bool) -> TokenStats:
-    """Per-token log-probs, self-certainty and entropy of the agent's completions under its
-    current policy, in one chunked no-grad pass per micro-batch (the adapter's
-    ``completion_token_stats``). ``temperature_scaled``: statistics of softmax(logits /
-    temperature) instead of softmax(logits)."""
-    N, C = len(rollouts.completions), rollouts.logprobs.shape[1]
-    mbs = micro_batches(agent, rendered, rollouts, g.micro_batch_seqs,
-                        next(agent.model.parameters()).device)
-    logp, sc, ent, mask = (torch.zeros(N, C) for _ in range(4))  # [N, C] each
-    with torch.no_grad(), agent.autocast(), agent.generation_context():  # ZeRO-3: gathered
-        for rows, tb in mbs:
-            st = agent.adapter.completion_token_stats(agent.model, tb, temperature,
-                                                      stats_temperature_scaled=temperature_scaled)
-            logp[rows] = _pad_to(st.logprobs, C)
-            sc[rows] = _pad_to(st.self_certainty, C)
-            ent[rows] = _pad_to(st.entropy, C)
-            mask[rows] = _pad_to(tb.completion_mask.float(), C)
-    return TokenStats(logprobs=logp, self_certainty=sc, entropy=ent, mask=mask, batches=mbs)
-
-
-def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
-                 advantages: torch.Tensor, g: GRPOConfig, temperature: float,
-                 length_norm: int, old_logprobs: torch.Tensor | None = None,
-                 batches: list | None = None) -> dict[str, float]:
-    """One optimizer step per PPO epoch on this agent's rollouts.
-
-    ``advantages`` [N] per sequence. The "old" log-probs are the policy's before this
-    step's update. With ``ppo_epochs == 1`` the policy has not moved when each micro-batch
-    is first evaluated, so old = logp.detach() of that very forward pass (one model pass
-    saved, as TRL does); with more epochs a no-grad pass computes them first, unless the
-    caller already made one before the update (an intrinsic reward's :func:`token_stats`)
-    and passes its log-probs as ``old_logprobs`` [N, C] (and its ``batches``): the same
-    numbers, no extra pass. The IS weights compare old with the sampler's log-probs.
-    Micro-batch losses use the full batch's normaliser, so their gradients add up to the
-    full-batch gradient. A non-finite loss skips the optimizer step.
-    """
-    model = agent.model
-    engine = agent.ds_engine  # None in a single process
-    device = next(model.parameters()).device  # rollouts come on the CPU; the update runs here
-    N, C = len(rollouts.completions), rollouts.logprobs.shape[1]
-    rollout_logp = rollouts.logprobs.to(device)  # [N, C]
-    advantages = advantages.to(device)  # [N]
-    mbs = batches if batches is not None else micro_batches(agent, rendered, rollouts,
-                                                            g.micro_batch_seqs, device)
-    comp_mask = torch.zeros(N, C, device=device)  # [N, C] real completion tokens
-    for rows, tb in mbs:
-        comp_mask[rows] = _pad_to(tb.completion_mask.float(), C)
-    mask = comp_mask * torch.isfinite(rollout_logp).float()  # NaN/inf rollout tokens out
-    on_policy = g.ppo_epochs == 1 and old_logprobs is None
-    old = None if old_logprobs is None else old_logprobs.to(device)
-    ref = None
-    with torch.no_grad(), agent.autocast():
-        if not on_policy and old is None:
-            old = torch.cat([_pad_to(agent.logprobs(tb, temperature), C)
-                             for _, tb in mbs])  # [N, C]
-        if g.kl_coef > 0:
-            with agent.reference_context():
-                ref = torch.cat([_pad_to(agent.adapter.completion_logprobs(
-                    agent.ref_forward_model, tb, temperature), C) for _, tb in mbs])
-    denom = grpo.aggregate_denominator(mask, g.loss_agg)
-    if engine is not None and agent.layout.ranks_per_agent > 1:
-        # DeepSpeed averages gradients over the group's R ranks: normalise by the group's
-        # total tokens / R so the averaged gradient is the full group batch's (grpo.py)
-        R = agent.layout.ranks_per_agent
-        denom = torch.tensor(agent.layout.group_sum(float(denom), "the loss normaliser") / R)
-    model.train()
-    totals: dict[str, float] = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "grad_norm": 0.0}
-    is_parts: list[tuple[dict, float]] = []
-    skipped = 0
-    for epoch in range(g.ppo_epochs):
-        agent.optimizer.zero_grad(set_to_none=True)
-        bad = False
-        norm = None
-        for k, (rows, tb) in enumerate(mbs):
-            with agent.autocast():
-                logp = _pad_to(agent.logprobs(tb, temperature), C)
-            old_mb = logp.detach() if on_policy else old[rows]  # [n, C]
-            weights = None
-            if g.is_mode != "off":
-                weights, st_is = grpo.importance_weights(  # masks and counts NaN/inf itself
-                    old_mb, rollout_logp[rows], comp_mask[rows], level=g.is_level,
-                    mode=g.is_mode, cap=g.is_cap, low=g.is_low, high=g.is_high)
-                if epoch == 0:
-                    is_parts.append((st_is, float(comp_mask[rows].sum())))
-            loss, st = grpo.policy_loss(
-                logp, old_mb, advantages[rows], mask[rows], clip_low=g.clip_low,
-                clip_high=g.clip_high, is_weights=weights,
-                ref_logp=None if ref is None else ref[rows], kl_coef=g.kl_coef,
-                kl_kind=g.kl_kind, agg=g.loss_agg, denom=denom, length_norm=length_norm)
-            finite = bool(torch.isfinite(loss))
-            if engine is not None:  # every rank of the group takes the same branch
-                finite = not agent.layout.group_any(not finite, "a non-finite loss")
-            if not finite:
-                bad = True
-                break
-            if engine is None:
-                loss.backward()
-            else:
-                last = k == len(mbs) - 1
-                engine.set_gradient_accumulation_boundary(last)
-                engine.backward(loss, scale_wrt_gas=False)
-                if last and _zero_stage(engine) == 0:  # stage 0 does not report the norm
-                    norm = _grad_norm([p for p in model.parameters() if p.requires_grad])
-                engine.step()  # steps the optimizer at the boundary only
-            share = (rows.stop - rows.start) / N
-            totals["loss"] += float(loss.detach())
-            totals["clip_frac"] += st.get("clip_frac", 0.0) * share / g.ppo_epochs
-            totals["kl"] += st.get("kl", 0.0) * share / g.ppo_epochs
-        if bad:
-            if engine is not None:
-                engine.zero_grad()
-            agent.optimizer.zero_grad(set_to_none=True)
-            skipped += 1
-            continue
-        if engine is None:
-            params = [p for p in model.parameters() if p.requires_grad]
-            max_norm = g.max_grad_norm if g.max_grad_norm > 0 else math.inf
-            norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-            agent.optimizer.step()
-        elif norm is None:
-            norm = engine.get_global_grad_norm()
-        totals["grad_norm"] += float(norm if norm is not None else float("nan")) / g.ppo_epochs
-    agent.optimizer.zero_grad(set_to_none=True)
-    model.eval()
-    agent.engine.update_weights(model)
-    out = {"loss": totals["loss"] / g.ppo_epochs, "clip_frac": totals["clip_frac"],
-           "grad_norm": totals["grad_norm"], "skipped_updates": skipped,
-           "lr": agent.optimizer.param_groups[0]["lr"]}
-    if g.kl_coef > 0:
-        out["kl"] = totals["kl"]
-    out.update({f"is/{k.split('/', 1)[-1]}": v for k, v in merge_is_stats(is_parts).items()})
-    return out
-
-
-def _grad_norm(params) -> torch.Tensor:
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return torch.tensor(0.0)
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
-
-
-def merge_is_stats(parts: list[tuple[dict[str, float], float]]) -> dict[str, float]:
-    """Combine per-micro-batch IS statistics: token-weighted means and shares, global
-    min / max, summed counts (``grpo.importance_weights`` stat names)."""
-    if not parts:
-        return {}
-    total = sum(n for _, n in parts) or 1.0
-    out: dict[str, float] = {}
-    for key in parts[0][0]:
-        values = [(st[key], n) for st, n in parts]
-        if key.endswith("/min"):
-            out[key] = min(v for v, n in values if n > 0) if any(n > 0 for _, n in values) else 0.0
-        elif key.endswith("/max"):
-            out[key] = max(v for v, _ in values)
-        elif key.endswith("nonfinite_tokens"):
-            out[key] = sum(v for v, _ in values)
-        else:
-            out[key] = sum(v * n for v, n in values) / total
-    return out

@@ -36,12 +36,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from vlcohort.errors import RunError
+
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 ZERO = "zero"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(RunError):
     """A checkpoint that cannot be loaded in this launch (the message says why and what to do)."""
 
 

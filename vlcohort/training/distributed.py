@@ -43,8 +43,10 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from vlcohort.errors import RunError
 
-class DistributedError(RuntimeError):
+
+class DistributedError(RunError):
     """A collective failed (a peer rank died, timed out or disagreed): the run cannot go on."""
 
 
@@ -136,6 +138,43 @@ class Layout:
                 "Another rank probably died or is stuck: look for the first error in the "
                 f"other ranks' output (collectives time out after distributed.timeout_s="
                 f"{self.timeout_s} s).") from e
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """Which prompts of one step this rank generates and each agent trains on: the rank /
+    ``data.decouple`` index arithmetic of a step, in one place.
+
+    P prompts per step: B, or A x B with ``data.decouple`` (prompt b then belongs to agent
+    b // B). In an agent group of R ranks, group rank r generates prompts r, r + R, ...
+    (``generated``, the row order of its rollouts); every rank still votes on all P.
+    """
+
+    n_prompts: int  # P
+    generated: tuple[int, ...]  # prompts this rank generates, in rollout row order
+    owned: tuple[tuple[int, ...], ...]  # [A] the prompts each agent trains on
+
+    def trained(self, agent: int) -> list[int]:
+        """Agent ``agent``'s prompts whose rollouts are on this rank."""
+        mine = set(self.generated)
+        return [b for b in self.owned[agent] if b in mine]
+
+    def positions(self, prompts: list[int]) -> list[int]:
+        """Where ``prompts`` sit among this rank's generated prompts (row blocks of G)."""
+        pos = {b: j for j, b in enumerate(self.generated)}
+        return [pos[b] for b in prompts]
+
+
+def step_plan(layout: Layout, n_prompts: int, decouple: bool) -> StepPlan:
+    """The :class:`StepPlan` of a step of ``n_prompts`` prompts on this rank."""
+    A = layout.n_agents
+    generated = tuple(range(layout.group_rank, n_prompts, layout.ranks_per_agent))  # R = 1: all
+    if decouple:
+        B = n_prompts // A
+        owned = tuple(tuple(range(a * B, (a + 1) * B)) for a in range(A))
+    else:
+        owned = tuple(tuple(range(n_prompts)) for _ in range(A))
+    return StepPlan(n_prompts=n_prompts, generated=generated, owned=owned)
 
 
 def _all_gather_objects(group, obj: Any, world_size: int) -> list[Any]:

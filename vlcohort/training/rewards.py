@@ -6,7 +6,7 @@ agent no learning signal); rewards are then 1 / 0 by the one grader (``grading.p
 against the label, plus an optional format term. An *intrinsic* source
 (``INTRINSIC_SOURCES``) needs no label and no answer: it maps per-token statistics of the
 agent's own next-token distributions over its completion ([N, C], from
-``Adapter.completion_token_stats``) to one reward per completion [B, G].
+``logprobs.completion_token_stats``) to one reward per completion [B, G].
 
 | source         | reward of agent a's completion g on prompt b           | method    |
 |----------------|--------------------------------------------------------|-----------|
@@ -27,8 +27,8 @@ rewarded by self-certainty while another learns from peer votes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -182,3 +182,71 @@ def gold_match(answer_or_label: str | None, problem: Problem, grader) -> bool | 
     if answer_or_label is None:
         return False
     return bool(grader.is_equivalent(answer_or_label, problem.gold, problem.options))
+
+
+# --------------------------------------------------------------------------- one signature
+
+
+@dataclass
+class RewardInputs:
+    """What any reward source may read for one agent at one step (P prompts, G rollouts
+    each; rows of per-rollout tensors prompt-major, b * G + g)."""
+
+    agent: int  # the agent's index in the cohort
+    answers: Sequence[Sequence[str | None]]  # [P][G] the agent's answers
+    votes: Sequence[Sequence[Vote]]  # [A][P] every agent's own votes
+    problems: Sequence[Problem]  # [P]
+    trained: Sequence[int]  # the prompts whose rollouts this process trains on
+    token_stats: Callable[[], Any]  # the no-grad pass over those rollouts (training.update.TokenStats)
+    group_size: int  # G
+    grader: Any = None
+    topology: str = "ring"
+    tie: str = "abstain"
+    format_weight: float = 0.0
+
+
+@dataclass
+class Reward:
+    """A reward source's answer: teacher labels [P] (None: no label), the scored rewards
+    [P, G], what the update may reuse (an intrinsic pass's old log-probs and encoded
+    batches) and extra metrics of the source."""
+
+    labels: list
+    scored: Scored
+    for_update: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)
+
+
+def _label_reward(source: str) -> Callable[[RewardInputs], Reward]:
+    def reward(x: RewardInputs) -> Reward:
+        labels = labels_for(source, x.agent, x.votes, x.problems, x.topology, x.tie, x.grader)
+        return Reward(labels, score(x.answers, labels, x.problems, x.grader, x.format_weight))
+    return reward
+
+
+def _intrinsic_reward(source: str) -> Callable[[RewardInputs], Reward]:
+    def reward(x: RewardInputs) -> Reward:
+        st = x.token_stats()  # [n, C] statistics of the trained rollouts, n = len(trained) x G
+        r = intrinsic_rewards(source, st.self_certainty, st.entropy, st.mask, x.group_size)
+        return Reward([None] * len(x.problems), intrinsic_scored(r, len(x.problems), x.trained),
+                      for_update={"old_logprobs": st.logprobs, "batches": st.batches},
+                      metrics={"self_certainty": st.token_mean("self_certainty"),
+                               "entropy": st.token_mean("entropy")})
+    return reward
+
+
+#: Every reward source by name, label and intrinsic alike: fn(RewardInputs) -> Reward.
+REWARDS: dict[str, Callable[[RewardInputs], Reward]] = {
+    **{name: _label_reward(name) for name in REWARD_SOURCES},
+    **{name: _intrinsic_reward(name) for name in INTRINSIC_SOURCES},
+}
+
+
+def reward_of(source: str, inputs: RewardInputs) -> Reward:
+    """The rewards of one agent's rollouts under reward source ``source``."""
+    try:
+        fn = REWARDS[source]
+    except KeyError:
+        raise ValueError(f"unknown reward source {source!r}; registered: "
+                         + ", ".join(REWARDS)) from None
+    return fn(inputs)

@@ -1,6 +1,7 @@
 """Supervised warm-up of one agent before label-free RL.
 
-Two terms, both through the adapter's real batches and log-probs:
+Two terms, both through the adapter's real batches and the core's log-probs
+(``logprobs.completion_logprobs``):
 
 - **supervised** (on ``warmup.tasks``, with gold): maximise log p(answer completion), the
   completion being ``answer_template`` filled with the gold letter plus the end-of-turn
@@ -33,6 +34,7 @@ import torch
 
 from vlcohort.config import Config, ModelConfig, WarmupConfig
 from vlcohort.data.problems import LETTERS, Problem
+from vlcohort.training.logprobs import completion_logprobs
 
 FINGERPRINT = "warmup.json"
 
@@ -47,7 +49,7 @@ def _sequence_logprobs(adapter, model, rendered, completions) -> torch.Tensor:
     """[N] summed log-probs of ``completions[i]`` after ``rendered[i]``."""
     batch = adapter.encode_training(adapter.encode_prompts(rendered), completions)
     batch = batch.to(next(model.parameters()).device)
-    lp = adapter.completion_logprobs(model, batch)  # [N, C]
+    lp = completion_logprobs(adapter, model, batch)  # [N, C]
     return (lp * batch.completion_mask).sum(dim=1)
 
 

@@ -1,0 +1,64 @@
+"""The problems a run config names: the training set (synthetic, a file or a hub dataset,
+through ``data.*``) and the held-out set of ``eval.*``. Bad records are skipped and
+counted at load; images are decoded only at render, where the step skips and counts the
+broken ones."""
+
+from __future__ import annotations
+
+import sys
+
+from vlcohort.config import Config, ConfigError, agent_reward_source
+from vlcohort.data.problems import Problem
+
+#: The held-out problems are drawn from the training families with the run seed plus this
+#: prime, so they are never the training draw (the synthetic generator is seeded per item).
+EVAL_SEED_OFFSET = 7919
+
+
+def load_problems(cfg: Config) -> list[Problem]:
+    """The training set: synthetic (default) or a file / hub dataset through ``data.*``.
+
+    Bad records are skipped and counted at load (summary printed here); images are decoded
+    only at render, where ``next_prompts`` skips and counts the broken ones.
+    """
+    d = cfg.data
+    if d.source == "synthetic":
+        from vlcohort.data.synthetic import make_dataset
+
+        return make_dataset(tasks=tuple(d.tasks), n=d.num_problems,
+                            seed=cfg.run.seed, image_size=d.image_size,
+                            shuffle_options=d.shuffle_options)
+    from dataclasses import replace as _replace
+
+    from vlcohort.data.problems import PRESETS, DataError, load_problems_from
+    from vlcohort.data.views import attach_views
+
+    preset = PRESETS[d.preset]
+    overrides = {k: v for k, v in vars(d.columns).items() if v}
+    views = [(a.name, a.view.column, a.view.rewrite_file) for a in cfg.agents
+             if a.view.column or a.view.rewrite_file]
+    try:
+        problems, report = load_problems_from(
+            d.path, source=d.source, preset=d.preset, columns=_replace(preset, **overrides),
+            split=d.split, limit=d.limit,
+            require_answer=any(agent_reward_source(cfg, i) == "ground_truth"
+                               for i in range(len(cfg.agents))),
+            extra_columns=sorted({c for _, c, _ in views if c}), where=d.where)
+        problems = attach_views(problems, views, report)
+    except DataError as e:
+        raise ConfigError(str(e)) from e
+    print(report.summary(), file=sys.stderr if report.skipped else sys.stdout)
+    if not problems:
+        raise ConfigError(f"data.path: no usable record in {d.path} (see the summary above)")
+    return problems
+
+
+def load_eval_problems(cfg: Config) -> list[Problem]:
+    """Held-out problems for ``eval.*``: the training families, drawn with another seed."""
+    if not cfg.eval.every:
+        return []
+    from vlcohort.data.synthetic import make_dataset
+
+    n = cfg.eval.problems_per_task * len(cfg.data.tasks)
+    return make_dataset(tasks=tuple(cfg.data.tasks), n=n, seed=cfg.run.seed + EVAL_SEED_OFFSET,
+                        image_size=cfg.data.image_size, shuffle_options=cfg.data.shuffle_options)

@@ -1,0 +1,187 @@
+"""The one run driver every recipe shares: resume, the step loop, bad-step streaks,
+progress, checkpoint cadence, Ctrl-C and cleanup.
+
+A recipe (the cohort loop of ``cohort.py``, the challenger / solver phases of
+``selfplay.py``; the comparison arms run the cohort recipe once per arm) gives the driver
+a :class:`Recipe`: how to take one step, save, clean up and summarise a record. Its run
+object carries ``cfg``, ``dir``, ``agents``, ``logger``, ``step`` (the last completed
+step), ``bad_steps_in_row`` and ``talks`` (whether this process prints).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from vlcohort.errors import RunError
+from vlcohort.training import checkpoint as ckpt
+
+
+class TrainingError(RunError):
+    """A run that cannot go on (e.g. too many non-finite losses in a row)."""
+
+
+def bad_streak_error(streak: int, limit: int) -> TrainingError:
+    return TrainingError(
+        f"{streak} steps in a row with a NaN / inf loss (run.max_bad_steps={limit}); stopped. "
+        "Lower the learning rate, enable gradient clipping (grpo.max_grad_norm) or check the "
+        "rollout log-probs.")
+
+
+# ---------------------------------------------------------------------------- seeds
+
+#: Sampling seeds: ``seed * SEED_STRIDE + step * STEP_SEED_STRIDE + agent``. Two primes
+#: far apart, so no (step, agent) pair of one run shares a seed with another's.
+SEED_STRIDE = 1_000_003
+STEP_SEED_STRIDE = 1_009
+
+
+def seed_everything(seed: int) -> None:
+    """Python, NumPy and torch RNGs (transformers' ``set_seed``, which seeds all three)."""
+    from transformers import set_seed
+
+    set_seed(seed)
+
+
+def rollout_seed(seed: int, step: int, agent: int) -> int:
+    """Sampling seed of one agent's rollouts at one step: a pure function of the run seed,
+    so rollouts do not depend on how much randomness anything else used before (a model
+    build, a resume), and a resumed run samples exactly what the straight run did."""
+    return (seed * SEED_STRIDE + step * STEP_SEED_STRIDE + agent) % (2**31 - 1)
+
+
+# ---------------------------------------------------------------------------- resume
+
+
+def checkpoint_to_resume(run_dir: Path, resume: str | Path | None) -> Path | None:
+    """The newest complete checkpoint of ``run_dir`` when resuming (an error when there is
+    none), else None."""
+    if resume is None:
+        return None
+    folder = ckpt.latest_checkpoint(run_dir)
+    if folder is None:
+        raise TrainingError(f"--resume {run_dir}: no complete checkpoint in "
+                            f"{run_dir / ckpt.CHECKPOINTS}")
+    return folder
+
+
+def restore_agents(folder: Path, agents: list) -> None:
+    """Each agent's optimizer (or its ZeRO partition) and LR-schedule state; the weights
+    were loaded when the agent was built."""
+    for agent in agents:
+        st = ckpt.load_trainer_state(folder, agent.name)
+        if agent.ds_engine is not None:
+            ckpt.load_zero_state(agent, folder)
+        else:
+            agent.optimizer.load_state_dict(st["optimizer"])
+        agent.scheduler.load_state_dict(st["scheduler"])
+
+
+def save_run(run, state: dict[str, Any], layout=None) -> Path:
+    """A checkpoint of ``run.agents`` at ``run.step`` with the recipe's ``state``."""
+    return ckpt.save_checkpoint(
+        run.dir, run.step, run.agents, [a.optimizer for a in run.agents],
+        [a.scheduler for a in run.agents], state,
+        keep_last=run.cfg.checkpoint.keep_last or None, layout=layout)
+
+
+def step_schedules(agents: list) -> None:
+    """Every agent's LR schedule follows RL steps, updated or not (torch warns when a
+    scheduler steps without an optimizer step; that is intended here)."""
+    for agent in agents:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            agent.scheduler.step()
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+def _nothing(run) -> None:
+    return None
+
+
+def _no_watch(run, record: dict, step: int) -> Callable[[Path], str] | None:
+    return None
+
+
+@dataclass
+class Recipe:
+    """What a recipe gives the driver."""
+
+    step: Callable[[Any, int], dict]  # (run, step) -> the step's metrics record
+    save: Callable[[Any], Path]  # a checkpoint of the run as it stands
+    cleanup: Callable[[Any], None]  # final checkpoint, plots, summary of the run
+    summary: Callable[[Any, dict], str]  # one progress line of a record
+    start: Callable[[Any], None] = _nothing  # before the first step (cohort: step-0 eval)
+    # after a step, before it is logged: annotate the record, print warnings; when the run
+    # must stop there, the stop message as a function of the checkpoint saved (cohort:
+    # the collapse / divergence monitor)
+    watch: Callable[[Any, dict, int], Callable[[Path], str] | None] = _no_watch
+    save_on_interrupt: bool = True  # agent groups: no collective save on Ctrl-C
+
+
+def drive(run, recipe: Recipe) -> int:
+    """The step loop, then cleanup; exit code 0. On Ctrl-C: save a checkpoint (when a step
+    was done and ``recipe.save_on_interrupt``), say how to resume, exit code 130."""
+    try:
+        loop(run, recipe)
+    except KeyboardInterrupt:
+        if run.step > 0 and recipe.save_on_interrupt:
+            print(f"\ninterrupted: saved {recipe.save(run)}; continue with "
+                  f"`vlcohort train --resume {run.dir}`", file=sys.stderr)
+        run.logger.close()
+        return 130
+    recipe.cleanup(run)
+    return 0
+
+
+def loop(run, recipe: Recipe) -> None:
+    """Steps ``run.step + 1 .. run.steps``: log each record, keep the bad-step streak (a
+    step whose update was skipped for a NaN / inf loss; a step without any update neither
+    breaks nor extends it), show progress, stop on a streak or a watch, save every
+    ``checkpoint.every`` steps."""
+    cfg = run.cfg
+    names = [a.name for a in run.agents]
+    recipe.start(run)
+    with progress(run) as bar:
+        while run.step < cfg.run.steps:
+            step = run.step + 1
+            record = recipe.step(run, step)
+            stop = recipe.watch(run, record, step)
+            run.logger.log(record)
+            run.step = step
+            if sum(record.get(f"agent/{n}/skipped_updates", 0) for n in names):
+                run.bad_steps_in_row += 1
+            elif any(f"agent/{n}/loss" in record for n in names):
+                run.bad_steps_in_row = 0
+            bar.set_postfix_str(recipe.summary(run, record), refresh=False)
+            bar.update(1)
+            if run.bad_steps_in_row >= cfg.run.max_bad_steps:
+                recipe.save(run)
+                raise bad_streak_error(run.bad_steps_in_row, cfg.run.max_bad_steps)
+            if stop:
+                raise TrainingError(stop(recipe.save(run)))
+            if cfg.checkpoint.every and step % cfg.checkpoint.every == 0 and step < cfg.run.steps:
+                recipe.save(run)
+
+
+def progress(run):
+    """One progress line, ``[step/steps eta ...] <summary>`` (tqdm), when ``log.progress``
+    is on and this process talks. Messages printed during the loop go through
+    :func:`say`, which keeps the line intact."""
+    from tqdm import tqdm
+
+    return tqdm(total=run.cfg.run.steps, initial=run.step, file=sys.stdout, mininterval=0,
+                disable=not (run.cfg.log.progress and run.talks), dynamic_ncols=True,
+                bar_format="[{n_fmt}/{total_fmt} eta {remaining}] {postfix}")
+
+
+def say(message: str, file=None) -> None:
+    """Print a message during the step loop without breaking the progress line."""
+    from tqdm import tqdm
+
+    tqdm.write(message, file=file or sys.stdout)

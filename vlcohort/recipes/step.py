@@ -1,0 +1,318 @@
+"""One cohort step as a straight pipeline over one :class:`AgentStep` record per agent.
+
+    next_prompts      P problems every agent can render; each agent's rendering   rendered [P]
+    generate          local agents sample G completions per prompt              rollouts [P_r x G]
+    exchange_answers  answers cross between agents (one all-gather)              answers [P][G]
+    vote              every agent's own plurality vote, on every rank           votes [P]
+    reward            local agents: teacher labels / intrinsic rewards, GRPO    rewards, advantages [P, G]
+    update            local agents: one GRPO update each, then the LR schedule  update metrics
+    step_record       per-agent and cohort metrics, one record on every rank
+
+All generation and answer extraction finishes before any agent updates, so a step's
+rewards never depend on a half-updated peer (DESIGN.md). P = B prompts, or A x B with
+``data.decouple``; which prompts a rank generates and an agent trains on is the
+distributed layer's :class:`~vlcohort.training.distributed.StepPlan`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from processors import ProblemInputError
+from vlcohort.analysis.dynamics import answer_diversity, group_reward_std
+from vlcohort.config import agent_reward_source
+from vlcohort.data.problems import Problem
+from vlcohort.data.views import view_of
+from vlcohort.recipes.driver import TrainingError, rollout_seed
+from vlcohort.rollout.base import Rollouts, SamplingParams
+from vlcohort.training import grpo
+from vlcohort.training.distributed import StepPlan, step_plan
+from vlcohort.training.rewards import Reward, RewardInputs, extract_all, gold_match, reward_of, vote_all
+from vlcohort.training.update import token_stats, update_agent
+
+if TYPE_CHECKING:
+    from vlcohort.recipes.cohort import Run
+
+#: Rollout seeds of the R ranks of one agent group differ by multiples of this prime, so a
+#: group's ranks never sample the same stream (``rollout_seed`` spaces steps by 1_009).
+RANK_SEED_STRIDE = 7919
+
+
+@dataclass
+class AgentStep:
+    """One agent's data through one step; rows of per-rollout tensors are prompt-major
+    (b * G + g). Fields fill in pipeline order; the ones from ``rollouts`` on are set only
+    for the agents trained in this process, except answers / lengths / finished / votes,
+    which every rank holds for every agent."""
+
+    index: int  # the agent's position in the cohort, 0..A-1
+    name: str
+    rendered: list = field(default_factory=list)  # [P] RenderedPrompt of every prompt
+    rollouts: Rollouts | None = None  # [P_r x G] this rank's completions (P_r generated prompts)
+    answers: list = field(default_factory=list)  # [P][G] answer spans (None: unparseable)
+    lengths: torch.Tensor | None = None  # [P x G] completion lengths in tokens
+    finished: list = field(default_factory=list)  # [P x G] stopped before max_new_tokens
+    votes: list = field(default_factory=list)  # [P] the agent's own plurality votes
+    reward: Reward | None = None  # labels [P], scored rewards [P, G] (rewards.py)
+    advantages: torch.Tensor | None = None  # [P, G] group-normalised
+    has_signal: bool = False  # some advantage of its own prompts is non-zero
+    update: dict = field(default_factory=dict)  # the update's metrics (loss, lr, ...)
+
+
+def train_step(run: Run, step: int) -> dict[str, Any]:
+    """One cohort step (module docstring): P prompts -> every agent's rollouts, answers and
+    votes -> each local agent's rewards and update -> the step's metrics record, the same
+    on every rank."""
+    t_step = time.perf_counter()
+    problems, cohort = next_prompts(run)  # [P], [A] records with rendered [P]
+    plan = step_plan(run.layout, len(problems), run.cfg.data.decouple)
+    t0 = time.perf_counter()
+    generate(run, step, cohort, plan)
+    timing = {"timing/rollout": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    exchange_answers(run, cohort, plan)
+    vote(run, cohort, problems)
+    t_intrinsic = reward(run, cohort, problems, plan)
+    timing["timing/grading"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    update(run, cohort, plan)
+    timing["timing/update"] = time.perf_counter() - t0
+    if t_intrinsic is not None:
+        timing["timing/intrinsic"] = t_intrinsic
+    return step_record(run, step, cohort, problems, plan, timing, t_step)
+
+
+def next_prompts(run: Run) -> tuple[list[Problem], list[AgentStep]]:
+    """P problems that every agent can render, and one record per agent holding its
+    rendering of them.
+
+    A problem that fails to render for any agent (missing or corrupt image, placeholder
+    mismatch, empty question) is skipped for all agents, counted by reason, and replaced.
+    Each agent renders its own view of the problem (``agents.N.view``; the same text by
+    default); the problems, options and gold are shared, so votes compare like with like.
+    With ``data.decouple`` the P = A x B problems come B from each agent's shard, in agent
+    order (prompt b is owned by agent b // B); every agent answers all of them.
+    """
+    B = run.cfg.rollout.prompts_per_step
+    problems: list[Problem] = []
+    cohort = [AgentStep(index=i, name=name) for i, name in enumerate(run.names)]
+    sources = run.shards or [run.stream]
+    attempts = 0
+    while len(problems) < B * len(sources):
+        stream = sources[len(problems) // B]
+        attempts += 1
+        if attempts > 10 * B * len(sources) + len(run.stream.problems):
+            raise TrainingError("could not find renderable problems: every record fails; "
+                                f"skipped so far: {run.skipped_records}")
+        p = stream.next()
+        try:
+            r = [ad.render(view_of(p, a.name), run.cfg.prompt.system_prompt,
+                           run.cfg.prompt.instruction) for ad, a in zip(run.adapters, cohort)]
+        except ProblemInputError as e:
+            reason = getattr(e, "reason", type(e).__name__)
+            run.skipped_records[reason] = run.skipped_records.get(reason, 0) + 1
+            if run.layout.is_logger:
+                print(f"skipped record: {e}", file=sys.stderr)
+            continue
+        problems.append(p)
+        for a, ra in zip(cohort, r):
+            a.rendered.append(ra)
+    return problems, cohort
+
+
+def generate(run: Run, step: int, cohort: list[AgentStep], plan: StepPlan) -> None:
+    """Every local agent samples G completions for each prompt this rank generates; the
+    seed is a pure function of (run seed, step, agent, group rank), so a resumed run
+    samples what the straight run did."""
+    cfg = run.cfg
+    sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
+                              temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
+    for i, agent in zip(run.local, run.agents):
+        seed = rollout_seed(cfg.run.seed, step, i) + RANK_SEED_STRIDE * run.layout.group_rank
+        with agent.generation_context():
+            cohort[i].rollouts = agent.engine.generate(
+                [cohort[i].rendered[b] for b in plan.generated], cfg.rollout.rollouts_per_prompt,
+                sampling, seed=seed)
+
+
+def exchange_answers(run: Run, cohort: list[AgentStep], plan: StepPlan) -> None:
+    """Every agent's answers [P][G], lengths and finished flags [P x G] on every rank: one
+    all-gather of each rank's pieces ``{agent: {"prompts", "answers", "lengths",
+    "finished"}}``, reassembled in prompt order."""
+    G, P = run.cfg.rollout.rollouts_per_prompt, plan.n_prompts
+    local = {i: {"prompts": list(plan.generated), "lengths": cohort[i].rollouts.lengths().tolist(),
+                 "finished": cohort[i].rollouts.finished,
+                 "answers": extract_all(cohort[i].rollouts.texts_by_prompt(),
+                                        run.cfg.reward.answer_style)}
+             for i in run.local}
+    answers = [[None] * P for _ in cohort]
+    lengths = [[0] * (P * G) for _ in cohort]
+    finished = [[False] * (P * G) for _ in cohort]
+    for piece in run.layout.gather(local, "the step's answers"):
+        for i, part in piece.items():
+            for j, b in enumerate(part["prompts"]):
+                answers[i][b] = part["answers"][j]
+                lengths[i][b * G:(b + 1) * G] = part["lengths"][j * G:(j + 1) * G]
+                finished[i][b * G:(b + 1) * G] = part["finished"][j * G:(j + 1) * G]
+    missing = [a.name for a in cohort if any(x is None for x in answers[a.index])]
+    if missing:
+        raise TrainingError(f"answers of agent(s) {missing} are missing after the exchange")
+    for a in cohort:
+        a.answers, a.lengths, a.finished = answers[a.index], torch.tensor(lengths[a.index]), finished[a.index]
+
+
+def vote(run: Run, cohort: list[AgentStep], problems: list[Problem]) -> None:
+    """Each agent's plurality vote [P] over its G answers (the same on every rank)."""
+    r = run.cfg.reward
+    for a in cohort:
+        a.votes = vote_all(a.answers, problems, r.tie, r.min_share, run.grader)
+
+
+def trained_rollouts(run: Run, a: AgentStep, plan: StepPlan) -> tuple[list[int], Rollouts, list]:
+    """(prompts, rollouts [n x G], renderings [n]) of what local agent ``a`` trains on: its
+    own prompts (all, or its ``data.decouple`` block) that this rank generated."""
+    trained = plan.trained(a.index)
+    if trained == list(plan.generated):
+        return trained, a.rollouts, [a.rendered[b] for b in plan.generated]
+    return trained, a.rollouts.select_prompts(plan.positions(trained)), [a.rendered[b] for b in trained]
+
+
+def reward(run: Run, cohort: list[AgentStep], problems: list[Problem], plan: StepPlan) -> float | None:
+    """Each local agent's reward (its source: ``agents.N.reward_source`` or the method's)
+    and group-normalised advantages [P, G]. Returns the seconds spent in intrinsic
+    sources' no-grad passes (None when no source made one)."""
+    cfg = run.cfg
+    spent: list[float] = []
+    for i, agent in zip(run.local, run.agents):
+        a = cohort[i]
+        trained, ro, rend = trained_rollouts(run, a, plan)
+
+        def stats(agent=agent, rend=rend, ro=ro):
+            t0 = time.perf_counter()
+            out = token_stats(agent, rend, ro, cfg.grpo, cfg.rollout.temperature,
+                              cfg.reward.intrinsic_temperature_scaled)
+            spent.append(time.perf_counter() - t0)
+            return out
+
+        a.reward = reward_of(agent_reward_source(cfg, i), RewardInputs(
+            agent=i, answers=a.answers, votes=[c.votes for c in cohort], problems=problems,
+            trained=trained, token_stats=stats, group_size=cfg.rollout.rollouts_per_prompt,
+            grader=run.grader, topology=cfg.reward.topology, tie=cfg.reward.tie,
+            format_weight=cfg.reward.format_weight))
+        a.advantages = grpo.group_advantages(a.reward.scored.rewards, scale=cfg.grpo.adv_scale,
+                                             valid=a.reward.scored.valid)  # [P, G]
+    return sum(spent) if spent else None
+
+
+def update(run: Run, cohort: list[AgentStep], plan: StepPlan) -> None:
+    """Each local agent's GRPO update from its own rollouts and advantages; the LR schedule
+    follows RL steps, updated or not. The whole agent group takes the update (DeepSpeed
+    collectives) or the whole group skips it."""
+    cfg = run.cfg
+    for i, agent in zip(run.local, run.agents):
+        a = cohort[i]
+        trained, ro, rend = trained_rollouts(run, a, plan)
+        own = torch.tensor(plan.owned[i], dtype=torch.long)
+        a.has_signal = run.layout.group_any(bool((a.advantages[own] != 0).any()),
+                                            "whether the group has a signal")
+        if a.has_signal:
+            adv = a.advantages[torch.tensor(trained, dtype=torch.long)].reshape(-1)  # [n x G]
+            a.update = update_agent(agent, rend, ro, adv, cfg.grpo, cfg.rollout.temperature,
+                                    length_norm=cfg.rollout.max_new_tokens, **a.reward.for_update)
+        else:
+            a.update = {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            agent.scheduler.step()
+
+
+def step_record(run: Run, step: int, cohort: list[AgentStep], problems: list[Problem],
+                plan: StepPlan, timing: dict[str, float], t_step: float) -> dict[str, Any]:
+    """The step's metrics: each local agent's from its group's leader, gathered into one
+    record on every rank (so every rank takes the same decisions from it), plus the
+    cohort's agreement and whether anything learned."""
+    parts: dict[str, Any] = dict(timing)
+    if run.layout.group_rank == 0:
+        for i in run.local:
+            parts.update(agent_metrics(cohort[i], plan.owned[i], problems, run.grader))
+            parts[f"_signal/{cohort[i].name}"] = cohort[i].has_signal
+    record: dict[str, Any] = {"step": step}
+    for piece in run.layout.gather(parts, "the step's metrics"):
+        for k, v in piece.items():
+            record[k] = max(record.get(k, v), v) if k.startswith("timing/") else v
+    any_signal = any(record.pop(f"_signal/{n}") for n in run.names)
+    if not any_signal:
+        run.no_signal_steps += 1
+    record["cohort/agreement"] = agreement([a.votes for a in cohort], problems, run.grader)
+    record["cohort/no_signal"] = 0.0 if any_signal else 1.0
+    record["timing/step"] = time.perf_counter() - t_step
+    return record
+
+
+def agent_metrics(a: AgentStep, own: tuple[int, ...], problems: list[Problem],
+                  grader) -> dict[str, Any]:
+    """``agent/<name>/...`` over the prompts the agent trains on (``own``, [B] of them)."""
+    p = f"agent/{a.name}/"
+    G = a.advantages.shape[1]
+    rows = torch.tensor([b * G + g for b in own for g in range(G)], dtype=torch.long)  # [B x G]
+    scored = a.reward.scored.select(list(own))
+    r = scored.rewards  # [B, G]
+    out: dict[str, Any] = {
+        p + "reward/mean": float(r.mean()), p + "reward/std": float(r.std(unbiased=False)),
+        p + "reward/group_std": group_reward_std(r),
+        p + "answer_diversity": answer_diversity([a.votes[b] for b in own]),
+        p + "teacher_abstain": float((~scored.valid).float().mean()),
+        p + "parse_rate": float(np.mean([x is not None for b in own for x in a.answers[b]])),
+        p + "completion_len": float(a.lengths[rows].float().mean()),
+        p + "truncated": float(np.mean([not a.finished[n] for n in rows.tolist()])),
+        p + "zero_adv_groups": float((a.advantages[list(own)] == 0).all(dim=1).float().mean()),
+    }
+    out.update(gold_metrics(p, a, own, problems, grader))
+    out.update({p + k: v for k, v in a.update.items()})
+    out.update({p + k: v for k, v in a.reward.metrics.items()})
+    return out
+
+
+def gold_metrics(p: str, a: AgentStep, own: tuple[int, ...], problems: list[Problem],
+                 grader) -> dict[str, float]:
+    """Accuracies against gold, where problems have it (never used by a label-free reward):
+    of the teacher labels, of the agent's own votes, of its answers, per task family."""
+    with_gold = [b for b in own if problems[b].gold is not None]
+    if not with_gold:
+        return {}
+    out: dict[str, float] = {}
+    labelled = [b for b in with_gold if a.reward.labels[b] is not None]
+    if labelled:
+        out[p + "pseudo_label/acc"] = float(np.mean(
+            [gold_match(a.reward.labels[b], problems[b], grader) for b in labelled]))
+    out[p + "vote/acc"] = float(np.mean([gold_match(a.votes[b].label, problems[b], grader)
+                                         for b in with_gold]))
+    hits = {b: [gold_match(x, problems[b], grader) for x in a.answers[b]] for b in with_gold}
+    out[p + "acc"] = float(np.mean([h for b in with_gold for h in hits[b]]))
+    by_task: dict[str, list[bool]] = {}
+    for b in with_gold:
+        task = problems[b].meta.get("task")
+        if task:
+            by_task.setdefault(task, []).extend(hits[b])
+    out.update({f"{p}acc/{t}": float(np.mean(v)) for t, v in by_task.items()})
+    return out
+
+
+def agreement(votes, problems, grader) -> float:
+    """Share of prompts where all agents' votes are one equivalence class (abstain: no);
+    ``votes`` [A][P]."""
+    if len(votes) < 2:
+        return float("nan")
+    agree = []
+    for b, prob in enumerate(problems):
+        labs = [v[b].label for v in votes]
+        agree.append(all(l is not None for l in labs)
+                     and all(grader.is_equivalent(l, labs[0], prob.options) for l in labs[1:]))
+    return float(np.mean(agree))

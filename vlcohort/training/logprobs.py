@@ -1,0 +1,147 @@
+"""Per-token log-probabilities of completions, and statistics of the distributions they
+were drawn from: the model-agnostic maths over any family's adapter.
+
+One chunked pass serves every caller (the policy loss, the "old" and reference log-probs,
+the intrinsic rewards' token statistics, the warm-up): the decoder runs once to hidden
+states, then the LM head and ``log_softmax`` run over chunks of completion positions in
+float32, so that [N, C, V] logits never exist whole.
+
+The family knowledge it needs comes from the adapter's hooks (``processors.base.Adapter``):
+``decoder_hidden_states`` (vision features merged in), ``lm_head``, ``logit_softcap``,
+``suppressed_token_ids`` (placeholders generation never samples) and the default chunk
+``options.logprob_chunk_tokens``.
+
+Dimension letters (DESIGN.md): N sequences (B prompts x G rollouts), T tokens per sequence
+(T = P + C: P prompt tokens, left-padded, then C completion tokens, right-padded), V
+vocabulary, H hidden size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from processors.base import Adapter, TrainingBatch, unwrap
+
+
+@dataclass
+class CompletionStats:
+    """Per completion token, from one pass (:func:`completion_token_stats`); each [N, C],
+    0 on padding."""
+
+    logprobs: torch.Tensor  # [N, C] log-prob of the sampled token under logits / temperature
+    self_certainty: torch.Tensor  # [N, C] KL(U || p) of the next-token distribution
+    entropy: torch.Tensor  # [N, C] H(p) of the next-token distribution
+
+
+def completion_logprobs(adapter: Adapter, model, batch: TrainingBatch, temperature: float = 1.0,
+                        chunk_tokens: int | None = None) -> torch.Tensor:
+    """Per-token log-probabilities of the completion tokens under ``model``.
+
+    ``batch``: the adapter's ``encode_training`` output (``input_ids`` [N, T],
+    ``completion_ids`` / ``completion_mask`` [N, C]). ``temperature`` divides the logits
+    first (the distribution the sampler drew from); the family's suppressed placeholder ids
+    are outside the distribution (probability 0). ``chunk_tokens``: completion positions
+    per LM-head chunk ([N, chunk, V] at a time; None: ``adapter.options``'). Returns
+    [N, C] float32; padded positions hold 0. Differentiable: the trainer calls it with
+    grad enabled for the policy loss.
+    """
+    return _chunked_pass(adapter, model, batch, temperature, chunk_tokens, stats=None)[0]
+
+
+def completion_token_stats(adapter: Adapter, model, batch: TrainingBatch,
+                           temperature: float = 1.0, chunk_tokens: int | None = None,
+                           stats_temperature_scaled: bool = False) -> CompletionStats:
+    """Log-probs of the completion tokens *and* statistics of the distribution each was
+    drawn from, from one chunked pass (the LM head runs once per chunk for both).
+
+    ``logprobs`` [N, C] are exactly :func:`completion_logprobs`' (under logits /
+    ``temperature``). ``self_certainty`` and ``entropy`` [N, C] are
+    :func:`distribution_stats` of the next-token distribution at each completion position:
+    of softmax(logits / temperature) when ``stats_temperature_scaled``, else of
+    softmax(logits) (the model's own distribution, whatever the sampler's temperature).
+    The family's suppressed placeholder ids are outside the distribution (probability 0)
+    in both. Padded positions hold 0. A no-grad pass (rewards are data): nothing it
+    returns carries a gradient. A chunk holds one or two [N, chunk, V] float32 buffers
+    more than the log-prob pass.
+    """
+    with torch.no_grad():
+        lp, sc, ent = _chunked_pass(adapter, model, batch, temperature, chunk_tokens,
+                                    stats=stats_temperature_scaled)
+    return CompletionStats(logprobs=lp, self_certainty=sc, entropy=ent)
+
+
+def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: float,
+                  chunk_tokens: int | None, stats: bool | None):
+    """The one chunk loop behind :func:`completion_logprobs` and
+    :func:`completion_token_stats`. ``stats``: None = log-probs only; True / False = also
+    per-token statistics, of the temperature-scaled / unscaled distribution.
+    Returns (logprobs, self_certainty or None, entropy or None), each [N, C]."""
+    model = unwrap(model)
+    hidden = adapter.decoder_hidden_states(model, batch.inputs)  # [N, T, H], T = P + C
+    P, C = batch.prompt_len, batch.completion_ids.shape[1]
+    h = hidden[:, P - 1: P + C - 1]  # [N, C, H]: position t predicts completion token t
+    head = adapter.lm_head(model)
+    softcap = adapter.logit_softcap(model)
+    suppressed = adapter.suppressed_token_ids()
+    chunk = chunk_tokens or adapter.options.logprob_chunk_tokens
+    out, out_sc, out_ent = [], [], []
+    for s in range(0, C, chunk):
+        logits = head(h[:, s: s + chunk]).float()  # [N, c, V], c = this chunk's positions
+        if softcap:
+            logits = torch.tanh(logits / softcap) * softcap
+        if stats is not None:  # on the finite logits, before the in-place -inf below
+            z = logits / temperature if stats and temperature != 1.0 else logits
+            sc, ent = distribution_stats(z, suppressed)  # [N, c] each
+            out_sc.append(sc)
+            out_ent.append(ent)
+        if suppressed:
+            logits[..., suppressed] = float("-inf")
+        if temperature != 1.0:
+            logits = logits / temperature
+        logp = torch.log_softmax(logits, dim=-1)  # [N, c, V]
+        out.append(logp.gather(-1, batch.completion_ids[:, s: s + chunk, None]).squeeze(-1))
+    mask = batch.completion_mask  # [N, C]
+    logprobs = torch.cat(out, dim=1) * mask  # [N, C]
+    if stats is None:
+        return logprobs, None, None
+    return logprobs, torch.cat(out_sc, 1) * mask, torch.cat(out_ent, 1) * mask
+
+
+def distribution_stats(logits: torch.Tensor, excluded: Sequence[int] = ()
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Self-certainty and entropy of the next-token distributions p = softmax(logits) over
+    the V' = V - len(excluded) ids that are not ``excluded`` (suppressed placeholders).
+
+    logits: [..., V] finite floats (exclusion is by index, not by -inf). Returns
+    (self_certainty, entropy), each [...]:
+
+    - self_certainty = KL(U || p) = -log V' - (1/V') sum_v log p_v
+      = logsumexp(z) - mean(z) - log V', U uniform over the V' ids (INTUITOR, arXiv
+      2505.19590): 0 for the uniform distribution, larger when confident. INTUITOR's code
+      drops the constant -log V' (it cancels in group-normalised advantages); it is kept
+      here so the value reads as a KL.
+    - entropy = -sum_v p_v log p_v = logsumexp(z) - sum_v p_v z_v (RENT): 0 when certain,
+      log V' at most.
+
+    One [..., V] buffer besides the input (the softmax, built in place).
+    """
+    excluded = sorted(set(excluded))
+    p = logits.clone()  # [..., V] becomes the softmax, in place
+    if excluded:
+        p[..., excluded] = float("-inf")
+    m = p.amax(-1, keepdim=True)  # [..., 1] largest allowed logit: a stable exp
+    p.sub_(m).exp_()  # unnormalised, 0 on excluded ids
+    total = p.sum(-1, keepdim=True)  # [..., 1]
+    lse = (m + total.log()).squeeze(-1)  # [...] logsumexp over the allowed ids
+    p.div_(total)  # [..., V] softmax
+    n = logits.shape[-1] - len(excluded)
+    z_sum = logits.sum(-1)  # [...]
+    if excluded:
+        z_sum = z_sum - logits[..., excluded].sum(-1)
+    self_certainty = lse - z_sum / n - math.log(n)
+    entropy = lse - torch.linalg.vecdot(p, logits)
+    return self_certainty, entropy
