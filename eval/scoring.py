@@ -20,24 +20,13 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+import Levenshtein
+
 __all__ = [
-    "group_accuracy", "levenshtein", "mathvision_correct", "mathvision_extract",
+    "group_accuracy", "mathvision_correct", "mathvision_extract",
     "mathvision_is_equal", "mathvista_correct", "mathvista_normalize",
     "wemath_metrics",
 ]
-
-
-def levenshtein(a: str, b: str) -> int:
-    """Edit distance (insert, delete, substitute: cost 1), as ``Levenshtein.distance``."""
-    if len(a) < len(b):
-        a, b = b, a
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
 
 
 def mathvista_normalize(extraction: Any, choices: Sequence[str] | None, question_type: str,
@@ -61,7 +50,9 @@ def mathvista_normalize(extraction: Any, choices: Sequence[str] | None, question
             return None
         if not nearest_option:
             return extraction if extraction in choices else None
-        distances = [levenshtein(extraction, c) for c in choices]
+        # the official scorer's ``Levenshtein.distance`` (unit-cost edits); a tie goes to
+        # the first of the closest options, as its ``distances.index(min(distances))``
+        distances = [Levenshtein.distance(extraction, c) for c in choices]
         return choices[distances.index(min(distances))]
     try:
         if answer_type == "integer":

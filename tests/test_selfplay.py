@@ -8,6 +8,7 @@ import json
 import math
 import random
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from vlcohort.recipes import selfplay as sp
+from vlcohort.recipes import selfplay_math as spm
 from vlcohort.cli import main
 from vlcohort.config import ConfigError, load_config
 from vlcohort.analysis.metrics import documented, read_metrics
@@ -36,73 +38,73 @@ def _tiny_cache(tmp_path_factory, monkeypatch):
 
 
 def test_parse_question():
-    assert sp.parse_question("plan...\n<question>\nWhat is 2+3?\n</question>\n\\boxed{5}") == "What is 2+3?"
-    assert sp.parse_question("<question>first</question> <question>second</question>") == "second"
-    assert sp.parse_question("<QUESTION> x </Question>") == "x"
-    assert sp.parse_question("<question>line 1\nline 2</question>") == "line 1\nline 2"
+    assert spm.parse_question("plan...\n<question>\nWhat is 2+3?\n</question>\n\\boxed{5}") == "What is 2+3?"
+    assert spm.parse_question("<question>first</question> <question>second</question>") == "second"
+    assert spm.parse_question("<QUESTION> x </Question>") == "x"
+    assert spm.parse_question("<question>line 1\nline 2</question>") == "line 1\nline 2"
     for bad in ("<question>  </question>", "<question>never closed", "no tags at all", "", None):
-        assert sp.parse_question(bad) is None
+        assert spm.parse_question(bad) is None
 
 
 def test_p_hat_counts_unparsed_answers_in_the_denominator_only():
-    assert sp.p_hat(["4", "4.0", None, "5"]) == 0.5  # {4, 4.0} | {5}; None forms no class
-    assert sp.p_hat(["1/2", "0.5", "\\frac{1}{2}", "2", None, None]) == 0.5  # 3 of 6
+    assert spm.p_hat(["4", "4.0", None, "5"]) == 0.5  # {4, 4.0} | {5}; None forms no class
+    assert spm.p_hat(["1/2", "0.5", "\\frac{1}{2}", "2", None, None]) == 0.5  # 3 of 6
     # multiple choice: "C", "45°" and "(C)" are one class through the grader
-    assert sp.p_hat(["C", "45°", "(C)", "A", None], options=["30°", "40°", "45°"]) == 0.6
-    assert sp.p_hat(["A", "B"]) == 0.5  # a tie still has a largest class
-    assert sp.p_hat([None, None, None]) == 0.0
-    assert sp.p_hat([]) == 0.0
+    assert spm.p_hat(["C", "45°", "(C)", "A", None], options=["30°", "40°", "45°"]) == 0.6
+    assert spm.p_hat(["A", "B"]) == 0.5  # a tie still has a largest class
+    assert spm.p_hat([None, None, None]) == 0.0
+    assert spm.p_hat([]) == 0.0
 
 
 def test_challenger_reward_by_hand():
-    assert [sp.uncertainty_reward(p) for p in (0.5, 0.0, 1.0, 0.25)] == [1.0, 0.0, 0.0, 0.5]
-    assert sp.uncertainty_reward(0.3) == pytest.approx(0.6)
-    assert sp.uncertainty_reward(0.7) == pytest.approx(0.6)
+    assert [spm.uncertainty_reward(p) for p in (0.5, 0.0, 1.0, 0.25)] == [1.0, 0.0, 0.0, 0.5]
+    assert spm.uncertainty_reward(0.3) == pytest.approx(0.6)
+    assert spm.uncertainty_reward(0.7) == pytest.approx(0.6)
     valid = [True, True, True, False]
     p_hats = [0.5, 0.5, 0.2, 0.9]  # the invalid one's p_hat / penalty are ignored
     penalties = [0.5, 0.5, 0.25, 0.75]
     # 1 - 2|p - 1/2| - lambda x penalty; -1 for the unparseable question
-    assert sp.challenger_rewards(valid, p_hats, penalties, 1.0).tolist() == pytest.approx(
+    assert spm.challenger_rewards(valid, p_hats, penalties, 1.0).tolist() == pytest.approx(
         [0.5, 0.5, 0.4 - 0.25, -1.0])
-    assert sp.challenger_rewards(valid, p_hats, penalties, 0.4).tolist() == pytest.approx(
+    assert spm.challenger_rewards(valid, p_hats, penalties, 0.4).tolist() == pytest.approx(
         [0.8, 0.8, 0.4 - 0.1, -1.0])
-    assert sp.challenger_rewards(valid, p_hats, penalties, 0.0).tolist() == pytest.approx(
+    assert spm.challenger_rewards(valid, p_hats, penalties, 0.0).tolist() == pytest.approx(
         [1.0, 1.0, 0.4, -1.0])
 
 
 def test_sentence_bleu_by_hand():
     s = "what is two plus three".split()
-    assert sp.sentence_bleu(s, s) == pytest.approx(1.0)
+    assert spm.sentence_bleu(s, s) == pytest.approx(1.0)
     # p1..p4 = 4/5, 3/4, 2/3, 1/2; equal lengths
-    assert sp.sentence_bleu("a b c d e".split(), "a b c d f".split()) == pytest.approx(0.2 ** 0.25)
+    assert spm.sentence_bleu("a b c d e".split(), "a b c d f".split()) == pytest.approx(0.2 ** 0.25)
     # no bigram match: p2 smoothed to 0.1 / 1; no trigram / 4-gram at all: 0.1 / 1 each
-    assert sp.sentence_bleu(["a", "b"], ["a", "c"]) == pytest.approx((0.5 * 0.1 ** 3) ** 0.25)
+    assert spm.sentence_bleu(["a", "b"], ["a", "c"]) == pytest.approx((0.5 * 0.1 ** 3) ** 0.25)
     # shorter hypothesis: brevity penalty exp(1 - 5/3); p4 has no 4-gram: 0.1
-    assert sp.sentence_bleu("a b c".split(), "a b c d e".split()) == pytest.approx(
+    assert spm.sentence_bleu("a b c".split(), "a b c d e".split()) == pytest.approx(
         math.exp(1 - 5 / 3) * 0.1 ** 0.25)
     # clipped counts: "the" x4 matches once; (the the) x3 -> 0.1/3, x2 -> 0.1/2, x1 -> 0.1/1
-    assert sp.sentence_bleu("the the the the".split(), "the cat".split()) == pytest.approx(
+    assert spm.sentence_bleu("the the the the".split(), "the cat".split()) == pytest.approx(
         (0.25 * (0.1 / 3) * (0.1 / 2) * 0.1) ** 0.25)
-    assert sp.sentence_bleu(["x"], ["y"]) == 0.0  # no unigram in common
-    assert sp.sentence_bleu([], ["y"]) == 0.0
+    assert spm.sentence_bleu(["x"], ["y"]) == 0.0  # no unigram in common
+    assert spm.sentence_bleu([], ["y"]) == 0.0
 
 
 def test_average_linkage_by_hand():
     two_pairs = np.array([[0, .2, .9, .9], [.2, 0, .9, .9], [.9, .9, 0, .3], [.9, .9, .3, 0]])
-    assert sp.average_linkage_clusters(two_pairs, 0.5) == [0, 0, 1, 1]
-    assert sp.average_linkage_clusters(two_pairs, 0.95) == [0, 0, 0, 0]
-    assert sp.average_linkage_clusters(two_pairs, 0.1) == [0, 1, 2, 3]
+    assert spm.average_linkage_clusters(two_pairs, 0.5) == [0, 0, 1, 1]
+    assert spm.average_linkage_clusters(two_pairs, 0.95) == [0, 0, 0, 0]
+    assert spm.average_linkage_clusters(two_pairs, 0.1) == [0, 1, 2, 3]
 
     def three(d02, d12):
         return np.array([[0, .2, d02], [.2, 0, d12], [d02, d12, 0]])
 
     # after {0, 1} merge at 0.2 the distance to 2 is the MEAN of d02 and d12:
-    assert sp.average_linkage_clusters(three(.4, .55), 0.5) == [0, 0, 0]  # .475 (complete: .55)
-    assert sp.average_linkage_clusters(three(.45, .6), 0.5) == [0, 0, 1]  # .525 (single: .45)
+    assert spm.average_linkage_clusters(three(.4, .55), 0.5) == [0, 0, 0]  # .475 (complete: .55)
+    assert spm.average_linkage_clusters(three(.45, .6), 0.5) == [0, 0, 1]  # .525 (single: .45)
     # a distance equal to the threshold does not merge (scikit-learn's rule)
-    assert sp.average_linkage_clusters(np.array([[0, .5], [.5, 0]]), 0.5) == [0, 1]
-    assert sp.average_linkage_clusters(np.array([[0, .49], [.49, 0]]), 0.5) == [0, 0]
-    assert sp.average_linkage_clusters(np.zeros((0, 0)), 0.5) == []
+    assert spm.average_linkage_clusters(np.array([[0, .5], [.5, 0]]), 0.5) == [0, 1]
+    assert spm.average_linkage_clusters(np.array([[0, .49], [.49, 0]]), 0.5) == [0, 0]
+    assert spm.average_linkage_clusters(np.zeros((0, 0)), 0.5) == []
 
 
 def test_average_linkage_agrees_with_scipy():
@@ -115,7 +117,7 @@ def test_average_linkage_agrees_with_scipy():
         x = rng.random((n, 2))
         d = np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1))  # [n, n]
         t = float(rng.uniform(0.1, 0.8))
-        ours = sp.average_linkage_clusters(d, t)
+        ours = spm.average_linkage_clusters(d, t)
         theirs = hierarchy.fcluster(hierarchy.linkage(squareform(d, checks=False), "average"),
                                     t, criterion="distance")
         same = lambda labels: {frozenset(np.flatnonzero(np.asarray(labels) == c))  # noqa: E731
@@ -123,47 +125,167 @@ def test_average_linkage_agrees_with_scipy():
         assert same(ours) == same(theirs), (trial, t)
 
 
+# ------------------------------------------------- the hand-written versions nltk / scipy replaced
+# Kept here as the references the library-backed selfplay_math must reproduce.
+
+def _reference_bleu(hypothesis, reference, max_n=4, epsilon=0.1):
+    """Sentence BLEU (clipped n-gram precisions, method-1 smoothing, brevity penalty)."""
+    if not hypothesis:
+        return 0.0
+    precisions = []
+    for n in range(1, max_n + 1):
+        hyp = Counter(tuple(hypothesis[i:i + n]) for i in range(len(hypothesis) - n + 1))
+        ref = Counter(tuple(reference[i:i + n]) for i in range(len(reference) - n + 1))
+        matches = sum(min(c, ref[g]) for g, c in hyp.items())
+        total = max(1, sum(hyp.values()))
+        if n == 1 and matches == 0:
+            return 0.0
+        precisions.append(matches / total if matches else epsilon / total)
+    c, r = len(hypothesis), len(reference)
+    brevity = 1.0 if c > r else math.exp(1 - r / c)
+    return brevity * math.exp(sum(math.log(p) for p in precisions) / max_n)
+
+
+def _reference_average_linkage(dist, threshold):
+    """Merge the closest pair of clusters (Lance-Williams average) while its distance is
+    < threshold; ties: the first pair row-major; ids numbered by first member."""
+    n = len(dist)
+    if n == 0:
+        return []
+    d = np.array(dist, dtype=float)  # [Q, Q]
+    np.fill_diagonal(d, np.inf)
+    sizes = np.ones(n)
+    members = {i: [i] for i in range(n)}
+    while len(members) > 1:
+        a, b = divmod(int(np.argmin(d)), n)
+        if not d[a, b] < threshold:
+            break
+        a, b = min(a, b), max(a, b)
+        merged = (sizes[a] * d[a] + sizes[b] * d[b]) / (sizes[a] + sizes[b])  # [Q]
+        d[a, :], d[:, a] = merged, merged
+        d[a, a] = np.inf
+        d[b, :], d[:, b] = np.inf, np.inf
+        sizes[a] += sizes[b]
+        members[a].extend(members.pop(b))
+    labels = [0] * n
+    for label, rep in enumerate(sorted(members)):
+        for i in members[rep]:
+            labels[i] = label
+    return labels
+
+
+def test_sentence_bleu_is_nltk_method1_with_the_hypothesis_first():
+    # edge cases: empty, single words, identical strings
+    assert spm.sentence_bleu([], []) == 0.0 and spm.sentence_bleu(["a"], []) == 0.0
+    assert spm.sentence_bleu(["a"], ["a"]) == pytest.approx(0.1 ** 0.75)  # p2..p4: 0.1 / 1
+    assert spm.sentence_bleu("a b c d".split(), "a b c d".split()) == 1.0
+    # order matters: "a b c d e" against "a b c": p1..p3 = 3/5, 2/4, 1/3, no 4-gram
+    # match of 2: 0.1 / 2; longer than the reference, so no brevity penalty
+    assert spm.sentence_bleu("a b c d e".split(), "a b c".split()) == pytest.approx(
+        (0.6 * 0.5 * (1 / 3) * 0.05) ** 0.25)
+    assert spm.sentence_bleu("a b c".split(), "a b c d e".split()) == pytest.approx(
+        math.exp(1 - 5 / 3) * 0.1 ** 0.25)  # the other way round (the by-hand test above)
+    rng = random.Random(0)
+    words = "a b c d the what is two plus".split()
+    pairs = [([], ["y"]), (["x"], ["y"]), (["x"], ["x"]), ("a a a".split(), "a".split())]
+    pairs += [([rng.choice(words) for _ in range(rng.randint(0, 12))],
+               [rng.choice(words) for _ in range(rng.randint(0, 12))]) for _ in range(2000)]
+    for hyp, ref in pairs:  # nltk's math.fsum vs the in-order sum: within an ulp or two
+        assert spm.sentence_bleu(hyp, ref) == pytest.approx(_reference_bleu(hyp, ref),
+                                                            rel=0, abs=1e-15), (hyp, ref)
+
+
+def test_average_linkage_reproduces_the_previous_clustering():
+    rng = np.random.default_rng(1)
+    for trial in range(300):  # continuous distances: no ties, the same ids, not just sets
+        n = int(rng.integers(0, 12))
+        x = np.triu(rng.random((n, n)), 1)
+        d = x + x.T  # [Q, Q]
+        for t in (0.0, 0.2, 0.5, 0.8, 1.1):
+            assert spm.average_linkage_clusters(d, t) == _reference_average_linkage(d, t), \
+                (trial, t)
+    # a merge exactly at the threshold is refused, also for a mean that lands on it
+    assert spm.average_linkage_clusters(np.array([[0, .4, .6], [.4, 0, .6], [.6, .6, 0]]), .4) \
+        == _reference_average_linkage(np.array([[0, .4, .6], [.4, 0, .6], [.6, .6, 0]]), .4) \
+        == [0, 1, 2]
+    three = np.array([[0, .1, .25], [.1, 0, .75], [.25, .75, 0]])  # {0, 1} -> 2 at exactly .5
+    assert spm.average_linkage_clusters(three, .5) == _reference_average_linkage(three, .5) \
+        == [0, 0, 1]
+    assert spm.average_linkage_clusters(three, np.nextafter(.5, 1)) == [0, 0, 0]
+    # BLEU distances of near-duplicate question batches (the real input), cut at 0.5
+    templates = ["what is two plus three", "how many apples are on the table",
+                 "find the area of the triangle with sides 3 4 5", "name a red fruit"]
+    r = random.Random(2)
+    for trial in range(100):
+        qs = []
+        for _ in range(r.choice([2, 4, 8, 16])):
+            w = r.choice(templates).split()
+            if r.random() < 0.5:
+                w[r.randrange(len(w))] = r.choice(["the", "four", "?", "many"])
+            qs.append(" ".join(w))
+        d = spm.bleu_distances(qs)
+        tok = [q.split() for q in qs]  # pair (i, j), i < j: question i is the hypothesis
+        ref = np.array([[1 - _reference_bleu(tok[min(i, j)], tok[max(i, j)]) if i != j else 0.0
+                         for j in range(len(qs))] for i in range(len(qs))])  # [Q, Q]
+        assert np.allclose(d, ref, rtol=0, atol=1e-15)
+        same = lambda labels: {frozenset(np.flatnonzero(np.asarray(labels) == c))  # noqa: E731
+                               for c in set(labels)}
+        assert same(spm.average_linkage_clusters(d, .5)) == \
+            same(_reference_average_linkage(ref, .5))
+
+
+def test_average_linkage_breaks_ties_as_scikit_learn():
+    # the one change: d(1,2) = d(2,3) = 0 tie. The old loop merged (1,2) first (row-major),
+    # then 3 with 0 (.25, tied with {1,2}-3 and first row-major), and stopped at
+    # {0,3}-{1,2} = (.75 + 1 + .5 + 0) / 4 = .5625. scipy (and scikit-learn's
+    # AgglomerativeClustering, which R-Zero uses and which calls scipy: [0, 1, 1, 1] with
+    # scikit-learn 1.9.1) merges (2,3), then 1 at (0 + .5) / 2 = .25, then 0 at .67 > .5.
+    d = np.array([[0, .75, 1, .25], [.75, 0, 0, .5], [1, 0, 0, 0], [.25, .5, 0, 0]])
+    assert _reference_average_linkage(d, .5) == [0, 1, 1, 0]
+    assert spm.average_linkage_clusters(d, .5) == [0, 1, 1, 1]
+
+
 def test_repetition_penalty_on_a_hand_built_batch():
     questions = ["what is two plus three", "what is two plus three ?",
                  "name a red fruit that grows on trees"]
-    d = sp.bleu_distances(questions)
+    d = spm.bleu_distances(questions)
     # question 0 vs 1: every n-gram of 0 is in 1 (p1..p4 = 1), 5 words vs 6: exp(1 - 6/5)
     assert d[0, 1] == d[1, 0] == pytest.approx(1 - math.exp(-0.2))
     assert d[0, 2] == d[1, 2] == 1.0  # no word in common
     # batch of 4 completions (the fourth unparseable, counted but not clustered)
-    assert sp.repetition_penalties(questions, batch_size=4) == [0.5, 0.5, 0.25]
-    assert sp.repetition_penalties(questions, batch_size=4, threshold=0.1) == [0.25] * 3
-    assert sp.repetition_penalties([], batch_size=4) == []
+    assert spm.repetition_penalties(questions, batch_size=4) == [0.5, 0.5, 0.25]
+    assert spm.repetition_penalties(questions, batch_size=4, threshold=0.1) == [0.25] * 3
+    assert spm.repetition_penalties([], batch_size=4) == []
 
 
 def test_band_selection_edges():
     p = [0.0, 0.29, 3 / 10, 0.5, 7 / 10, 0.71, 1.0]
-    assert sp.in_band(p, [0.3, 0.7]) == [False, False, True, True, True, False, False]
-    assert sp.in_band(p, [0.0, 1.0]) == [True] * 7
-    assert sp.in_band(p, [0.5, 0.5]) == [False, False, False, True, False, False, False]
+    assert spm.in_band(p, [0.3, 0.7]) == [False, False, True, True, True, False, False]
+    assert spm.in_band(p, [0.0, 1.0]) == [True] * 7
+    assert spm.in_band(p, [0.5, 0.5]) == [False, False, False, True, False, False, False]
     # quantile rule: the band's ends are quantiles of this batch's p_hats
-    assert sp.in_band([0.0, 0.25, 0.5, 0.75, 1.0], [0.25, 0.75], "quantile") == \
+    assert spm.in_band([0.0, 0.25, 0.5, 0.75, 1.0], [0.25, 0.75], "quantile") == \
         [False, True, True, True, False]
     # 30% quantile 0.2 + 0.2 x 0.3 = 0.26, 70% quantile 0.5 + 0.8 x 0.1 = 0.58
-    assert sp.in_band([0.1, 0.2, 0.5, 0.6, 0.9], [0.3, 0.7], "quantile") == \
+    assert spm.in_band([0.1, 0.2, 0.5, 0.6, 0.9], [0.3, 0.7], "quantile") == \
         [False, False, True, False, False]
-    assert sp.in_band([], [0.3, 0.7], "quantile") == []
+    assert spm.in_band([], [0.3, 0.7], "quantile") == []
     with pytest.raises(ValueError, match="band rule"):
-        sp.in_band([0.5], [0.3, 0.7], "median")
+        spm.in_band([0.5], [0.3, 0.7], "median")
 
 
 def test_distinct_2_histogram_solver_reward_and_phases():
-    assert sp.distinct_n(["a b c", "a b d"]) == 0.75  # (a b) twice, (b c), (b d)
-    assert sp.distinct_n(["a a a"]) == 0.5
-    assert sp.distinct_n(["one", "two"]) is None
-    assert sp.p_hat_histogram([0.0, 0.2, 0.3, 0.6, 1.0], 5) == {
+    assert spm.distinct_n(["a b c", "a b d"]) == 0.75  # (a b) twice, (b c), (b d)
+    assert spm.distinct_n(["a a a"]) == 0.5
+    assert spm.distinct_n(["one", "two"]) is None
+    assert spm.p_hat_histogram([0.0, 0.2, 0.3, 0.6, 1.0], 5) == {
         "0.00-0.20": 0.2, "0.20-0.40": 0.4, "0.40-0.60": 0.0, "0.60-0.80": 0.2, "0.80-1.00": 0.2}
     correct = torch.tensor([[True, False], [False, False]])
     parsed = torch.tensor([[True, True], [False, True]])
-    assert sp.solver_rewards(correct, parsed, 0.1).flatten().tolist() == pytest.approx([1.0, 0.1, 0.0, 0.1])
-    assert [sp.phase_of(s, 1, 2) for s in range(1, 7)] == \
+    assert spm.solver_rewards(correct, parsed, 0.1).flatten().tolist() == pytest.approx([1.0, 0.1, 0.0, 0.1])
+    assert [spm.phase_of(s, 1, 2) for s in range(1, 7)] == \
         ["challenger", "solver", "solver", "challenger", "solver", "solver"]
-    assert [sp.phase_of(s, 0, 1) for s in (1, 2)] == ["solver", "solver"]
+    assert [spm.phase_of(s, 0, 1) for s in (1, 2)] == ["solver", "solver"]
 
 
 def test_challenger_prompt_and_question_records():
@@ -355,7 +477,7 @@ def test_solver_trains_on_hand_given_questions_with_their_pictures(tmp_path):
     assert answers.n_questions == V == 6 and len(answers.problems) == V + len(anchors)
     for v in range(V):
         vote = majority_vote(answers.answers[v], answers.problems[v].options, tie="first")
-        assert answers.p_hats[v] == vote.share == sp.p_hat(answers.answers[v],
+        assert answers.p_hats[v] == vote.share == spm.p_hat(answers.answers[v],
                                                            answers.problems[v].options)
         assert answers.labels[v] == vote.label
     before = _weights(run.agents[run.solver])

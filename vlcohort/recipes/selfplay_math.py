@@ -3,17 +3,22 @@ small pure functions: question parsing, p_hat, the challenger's uncertainty rewa
 repetition penalty (whitespace BLEU, average-linkage clusters), the curriculum band,
 distinct-n, the solver's reward, the phase schedule. ``selfplay.py`` runs them in its
 loop; where they follow R-Zero's released code and where they differ is listed there.
+
+Shapes: N = B x G challenger completions of a step, Q of them parsed questions, m solver
+samples per question, S questions the solver trains on.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from typing import Sequence
 
 import numpy as np
 import torch
+from nltk.translate import bleu_score as nltk_bleu
+from scipy.cluster import hierarchy
+from scipy.spatial.distance import squareform
 
 from vlcohort.answers.voting import majority_vote
 
@@ -72,81 +77,70 @@ def challenger_rewards(valid: Sequence[bool], p_hats: Sequence[float],
     return torch.tensor(out, dtype=torch.float32)  # [N]
 
 
+_SMOOTHING = nltk_bleu.SmoothingFunction().method1  # epsilon 0.1; needs no nltk data download
+
+
 def _ngram_counts(tokens: Sequence[str], n: int) -> Counter:
     return Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
 
 
-def sentence_bleu(hypothesis: Sequence[str], reference: Sequence[str], max_n: int = 4,
-                  epsilon: float = 0.1) -> float:
-    """Sentence BLEU of one hypothesis against one reference, as nltk's
-    ``sentence_bleu(..., smoothing_function=SmoothingFunction().method1)`` computes it
-    (R-Zero's repetition penalty): clipped n-gram precisions p_1..p_4, uniform weights, a
-    precision with no match smoothed to ``epsilon / count`` (count at least 1), 0 when no
-    unigram matches, times the brevity penalty exp(1 - r / c) when the hypothesis is
-    shorter than the reference.
+def sentence_bleu(hypothesis: Sequence[str], reference: Sequence[str]) -> float:
+    """Sentence BLEU of one tokenised hypothesis against one reference: nltk's
+    ``sentence_bleu([reference], hypothesis, smoothing_function=SmoothingFunction().method1)``
+    with its default uniform 4-gram weights, as R-Zero's repetition penalty calls it. That
+    is: clipped n-gram precisions p_1..p_4, a precision with no match smoothed to
+    ``0.1 / count`` (count at least 1), 0 when no unigram matches (or the hypothesis is
+    empty), times the brevity penalty exp(1 - r / c) when the hypothesis is shorter.
+
+    nltk sums the weighted logs with ``math.fsum`` where the hand-written version this
+    replaced summed them in order: on 30,000 random pairs the two differ by at most
+    5.6e-17, and on the 201 pairs whose exact BLEU is 0.5 (the repetition cut) they agree.
+    It is about 1.8x slower (the 2,016 pairs of 64 questions: 225 ms against 121 ms on
+    one CPU core), small next to the step's generation, so no hand-written copy is kept.
 
     >>> round(sentence_bleu("a b c d e".split(), "a b c d f".split()), 5)   # 0.2 ** 0.25
     0.66874
     """
-    if not hypothesis:
-        return 0.0
-    precisions = []
-    for n in range(1, max_n + 1):
-        hyp, ref = _ngram_counts(hypothesis, n), _ngram_counts(reference, n)
-        matches = sum(min(c, ref[g]) for g, c in hyp.items())
-        total = max(1, sum(hyp.values()))
-        if n == 1 and matches == 0:
-            return 0.0
-        precisions.append(matches / total if matches else epsilon / total)
-    c, r = len(hypothesis), len(reference)
-    brevity = 1.0 if c > r else math.exp(1 - r / c)
-    return brevity * math.exp(sum(math.log(p) for p in precisions) / max_n)
+    return float(nltk_bleu.sentence_bleu([list(reference)], list(hypothesis),
+                                         smoothing_function=_SMOOTHING))
 
 
 def bleu_distances(texts: Sequence[str]) -> np.ndarray:
-    """[V, V] symmetric distances 1 - BLEU between whitespace-tokenised texts; the pair
+    """[Q, Q] symmetric distances 1 - BLEU between Q whitespace-tokenised texts; the pair
     (i, j), i < j, is scored with text i as hypothesis and text j as reference (as R-Zero's
     ``_bleu_distance_matrix``); the diagonal is 0."""
     tokens = [t.split() for t in texts]
-    V = len(texts)
-    dist = np.zeros((V, V))  # [V, V]
-    for i in range(V):
-        for j in range(i + 1, V):
+    Q = len(texts)
+    dist = np.zeros((Q, Q))  # [Q, Q]
+    for i in range(Q):
+        for j in range(i + 1, Q):
             dist[i, j] = dist[j, i] = 1.0 - sentence_bleu(tokens[i], tokens[j])
     return dist
 
 
 def average_linkage_clusters(dist: np.ndarray, threshold: float) -> list[int]:
-    """Agglomerative clustering with average linkage (UPGMA) on a [V, V] distance matrix:
-    repeatedly merge the two clusters with the smallest mean pairwise distance while it is
-    below ``threshold`` (scikit-learn's ``AgglomerativeClustering(distance_threshold=...,
-    linkage="average")``, as R-Zero uses it). Returns a cluster id per item, numbered by
-    first member. Ties merge the pair found first (row-major)."""
-    V = len(dist)
-    if V == 0:
-        return []
-    d = np.array(dist, dtype=float)  # [V, V]
-    np.fill_diagonal(d, np.inf)
-    sizes = np.ones(V)
-    members: dict[int, list[int]] = {i: [i] for i in range(V)}
-    while len(members) > 1:
-        flat = int(np.argmin(d))
-        a, b = divmod(flat, V)
-        if not d[a, b] < threshold:
-            break
-        a, b = min(a, b), max(a, b)
-        # Lance-Williams, average linkage: d(k, a+b) = (|a| d(k,a) + |b| d(k,b)) / (|a| + |b|)
-        merged = (sizes[a] * d[a] + sizes[b] * d[b]) / (sizes[a] + sizes[b])  # [V]
-        d[a, :], d[:, a] = merged, merged
-        d[a, a] = np.inf
-        d[b, :], d[:, b] = np.inf, np.inf
-        sizes[a] += sizes[b]
-        members[a].extend(members.pop(b))
-    labels = [0] * V
-    for label, rep in enumerate(sorted(members)):
-        for i in members[rep]:
-            labels[i] = label
-    return labels
+    """Agglomerative clustering with average linkage (UPGMA) on a [Q, Q] distance matrix
+    (Q questions): merge the two clusters with the smallest mean pairwise distance while
+    it is below ``threshold``, strictly: a distance equal to it does not merge
+    (scikit-learn's ``AgglomerativeClustering(distance_threshold=..., linkage="average")``,
+    as R-Zero uses it). Returns a cluster id per item, numbered by first member.
+
+    scipy's ``linkage(..., "average")`` builds the tree (scikit-learn builds it with the
+    same call) and ``fcluster(criterion="distance")`` cuts it; that cut keeps merges at
+    distances <= t, so it is given the largest float below ``threshold``. Ties (two merges
+    at the same distance) resolve as in scipy and scikit-learn; the hand-written loop this
+    replaced took the first pair row-major and gave other clusters on a few tied matrices
+    (279 of 6,000 random matrices on a 1/4 grid, 1 of 600 template-built question
+    batches), where scipy agreed with scikit-learn on all of them.
+    """
+    Q = len(dist)
+    if Q < 2:  # linkage needs two observations
+        return [0] * Q
+    tree = hierarchy.linkage(squareform(np.asarray(dist, dtype=float), checks=False),
+                             method="average")  # [Q - 1, 4] merges
+    flat = hierarchy.fcluster(tree, np.nextafter(threshold, -np.inf), criterion="distance")  # [Q]
+    first: dict[int, int] = {}
+    return [first.setdefault(int(c), len(first)) for c in flat]
 
 
 def repetition_penalties(questions: Sequence[str], batch_size: int,

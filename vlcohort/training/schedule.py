@@ -5,6 +5,17 @@ from __future__ import annotations
 
 import math
 
+# Kept instead of transformers' cosine-with-min-lr schedules, which give other multipliers
+# (measured with transformers 5.24; e.g. 10 steps, no warm-up, floor 0.1):
+# - ``get_cosine_with_min_lr_schedule_with_warmup``: warm-up step s is at s / warmup, so
+#   the first optimizer step has LR 0 (here (s + 1) / warmup), and the decay runs over
+#   total - warmup steps, so the last step stays above the floor (0.122, here 0.1);
+# - ``get_cosine_with_min_lr_schedule_with_warmup_lr_rate``: warm-up as here, but its decay
+#   is one step ahead ([0.978, 0.914, ..., 0.1] where ours is [1.0, 0.973, ..., 0.1]).
+# With the defaults (100 steps, 3% warm-up) they agree with ours on 1 and 4 of the 100
+# steps, so a swap would change every run's learning-rate curve. Both come as a
+# ``LambdaLR`` too; ours is used through one (``build_agent``), so resume is the same.
+
 
 def lr_multiplier(step: int, total_steps: int, warmup_ratio: float = 0.03,
                   min_ratio: float = 0.1, schedule: str = "cosine") -> float:
