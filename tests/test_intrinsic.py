@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from processors import adapter_for, tiny_model_path
 from processors.tiny import sharpen
 from vlcohort.training import grpo
-from vlcohort.training.agent import build_agent, token_stats, update_agent
+from vlcohort.training.agent import build_agent
+from vlcohort.training.update import token_stats, update_agent
 from vlcohort.cli import main
 from vlcohort.config import ConfigError, load_config
 from vlcohort.analysis.metrics import documented, read_metrics
