@@ -191,10 +191,10 @@ def build_qwen2_5_vl(out: Path, device: torch.device, tiny: bool, seed: int = 0)
     from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
                               Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor)
 
-    from processors.tiny import QWEN_VL_SPECIALS, _qwen_chat_template, _train_byte_level_bpe
+    from processors.tiny import QWEN_VL_SPECIALS, qwen_chat_template, train_byte_level_bpe
 
     spec = _merged(QWEN2_5_VL_3B, TINY["qwen"] if tiny else None)
-    tok = _train_byte_level_bpe(["<|endoftext|>"] + QWEN_VL_SPECIALS,
+    tok = train_byte_level_bpe(["<|endoftext|>"] + QWEN_VL_SPECIALS,
                                 pad_to=spec["text_config"]["vocab_size"])
     tok.eos_token, tok.pad_token = "<|im_end|>", "<|endoftext|>"
     ids = {t: tok.convert_tokens_to_ids(t) for t in QWEN_VL_SPECIALS}
@@ -211,7 +211,7 @@ def build_qwen2_5_vl(out: Path, device: torch.device, tiny: bool, seed: int = 0)
     images = Qwen2VLImageProcessor(patch_size=14, merge_size=2, temporal_patch_size=2,
                                    min_pixels=3136, max_pixels=12845056)
     Qwen2_5_VLProcessor(image_processor=images, tokenizer=tok, video_processor=Qwen2VLVideoProcessor(),
-                        chat_template=_qwen_chat_template()).save_pretrained(out)
+                        chat_template=qwen_chat_template()).save_pretrained(out)
 
 
 def build_internvl3_5(out: Path, device: torch.device, tiny: bool, seed: int = 1) -> None:
@@ -219,12 +219,12 @@ def build_internvl3_5(out: Path, device: torch.device, tiny: bool, seed: int = 1
                               InternVLForConditionalGeneration, InternVLProcessor,
                               InternVLVideoProcessor)
 
-    from processors.tiny import INTERNVL_SPECIALS, _internvl_chat_template, _train_byte_level_bpe
+    from processors.tiny import INTERNVL_SPECIALS, internvl_chat_template, train_byte_level_bpe
 
     spec = _merged(INTERNVL3_5_2B, TINY["internvl"] if tiny else None)
     named = {"start_image_token": "<img>", "end_image_token": "</img>",
              "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"}
-    tok = _train_byte_level_bpe(["<|endoftext|>"] + INTERNVL_SPECIALS, named,
+    tok = train_byte_level_bpe(["<|endoftext|>"] + INTERNVL_SPECIALS, named,
                                 pad_to=spec["text_config"]["vocab_size"])
     tok.eos_token, tok.pad_token = "<|im_end|>", "<|endoftext|>"
     ids = {t: tok.convert_tokens_to_ids(t) for t in INTERNVL_SPECIALS}
@@ -243,7 +243,7 @@ def build_internvl3_5(out: Path, device: torch.device, tiny: bool, seed: int = 1
                                    min_patches=1, max_patches=12,
                                    image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225])
     InternVLProcessor(image_processor=images, tokenizer=tok, video_processor=InternVLVideoProcessor(),
-                      image_seq_length=seq, chat_template=_internvl_chat_template()).save_pretrained(out)
+                      image_seq_length=seq, chat_template=internvl_chat_template()).save_pretrained(out)
 
 
 BUILDERS = {"qwen25vl3b": build_qwen2_5_vl, "internvl35_2b": build_internvl3_5}

@@ -121,7 +121,7 @@ def read_parquet(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
     with no such file, all parquet files."""
     import datasets
 
-    from vlcohort.data.problems import _image_feature_no_decode
+    from vlcohort.data.problems import image_feature_no_decode
 
     path = Path(path)
     if path.is_dir():
@@ -141,7 +141,7 @@ def read_parquet(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
         ds = datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")
     except Exception as e:  # noqa: BLE001 - broken parquet, mismatched schemas
         raise BenchmarkError(f"{path}: cannot be read as parquet: {e}") from e
-    ds = ds.cast(datasets.Features({k: _image_feature_no_decode(v) for k, v in ds.features.items()}))
+    ds = ds.cast(datasets.Features({k: image_feature_no_decode(v) for k, v in ds.features.items()}))
     return [dict(row) for row in ds]
 
 

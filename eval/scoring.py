@@ -192,7 +192,7 @@ def mathvision_is_equal(a: str, b: str, timeout_s: float = 5.0) -> bool:
         return False
     if a.strip() == b.strip():
         return True
-    from vlcohort.answers.symbolic import _run_with_time_limit
+    from vlcohort.answers.symbolic import run_with_time_limit
 
     def compare() -> bool:
         ta, tb = _mv_tuple(a), _mv_tuple(b)
@@ -204,7 +204,7 @@ def mathvision_is_equal(a: str, b: str, timeout_s: float = 5.0) -> bool:
             return False
 
     try:
-        return bool(_run_with_time_limit(compare, timeout_s))
+        return bool(run_with_time_limit(compare, timeout_s))
     except Exception:  # noqa: BLE001
         return False
 

@@ -60,8 +60,10 @@ _CORPUS = [
 ]
 
 
-def _qwen_chat_template() -> str:
-    """Qwen2.5-VL's published chat template (ChatML with vision placeholders)."""
+def qwen_chat_template() -> str:
+    """Qwen2.5-VL's published chat template (ChatML with vision placeholders).
+
+    Public: ``bench/gpu_step.py`` builds its full-size Qwen2.5-VL processor with it."""
     return (
         "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
         "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
@@ -93,8 +95,10 @@ def _chatml_text_template() -> str:
     )
 
 
-def _internvl_chat_template() -> str:
-    """InternVL3.5-HF's template: ChatML, each image an ``<IMG_CONTEXT>`` line before text."""
+def internvl_chat_template() -> str:
+    """InternVL3.5-HF's template: ChatML, each image an ``<IMG_CONTEXT>`` line before text.
+
+    Public: ``bench/gpu_step.py`` builds its full-size InternVL processor with it."""
     return (
         "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
         "{% if message['content'] is string %}{{ message['content'] }}"
@@ -140,13 +144,15 @@ def _gemma3_chat_template() -> str:
 # --------------------------------------------------------------------------- tokenizers
 
 
-def _train_byte_level_bpe(special_tokens: list[str], named: dict | None = None, vocab_size: int = 1024,
+def train_byte_level_bpe(special_tokens: list[str], named: dict | None = None, vocab_size: int = 1024,
                           pad_to: int | None = None):
     """A real Qwen2Tokenizer (byte-level BPE) trained on the corpus, with family specials.
 
     ``pad_to``: fill the vocabulary with plain word tokens (``" A151"``, ``" B152"``... never
     produced by encoding, decoded as written) so that ``len(tokenizer) == pad_to``: a model
     with a full-size vocabulary then decodes every id it samples (``bench/gpu_step.py``).
+
+    Public: ``bench/gpu_step.py`` trains its full-size-vocabulary tokenizers with it.
     """
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
@@ -229,7 +235,7 @@ def _build_qwen2_5_vl(out: Path, seed: int) -> None:
         Qwen2VLVideoProcessor,
     )
 
-    tokenizer = _train_byte_level_bpe(["<|endoftext|>"] + QWEN_VL_SPECIALS)
+    tokenizer = train_byte_level_bpe(["<|endoftext|>"] + QWEN_VL_SPECIALS)
     tokenizer.eos_token = "<|im_end|>"
     tokenizer.pad_token = "<|endoftext|>"
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN_VL_SPECIALS}
@@ -259,7 +265,7 @@ def _build_qwen2_5_vl(out: Path, seed: int) -> None:
     )
     processor = Qwen2_5_VLProcessor(
         image_processor=image_processor, tokenizer=tokenizer,
-        video_processor=Qwen2VLVideoProcessor(), chat_template=_qwen_chat_template(),
+        video_processor=Qwen2VLVideoProcessor(), chat_template=qwen_chat_template(),
     )
     model.generation_config.eos_token_id = [ids["<|im_end|>"]]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
@@ -271,7 +277,7 @@ def _build_qwen2(out: Path, seed: int) -> None:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    tokenizer = _train_byte_level_bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    tokenizer = train_byte_level_bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
     tokenizer.eos_token = "<|im_end|>"
     tokenizer.pad_token = "<|endoftext|>"
     tokenizer.chat_template = _chatml_text_template()
@@ -309,7 +315,7 @@ def _build_internvl3_5(out: Path, seed: int) -> None:
         "start_image_token": "<img>", "end_image_token": "</img>",
         "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>",
     }
-    tokenizer = _train_byte_level_bpe(["<|endoftext|>"] + INTERNVL_SPECIALS, named)
+    tokenizer = train_byte_level_bpe(["<|endoftext|>"] + INTERNVL_SPECIALS, named)
     tokenizer.eos_token = "<|im_end|>"
     tokenizer.pad_token = "<|endoftext|>"
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in INTERNVL_SPECIALS}
@@ -338,7 +344,7 @@ def _build_internvl3_5(out: Path, seed: int) -> None:
     processor = InternVLProcessor(
         image_processor=image_processor, tokenizer=tokenizer,
         video_processor=InternVLVideoProcessor(), image_seq_length=image_seq_length,
-        chat_template=_internvl_chat_template(),
+        chat_template=internvl_chat_template(),
     )
     model.generation_config.eos_token_id = [ids["<|im_end|>"]]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
@@ -416,10 +422,6 @@ TINY_MODELS: dict[str, TinySpec] = {
         TinySpec("qwen2", "qwen2", _build_qwen2),
     )
 }
-
-
-# The embedded default cohort (``vlcohort train`` with no arguments): two families.
-DEFAULT_TINY_COHORT = ("tiny:qwen2_5_vl", "tiny:internvl3_5")
 
 
 def is_tiny_spec(spec: str | os.PathLike) -> bool:

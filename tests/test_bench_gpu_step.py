@@ -59,14 +59,14 @@ def test_flop_count_is_the_documented_formula(bench):
 
 
 def test_padded_tokenizer_decodes_every_id():
-    from processors.tiny import QWEN_VL_SPECIALS, _train_byte_level_bpe
+    from processors.tiny import QWEN_VL_SPECIALS, train_byte_level_bpe
 
-    tok = _train_byte_level_bpe(["<|endoftext|>"] + QWEN_VL_SPECIALS, pad_to=4096)
+    tok = train_byte_level_bpe(["<|endoftext|>"] + QWEN_VL_SPECIALS, pad_to=4096)
     assert len(tok) == 4096 and len(set(tok.get_vocab().values())) == 4096
     assert tok.convert_tokens_to_ids("<|image_pad|>") >= 4096 - len(QWEN_VL_SPECIALS) - 1
     assert tok.decode([4000]).strip() in {f"{c}4000" for c in "ABCD"}
     with pytest.raises(ValueError, match="pad_to"):
-        _train_byte_level_bpe(["<|endoftext|>"], pad_to=10)
+        train_byte_level_bpe(["<|endoftext|>"], pad_to=10)
 
 
 def test_tiny_mode_runs_one_step_and_reports(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -45,3 +46,172 @@ def test_readme_lists_every_metric_and_method():
     missing = [k for k in METRIC_DOCS if f"`{k}`" not in readme]
     assert not missing, f"README metrics table lacks: {missing}"
     assert all(f"`{m}`" in readme for m in METHOD_SOURCES)
+
+
+# ----------------------------------------------------------------------------- import graph
+
+SHIPPED = ("vlcohort", "processors", "eval")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:`` (imports for annotations only)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST):
+    """Every Import / ImportFrom node, at module level or inside functions and classes,
+    leaving out the bodies of ``if TYPE_CHECKING:`` blocks (their ``else`` is kept)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """module -> {imported shipped module: line of the first such import}.
+
+    ``import a.b`` and ``from a.b import x`` point at ``a.b`` (or at ``a.b.x`` when ``x``
+    is a submodule); relative imports are resolved against the importing module's package.
+    """
+    files = {_module_name(p): p for d in SHIPPED for p in sorted((ROOT / d).rglob("*.py"))}
+    packages = {m for m, p in files.items() if p.name == "__init__.py"}
+
+    def known(name: str) -> str | None:  # the longest prefix of ``name`` that is a module
+        parts = name.split(".")
+        for n in range(len(parts), 0, -1):
+            if ".".join(parts[:n]) in files:
+                return ".".join(parts[:n])
+        return None
+
+    graph: dict[str, dict[str, int]] = {}
+    for mod, path in files.items():
+        edges = graph.setdefault(mod, {})
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [known(a.name) for a in node.names]
+            else:
+                if node.level:
+                    package = mod if mod in packages else mod.rpartition(".")[0]
+                    base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1])
+                    source = f"{base}.{node.module}" if node.module else base
+                else:
+                    source = node.module or ""
+                targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in files else known(source)
+                           for a in node.names]
+            for t in targets:
+                if t is not None and t != mod:
+                    edges.setdefault(t, node.lineno)
+    return graph
+
+
+def import_cycles(graph: dict[str, dict[str, int]]) -> list[tuple[list[str], list[str]]]:
+    """(one cycle a, b, ..., a; all the modules of its group) for each strongly connected
+    group of modules: every module of a group reaches every other one."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    cycles = []
+    for group in groups:  # the shortest way back to the group's first module
+        start = min(group)
+        paths = {start: [start]}
+        frontier = [start]
+        while frontier and start not in [w for v in frontier for w in graph[v]]:
+            nxt = []
+            for v in frontier:
+                for w in sorted(graph[v]):
+                    if w in group and w not in paths:
+                        paths[w] = paths[v] + [w]
+                        nxt.append(w)
+            frontier = nxt
+        last = next(v for v in frontier if start in graph[v])
+        cycles.append((paths[last] + [start], sorted(group)))
+    return cycles
+
+
+def test_import_graph_helpers_see_every_kind_of_import(tmp_path):
+    """Function-level and relative imports count, ``from pkg import submodule`` points at
+    the submodule, ``if TYPE_CHECKING:`` imports do not count."""
+    graph = import_graph()
+    assert "vlcohort.rollout.hf" in graph["vlcohort.rollout.engines"]  # inside make_engine
+    assert "vlcohort.config" not in graph["vlcohort.config_checks"]  # annotations only
+    assert "processors.base" in graph["processors"]  # from .base import ...
+    assert "vlcohort.training.grpo" in graph["vlcohort.config_checks"]  # from pkg import grpo
+    assert import_cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1, "d": 1}, "d": {}}) == \
+        [(["a", "b", "c", "a"], ["a", "b", "c"])]
+
+
+def test_no_import_cycles():
+    """Imports point one way (DESIGN.md): no module of vlcohort/, processors/ or eval/
+    imports, directly or through others, a module that imports it back."""
+    graph = import_graph()
+    cycles = import_cycles(graph)
+
+    def show(cycle: list[str], group: list[str]) -> str:
+        steps = [f"{a} imports {b} (line {graph[a][b]})" for a, b in zip(cycle, cycle[1:])]
+        return (" -> ".join(cycle) + "\n    " + "\n    ".join(steps)
+                + (f"\n    (the circle's group: {', '.join(group)})" if len(group) > 2 else ""))
+
+    assert not cycles, "import cycles:\n" + "\n".join(show(*c) for c in cycles)
+
+
+def test_config_vocabularies_are_the_registries():
+    """Each vocabulary is written once, where its implementations are registered; the
+    config checks read it from there (``CHOICES``), so a new variant needs one edit."""
+    from vlcohort.answers import extract, grading, voting
+    from vlcohort.config_checks import CHOICES, METHOD_SOURCES
+    from vlcohort.data import problems
+    from vlcohort.rollout import engines
+    from vlcohort.training import grpo, rewards
+
+    assert CHOICES["grpo.adv_scale"] == tuple(grpo.ADVANTAGE_SCALES)
+    assert CHOICES["grpo.kl_kind"] == tuple(grpo.KL_ESTIMATORS)
+    assert CHOICES["grpo.loss_agg"] == tuple(grpo.AGGREGATIONS)
+    assert CHOICES["grpo.is_level"] == tuple(grpo.IS_LEVELS)
+    assert CHOICES["grpo.is_mode"] == (*grpo.IS_MODES, "off")
+    assert CHOICES["rollout.engine"] is engines.ENGINES
+    assert CHOICES["reward.tie"] is voting.TIE_RULES
+    assert set(CHOICES["reward.topology"]) == set(voting.TOPOLOGIES) - {"self"}
+    assert CHOICES["reward.grader"] == tuple(grading.GRADERS)
+    assert CHOICES["reward.answer_style"] is extract.STYLES
+    assert CHOICES["data.preset"] == tuple(problems.PRESETS)
+    sources = (*rewards.REWARD_SOURCES, *rewards.INTRINSIC_SOURCES)
+    assert CHOICES["reward.source"] == CHOICES["agents.*.reward_source"] == sources
+    assert set(METHOD_SOURCES.values()) == set(sources)  # every method presets a real source

@@ -31,7 +31,8 @@ from safetensors import safe_open
 from processors import adapter_for, tiny_model_path
 from vlcohort.config import VLLMConfig, load_config
 from vlcohort.data.problems import Problem
-from vlcohort.rollout import SamplingParams, make_engine
+from vlcohort.rollout.base import SamplingParams
+from vlcohort.rollout.engines import make_engine
 from vlcohort.rollout.hf import HFEngine
 from vlcohort.rollout.vllm import (EngineUnavailableError, SampleOutput, build_requests,
                                    completion_samples, iter_vllm_weights, request_seeds,
@@ -444,7 +445,7 @@ def policy_logprobs(adapter, model, rendered, rollouts, temperature) -> torch.Te
     batch.inputs = {k: v.cuda() for k, v in batch.inputs.items()}
     batch.completion_ids, batch.completion_mask = batch.completion_ids.cuda(), batch.completion_mask.cuda()
     with torch.no_grad():
-        lp = completion_logprobs(adapter, model, batch, temperature).cpu()  # [N, C]
+        lp = completion_logprobs(adapter, model, batch, temperature).cpu()  # [N, T]
     return lp[:, : rollouts.logprobs.shape[1]]
 
 

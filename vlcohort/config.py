@@ -14,6 +14,7 @@ Batch knobs carry their unit in the name (DESIGN.md rule 5): ``prompts_per_step`
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -491,12 +492,21 @@ class RunConfig:
     """torch CPU threads (0: torch's default)."""
 
 
-def _default_agents() -> list[ModelConfig]:
-    """Two tiny models of different families. Which families is the adapters' knowledge
-    (DESIGN.md rule 1), so the specs come from ``processors.tiny``."""
-    from processors.tiny import DEFAULT_TINY_COHORT
+#: The cohort of a config that names no ``agents``: two tiny models of different families.
+#: Which families is family knowledge (DESIGN.md rule 1), so they are listed in this data
+#: file, not named in the core's code (nor read from ``processors.tiny``).
+DEFAULT_COHORT = Path(__file__).resolve().parent / "recipes" / "default_cohort.yaml"
 
-    return [ModelConfig(name=n, path=spec) for n, spec in zip("AB", DEFAULT_TINY_COHORT)]
+
+@functools.lru_cache(maxsize=1)
+def _default_cohort_entries() -> tuple[dict, ...]:
+    return tuple(yaml.safe_load(DEFAULT_COHORT.read_text()))
+
+
+def _default_agents() -> list[ModelConfig]:
+    """The agents of :data:`DEFAULT_COHORT` (fresh objects on every call)."""
+    return [build(ModelConfig, dict(e), f"agents.{i}.")
+            for i, e in enumerate(_default_cohort_entries())]
 
 
 @dataclass

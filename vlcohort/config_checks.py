@@ -2,6 +2,16 @@
 (``CHOICES``, ``METHOD_SOURCES``, ``MONITOR_SIGNALS``) they check against. Every failure
 is a :class:`ConfigError` naming the dotted key and what is allowed. ``config.py`` (the
 schema) calls :func:`validate` after building a config and re-exports these names.
+
+Each vocabulary is written once. Those whose implementations are registered in a stage
+module (engines, reward sources, topologies, tie rules, graders, answer styles, data
+presets, the ``grpo`` variants) are read from that registry; only the config's own
+choices (method presets, dtypes, schedules...) are spelt out here.
+
+Imports point one way: ``config.py`` imports this module, never the reverse, so the
+config classes (``Config``, ``MonitorConfig`` of ``vlcohort.config``) appear in
+annotations only, as strings that are never evaluated. None of the registry modules
+read below imports ``vlcohort.config`` either.
 """
 
 from __future__ import annotations
@@ -9,12 +19,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Callable, Iterator, Mapping
 
 from vlcohort.typed_yaml import ConfigError
-
-if TYPE_CHECKING:
-    from vlcohort.config import Config, MonitorConfig
 
 
 MONITOR_SIGNALS = ("reward_collapse", "degeneration", "divergence")
@@ -24,28 +31,17 @@ METHOD_SOURCES = {"co_rl": "peer_vote", "ttrl": "self_vote", "gt_reward": "groun
                   "intuitor": "self_certainty", "rent": "entropy"}
 
 #: Methods that are a recipe of their own rather than one reward source for every agent.
-#: ``self_play`` (R-Zero / R-Few, ``vlcohort/selfplay.py``) rewards its challenger by the
-#: solver's uncertainty and its solver by majority labels and gold anchors, so it has no
-#: single ``reward.source``: validation requires that key unset (null) for it.
+#: ``self_play`` (R-Zero / R-Few, ``vlcohort/recipes/selfplay.py``) rewards its challenger
+#: by the solver's uncertainty and its solver by majority labels and gold anchors, so it
+#: has no single ``reward.source``: validation requires that key unset (null) for it.
 RECIPE_METHODS = ("self_play",)
-CHOICES: dict[str, tuple[str, ...]] = {
+
+#: The config's own vocabularies: nothing else registers these names.
+_OWN_CHOICES: dict[str, tuple[str, ...]] = {
     "method": (*METHOD_SOURCES, *RECIPE_METHODS),
     "agents.*.dtype": ("float32", "bfloat16", "float16", "auto"),
     "agents.*.attn_implementation": ("eager", "sdpa", "flash_attention_2"),
-    "rollout.engine": ("hf", "vllm"),
-    "reward.source": tuple(METHOD_SOURCES.values()),
-    "agents.*.reward_source": tuple(METHOD_SOURCES.values()),
-    "reward.topology": ("ring", "all_peers"),
-    "reward.grader": ("corrected", "legacy"),
-    "reward.tie": ("abstain", "first", "canonical"),
-    "reward.answer_style": ("auto", "answer_tag", "boxed", "phrase", "last_letter", "last_number"),
     "data.source": ("synthetic", "file", "hub"),
-    "data.preset": ("mmr1", "open_r1", "math", "generic"),
-    "grpo.adv_scale": ("group", "none"),
-    "grpo.kl_kind": ("k1", "k3"),
-    "grpo.loss_agg": ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"),
-    "grpo.is_level": ("token", "sequence"),
-    "grpo.is_mode": ("truncate", "mask", "off"),
     "optim.schedule": ("cosine", "constant"),
     "rollout.vllm.dtype": ("auto", "bfloat16", "float16", "float32"),
     "distributed.backend": ("auto", "nccl", "gloo"),
@@ -54,12 +50,74 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-def agent_reward_source(cfg: Config, i: int) -> str:
+def _registered_choices() -> dict[str, tuple[str, ...]]:
+    """The vocabularies read from the registries next to their implementations.
+
+    Imported here, on first use, not at the top: ``training.grpo`` and
+    ``training.rewards`` load torch, which ``import vlcohort.config`` and ``vlcohort
+    --help`` do not need.
+    """
+    from vlcohort.answers import extract, grading, voting
+    from vlcohort.data import problems
+    from vlcohort.rollout import engines
+    from vlcohort.training import grpo, rewards
+
+    sources = (*rewards.REWARD_SOURCES, *rewards.INTRINSIC_SOURCES)
+    return {
+        "rollout.engine": engines.ENGINES,
+        "reward.source": sources,
+        "agents.*.reward_source": sources,
+        # ``self`` (each agent its own teacher) is what reward.source=self_vote means
+        # (method=ttrl); as a topology of peer_vote it would be a second way to say it.
+        "reward.topology": tuple(t for t in voting.TOPOLOGIES if t != "self"),
+        "reward.grader": tuple(grading.GRADERS),
+        "reward.tie": voting.TIE_RULES,
+        "reward.answer_style": extract.STYLES,
+        "data.preset": tuple(problems.PRESETS),
+        "grpo.adv_scale": tuple(grpo.ADVANTAGE_SCALES),
+        "grpo.kl_kind": tuple(grpo.KL_ESTIMATORS),
+        "grpo.loss_agg": tuple(grpo.AGGREGATIONS),
+        "grpo.is_level": tuple(grpo.IS_LEVELS),
+        # ``off``: the update computes no importance weights at all (training/agent.py)
+        "grpo.is_mode": (*grpo.IS_MODES, "off"),
+    }
+
+
+class _Choices(Mapping[str, tuple[str, ...]]):
+    """Config key -> its allowed values: the config's own vocabularies, then the
+    registered ones, read from their registries the first time one is asked for."""
+
+    def __init__(self, own: dict[str, tuple[str, ...]],
+                 registered: Callable[[], dict[str, tuple[str, ...]]]) -> None:
+        self._own = own
+        self._registered = registered
+        self._all: dict[str, tuple[str, ...]] | None = None
+
+    def _read(self) -> dict[str, tuple[str, ...]]:
+        if self._all is None:
+            self._all = {**self._own, **self._registered()}
+        return self._all
+
+    def __getitem__(self, key: str) -> tuple[str, ...]:
+        return self._own[key] if key in self._own else self._read()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+
+#: Every choice field's allowed values (``agents.*.x``: the field of every agent).
+CHOICES: Mapping[str, tuple[str, ...]] = _Choices(_OWN_CHOICES, _registered_choices)
+
+
+def agent_reward_source(cfg: "Config", i: int) -> str:
     """Agent ``i``'s reward source: ``agents.i.reward_source``, else ``reward.source``."""
     return cfg.agents[i].reward_source or cfg.reward.source
 
 
-def validate(cfg: Config) -> None:
+def validate(cfg: "Config") -> None:
     """Checks that need more than one field, and choice fields; fills derived fields
     (``reward.source`` from ``method``)."""
     _check_choice("method", cfg.method)
@@ -194,7 +252,7 @@ def validate(cfg: Config) -> None:
         raise ConfigError("data.tasks: at least one task family")
 
 
-def _validate_scale_out(cfg: Config) -> None:
+def _validate_scale_out(cfg: "Config") -> None:
     """``rollout.vllm.*`` and ``distributed.*`` (the launch's world size is checked at
     start-up, in ``distributed.py``, where it is known)."""
     v, dist = cfg.rollout.vllm, cfg.distributed
@@ -231,7 +289,7 @@ def _validate_scale_out(cfg: Config) -> None:
         raise ConfigError(f"distributed.timeout_s: must be >= 1, got {dist.timeout_s}")
 
 
-def _validate_monitor(m: MonitorConfig) -> None:
+def _validate_monitor(m: "MonitorConfig") -> None:
     """``monitor.*``: positive thresholds, factors above 1, known signal names."""
     if m.collapse_threshold <= 0:
         raise ConfigError(f"monitor.collapse_threshold: must be > 0, got {m.collapse_threshold}")
@@ -251,7 +309,9 @@ def _validate_monitor(m: MonitorConfig) -> None:
     if m.stop_on and not m.enable:
         raise ConfigError("monitor.stop_on needs monitor.enable=true (a disabled monitor "
                           "cannot stop the run)")
-def self_play_roles(cfg: Config) -> tuple[int, int]:
+
+
+def self_play_roles(cfg: "Config") -> tuple[int, int]:
     """(challenger index, solver index) from ``self_play.challenger`` / ``self_play.solver``,
     each an agent name or an index into ``agents``."""
     names = [a.name for a in cfg.agents]
@@ -272,7 +332,7 @@ def self_play_roles(cfg: Config) -> tuple[int, int]:
     return out[0], out[1]
 
 
-def _validate_self_play(cfg: Config) -> None:
+def _validate_self_play(cfg: "Config") -> None:
     """``method: self_play``: its own section and the roles, then every check that does not
     depend on a reward source, run as for a single-source run. There is no single reward
     source (challenger: the solver's uncertainty; solver: its majority label and gold

@@ -70,7 +70,6 @@ from typing import Protocol, Sequence
 
 from vlcohort.answers.latex_eval import clear_caches as _clear_latex_eval_caches
 from vlcohort.answers.latex_eval import format_rational, numeric_values, parse_rational, probe_decide
-from vlcohort.answers.symbolic import SYMBOLIC_MAX_CHARS  # noqa: F401  (re-exported: grading.SYMBOLIC_MAX_CHARS)
 from vlcohort.answers.symbolic import clear_caches as _clear_symbolic_caches
 from vlcohort.answers.symbolic import symbolic_equal
 

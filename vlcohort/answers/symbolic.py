@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Callable
 
-__all__ = ["SYMBOLIC_MAX_CHARS", "clear_caches", "symbolic_equal"]
+__all__ = ["SYMBOLIC_MAX_CHARS", "clear_caches", "run_with_time_limit", "symbolic_equal"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def _as_latex(key: str) -> str:
     return key if "$" in key or "\\boxed" in key else f"${key}$"
 
 
-def _run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
+def run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
     """Run ``fn`` under a limit of ``seconds`` of this process's CPU time (SIGPROF), in the
     main thread; elsewhere run it unguarded.
 
@@ -100,6 +100,8 @@ def _run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
     load a 1 s wall-clock limit turned true equivalences into "not equivalent"), and
     sympy's slow cases are CPU-bound. SIGPROF also leaves SIGALRM timers (pytest-timeout)
     alone; an outer ITIMER_PROF timer is restored with its remaining time.
+
+    Public: ``eval/scoring.py`` runs MathVision's official ``is_equal`` under the same limit.
     """
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         return fn()
@@ -138,7 +140,7 @@ def symbolic_equal(a: str, b: str, timeout_s: float) -> bool:
         return bool(gold and pred and mv.verify(gold, pred, timeout_seconds=None))
 
     try:
-        return _run_with_time_limit(compare, timeout_s)
+        return run_with_time_limit(compare, timeout_s)
     except Exception:  # math-verify swallows most errors itself; be sure
         logger.debug("symbolic comparison failed for %r vs %r", a, b, exc_info=True)
         return False

@@ -248,17 +248,19 @@ class LoadReport:
         return "\n".join(lines)
 
 
-def _image_feature_no_decode(ft):
+def image_feature_no_decode(ft):
     """The same feature with every HF ``Image`` left undecoded: dicts of bytes/path, so
-    that nothing is decoded at load and a broken image fails (and is counted) at render."""
+    that nothing is decoded at load and a broken image fails (and is counted) at render.
+
+    Public: ``eval/benchmarks.py`` reads benchmark parquet files the same way."""
     from datasets import Image, List, Sequence
 
     if isinstance(ft, Image):
         return Image(decode=False)
     if isinstance(ft, List):
-        return List(_image_feature_no_decode(ft.feature), length=ft.length)
+        return List(image_feature_no_decode(ft.feature), length=ft.length)
     if isinstance(ft, Sequence):
-        return Sequence(_image_feature_no_decode(ft.feature), length=ft.length)
+        return Sequence(image_feature_no_decode(ft.feature), length=ft.length)
     return ft
 
 
@@ -309,7 +311,7 @@ def open_dataset(path: str, *, source: str = "file", split: str = "train"):
             ds = datasets.load_dataset(kind, data_files=str(p), split="train")
         except Exception as e:  # noqa: BLE001 - malformed JSON, broken parquet
             raise DataError(f"data.path: {p}: cannot be read as {kind}: {e}") from e
-    ds = ds.cast(datasets.Features({k: _image_feature_no_decode(v)
+    ds = ds.cast(datasets.Features({k: image_feature_no_decode(v)
                                     for k, v in ds.features.items()}))
     return ds, base
 

@@ -1,10 +1,8 @@
 """Rollout engines behind one interface: ``engine.generate(rendered, G, sampling) -> Rollouts``.
 
-``hf`` (transformers ``generate``, CPU or GPU) and ``vllm`` (a colocated vLLM engine, GPU
-only, imported lazily by ``make_engine`` so that the package works without vLLM).
+``base.py``: what every engine takes and returns (``SamplingParams``, ``Rollouts``, the
+``Engine`` protocol). ``engines.py``: the engine names and ``make_engine``, which imports
+``hf.py`` (transformers ``generate``, CPU or GPU) or ``vllm.py`` (a colocated vLLM
+engine, GPU only) lazily, so that the package works without vLLM. This file imports
+nothing: import each name from the module where it lives.
 """
-
-from vlcohort.rollout.base import Rollouts, SamplingParams, make_engine
-from vlcohort.rollout.hf import HFEngine
-
-__all__ = ["HFEngine", "Rollouts", "SamplingParams", "make_engine"]

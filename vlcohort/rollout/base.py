@@ -30,12 +30,12 @@ class Rollouts:
     """N = B x G completions, prompt-major.
 
     Attributes:
-        prompts: the prompt batch, each prompt repeated G times ([N, P] inputs), ready for
+        prompts: the prompt batch, each prompt repeated G times (N rows of inputs), ready for
             ``adapter.encode_training(prompts, completions)``.
         completions: token ids per sequence, stop token included (list of N lists).
         texts: decoded completions without special tokens (N strings).
-        logprobs: [N, C] sampling log-probs of each completion token (0 beyond its end);
-            C = the longest completion.
+        logprobs: [N, T] sampling log-probs of each completion token (0 beyond its end);
+            T = the longest completion.
         finished: [N] True when the completion ended with a stop token (False: cut at
             max_new_tokens).
         group_size: G.
@@ -79,26 +79,3 @@ class Engine(Protocol):
                  sampling: SamplingParams, seed: int | None = None) -> Rollouts: ...
 
     def update_weights(self, model) -> None: ...
-
-
-def make_engine(kind: str, adapter, model, vllm=None, seed: int = 0) -> Engine:
-    """Engine by config name.
-
-    ``vllm`` (``rollout.vllm.*``, a :class:`vlcohort.config.VLLMConfig`; defaults when
-    None) and ``seed`` (the run's) are read by the ``vllm`` engine only, which needs a
-    CUDA GPU and the ``[vllm]`` extra and says so when either is missing.
-    """
-    if kind == "hf":
-        from vlcohort.rollout.hf import HFEngine
-
-        return HFEngine(adapter, model)
-    if kind == "vllm":
-        from vlcohort.rollout.vllm import VLLMEngine, check_available
-
-        check_available()  # before building anything: a clear message, not an ImportError
-        if vllm is None:
-            from vlcohort.config import VLLMConfig
-
-            vllm = VLLMConfig()
-        return VLLMEngine(adapter, model, vllm, seed=seed)
-    raise ValueError(f"rollout.engine={kind!r}: not one of hf, vllm")

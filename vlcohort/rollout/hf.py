@@ -49,14 +49,14 @@ class SampledLogprobRecorder(LogitsProcessor):
         return scores
 
     def finish(self, sequences: torch.Tensor) -> torch.Tensor:
-        """[N, C] log-probs of ``sequences[:, prompt_len:]``."""
-        C = sequences.shape[1] - self.prompt_len
-        if self.prev is not None and len(self.columns) < C:
+        """[N, T] log-probs of ``sequences[:, prompt_len:]``."""
+        T = sequences.shape[1] - self.prompt_len
+        if self.prev is not None and len(self.columns) < T:
             self.columns.append(self.prev.gather(-1, sequences[:, -1:]).squeeze(-1))
         self.prev = None
         if not self.columns:
             return torch.zeros(sequences.shape[0], 0)
-        return torch.stack(self.columns, dim=1)  # [N, C]
+        return torch.stack(self.columns, dim=1)  # [N, T]
 
 
 #: Sampling settings a checkpoint's ``generation_config`` may carry (published chat models
@@ -109,19 +109,19 @@ class HFEngine:
             )
         finally:
             self.model.train(was_training)
-        new = sequences[:, prompts.prompt_len:]  # [N, C]
-        logprobs = recorder.finish(sequences).cpu()  # [N, C]; rollouts live on the CPU
+        new = sequences[:, prompts.prompt_len:]  # [N, T]
+        logprobs = recorder.finish(sequences).cpu()  # [N, T]; rollouts live on the CPU
         stops = set(stop_ids)
         completions, finished = [], []
         for row in new.tolist():
             c = cut_at_stop(row, stop_ids)
             completions.append(c)
             finished.append(bool(c) and c[-1] in stops)
-        C = max((len(c) for c in completions), default=0)
-        mask = torch.zeros(len(completions), C)
+        T = max((len(c) for c in completions), default=0)
+        mask = torch.zeros(len(completions), T)
         for i, c in enumerate(completions):
             mask[i, : len(c)] = 1
-        logprobs = logprobs[:, :C] * mask  # [N, C]
+        logprobs = logprobs[:, :T] * mask  # [N, T]
         texts = adapter.tokenizer.batch_decode(completions, skip_special_tokens=True)
         return Rollouts(prompts=prompts, completions=completions, texts=texts,
                         logprobs=logprobs, finished=finished, group_size=G)

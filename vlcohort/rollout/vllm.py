@@ -12,7 +12,7 @@ below (request building, output conversion, weight iteration) are tested on CPU;
 Semantics are the ``hf`` engine's (``hf.py``): N = B x G rows in prompt-major order (row
 b*G + g is rollout g of prompt b), completions cut after the first of
 ``adapter.stop_token_ids()``, the adapter's suppressed (placeholder) tokens never
-sampled, log-probs [N, C] zero-padded, ``finished`` = the completion ends with a stop
+sampled, log-probs [N, T] zero-padded, ``finished`` = the completion ends with a stop
 token, texts decoded by the adapter's tokenizer without special tokens.
 
 How each is obtained from vLLM:
@@ -25,7 +25,7 @@ How each is obtained from vLLM:
   rollout of a step has its own seed and a step is reproducible (resume).
 - **Log-probs**: ``logprobs_mode="processed_logprobs"`` with ``logprobs=0`` returns the
   sampled token's log-prob after vLLM's logits processors and temperature, i.e.
-  ``log_softmax((logits with suppressed tokens at -inf) / T)``: what the ``hf`` engine
+  ``log_softmax((logits with suppressed tokens at -inf) / temperature)``: what the ``hf`` engine
   records and what ``adapter.completion_logprobs`` computes. One difference: with
   ``top_p < 1`` or ``top_k > 0`` vLLM's processed log-probs are those of the truncated,
   renormalised distribution, while the ``hf`` engine records the untruncated one (the
@@ -225,7 +225,7 @@ def to_rollouts(samples: Sequence[SampleOutput], group_size: int, stop_ids: Sequ
                 tokenizer) -> Rollouts:
     """Plain samples (prompt-major) -> :class:`Rollouts`, exactly as the ``hf`` engine
     builds them: cut after the first stop token, ``finished`` when the completion ends
-    with one, log-probs [N, C] zero beyond each completion.
+    with one, log-probs [N, T] zero beyond each completion.
 
     ``prompts`` is None: the update re-encodes its micro-batches from the rendered
     prompts, so encoding N prompts here would be CPU time spent for nothing.
@@ -236,8 +236,8 @@ def to_rollouts(samples: Sequence[SampleOutput], group_size: int, stop_ids: Sequ
         c = cut_at_stop(s.token_ids, stop_ids)
         completions.append(c)
         finished.append(bool(c) and c[-1] in stops)
-    C = max((len(c) for c in completions), default=0)
-    logprobs = torch.zeros(len(samples), C)  # [N, C]
+    T = max((len(c) for c in completions), default=0)
+    logprobs = torch.zeros(len(samples), T)  # [N, T]
     for i, (s, c) in enumerate(zip(samples, completions)):
         if c:
             logprobs[i, : len(c)] = torch.tensor(s.logprobs[: len(c)], dtype=torch.float32)
