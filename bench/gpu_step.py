@@ -33,7 +33,7 @@ What it builds (no download: the values below are the checkpoints' published con
   temporary folder and loaded back by ``vlcohort.recipes.cohort.setup`` from a ``Config`` naming the
   folders (``agents.N.device=cuda``), exactly as a user's checkpoint is.
 
-What one step is: ``vlcohort.recipes.cohort.train_step`` (the step ``vlcohort train`` runs): B
+What one step is: ``vlcohort.recipes.step.train_step`` (the step ``vlcohort train`` runs): B
 synthetic multiple-choice prompts with a ``--image-size`` picture each -> each agent
 generates G completions (batched ``generate``, left padding; random weights never emit an
 end-of-turn, so every completion runs to ``--max-new-tokens``: a fixed workload) ->
@@ -375,7 +375,8 @@ def run_config(args, folders: dict[str, Path], out_dir: Path):
 def measure(args) -> dict:
     from transformers.utils import logging as hf_logging
 
-    from vlcohort.recipes.cohort import setup, train_step
+    from vlcohort.recipes.cohort import setup
+    from vlcohort.recipes.step import train_step
 
     hf_logging.disable_progress_bar()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gpu_step-"))

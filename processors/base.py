@@ -20,8 +20,8 @@ Most of the work is the same for every family (transformers' processors are unif
 enough); a family module overrides only what differs. Adding a family = one module with a
 subclass and one ``register`` line (see README, "Adding a model family").
 
-Dimension letters (DESIGN.md): N sequences (B prompts x G rollouts), T tokens per
-sequence (T = P + C: P prompt tokens, C completion tokens), V vocabulary, H hidden size.
+Dimension letters (DESIGN.md): N sequences (B prompts x G rollouts), L tokens per
+sequence (L = P + T: P prompt tokens, T completion tokens), V vocabulary, H hidden size.
 """
 
 from __future__ import annotations
@@ -124,9 +124,9 @@ class PromptBatch:
 class TrainingBatch:
     """Prompt + completion sequences for one batched forward pass.
 
-    ``inputs``: ``input_ids`` [N, P + C] (prompt left-padded, completion right-padded),
-    ``attention_mask`` [N, P + C], family tensors extended over the completion.
-    ``completion_ids`` [N, C] and ``completion_mask`` [N, C] (1 on real completion tokens).
+    ``inputs``: ``input_ids`` [N, P + T] (prompt left-padded, completion right-padded),
+    ``attention_mask`` [N, P + T], family tensors extended over the completion.
+    ``completion_ids`` [N, T] and ``completion_mask`` [N, T] (1 on real completion tokens).
     """
 
     inputs: dict[str, torch.Tensor]
@@ -305,21 +305,21 @@ class Adapter:
         N = ids.shape[0]
         if len(completions) != N:
             raise ValueError(f"{len(completions)} completions for {N} prompt rows")
-        C = max(1, max((len(c) for c in completions), default=1))
+        T = max(1, max((len(c) for c in completions), default=1))
         pad_id = self.pad_token_id()
-        comp = torch.full((N, C), pad_id, dtype=ids.dtype)  # [N, C]
-        comp_mask = torch.zeros((N, C), dtype=prompts.inputs["attention_mask"].dtype)
+        comp = torch.full((N, T), pad_id, dtype=ids.dtype)  # [N, T]
+        comp_mask = torch.zeros((N, T), dtype=prompts.inputs["attention_mask"].dtype)
         for i, c in enumerate(completions):
             if len(c):
                 comp[i, : len(c)] = torch.as_tensor(list(c), dtype=ids.dtype)
                 comp_mask[i, : len(c)] = 1
         inputs = dict(prompts.inputs)
-        inputs["input_ids"] = torch.cat([ids, comp], dim=1)  # [N, P + C]
+        inputs["input_ids"] = torch.cat([ids, comp], dim=1)  # [N, P + T]
         inputs["attention_mask"] = torch.cat([prompts.inputs["attention_mask"], comp_mask], 1)
         for key in self.per_token_keys:
             if key in inputs:
                 t = inputs[key]  # [N, P]
-                inputs[key] = torch.cat([t, torch.zeros((N, C), dtype=t.dtype)], dim=1)
+                inputs[key] = torch.cat([t, torch.zeros((N, T), dtype=t.dtype)], dim=1)
         return TrainingBatch(inputs=inputs, completion_ids=comp, completion_mask=comp_mask,
                              prompt_len=prompts.prompt_len)
 
@@ -333,7 +333,7 @@ class Adapter:
     # transformers model (a PEFT wrapper already unwrapped by the caller).
 
     def decoder_hidden_states(self, model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """*Family hook*: final hidden states [N, T, H] of the language model (vision
+        """*Family hook*: final hidden states [N, L, H] of the language model (vision
         features merged in), without the LM head, for a training batch's ``inputs``.
         Every supported family exposes its base as ``model.model``."""
         base = model.model

@@ -439,7 +439,7 @@ def forced_rollouts(agent, rendered, texts, group_size, temperature):
     prompts = adapter.encode_prompts([r for r in rendered for _ in range(group_size)])
     batch = adapter.encode_training(prompts, completions)
     with torch.no_grad():
-        logprobs = completion_logprobs(adapter, agent.model, batch, temperature)  # [N, C]
+        logprobs = completion_logprobs(adapter, agent.model, batch, temperature)  # [N, T]
     return Rollouts(prompts=prompts, completions=completions, texts=list(texts),
                     logprobs=logprobs * batch.completion_mask, finished=[True] * len(texts),
                     group_size=group_size)

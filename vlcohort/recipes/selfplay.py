@@ -16,7 +16,8 @@ config with ``method: self_play`` (``configs/self_play_tiny.yaml``).
              written, its p_hat, label, cluster share and reward), ``plots/self_play.png``
 
 Shapes: B challenger prompts per step, G completions per prompt (``rollout.*``), N = B x G
-questions, V of them valid, m solver samples per question, S prompts the solver trains on.
+questions, Q of them valid, K anchors in a solver step, m solver samples per question, S
+prompts the solver trains on. (V and A keep DESIGN's meanings, vocabulary and agents.)
 
 What is faithful (checked against R-Zero's released code, Chengsong-Huang/R-Zero):
 - the challenger's output format (``<question>...</question>`` then ``\\boxed{answer}``)
@@ -226,15 +227,15 @@ class QuestionBatch:
 
 @dataclass
 class Answers:
-    """The solver's m answers to the V valid questions and the step's anchors."""
+    """The solver's m answers to the Q valid questions and the step's anchors."""
 
-    rollouts: Rollouts | None  # (V + A) x m rows, questions first
-    rendered: list[RenderedPrompt]  # [V + A]
-    problems: list[Problem]  # [V + A]
-    answers: list[list[str | None]]  # [V + A][m]
-    p_hats: list[float]  # [V]
-    labels: list[str | None]  # [V] majority answers (None: no answer, or a tie that abstains)
-    n_questions: int  # V
+    rollouts: Rollouts | None  # (Q + K) x m rows, questions first
+    rendered: list[RenderedPrompt]  # [Q + K]
+    problems: list[Problem]  # [Q + K]
+    answers: list[list[str | None]]  # [Q + K][m]
+    p_hats: list[float]  # [Q]
+    labels: list[str | None]  # [Q] majority answers (None: no answer, or a tie that abstains)
+    n_questions: int  # Q
 
 
 def _draw_prompt(run: SelfPlayRun, step: int, b: int) -> tuple[list[Problem], Problem | None]:
@@ -341,16 +342,16 @@ def answer_questions(run: SelfPlayRun, step: int, batch: QuestionBatch,
                               temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
     rollouts = solver.engine.generate(rendered, m, sampling,
                                       seed=rollout_seed(cfg.run.seed, step, run.solver))
-    answers = extract_all(rollouts.texts_by_prompt(), cfg.reward.answer_style)  # [V + A][m]
-    V = len(valid)
-    votes = vote_all(answers[:V], problems[:V], tie=cfg.reward.tie, grader=run.grader)  # [V]
+    answers = extract_all(rollouts.texts_by_prompt(), cfg.reward.answer_style)  # [Q + K][m]
+    Q = len(valid)
+    votes = vote_all(answers[:Q], problems[:Q], tie=cfg.reward.tie, grader=run.grader)  # [Q]
     return Answers(rollouts=rollouts, rendered=rendered, problems=problems, answers=answers,
                    p_hats=[v.share for v in votes], labels=[v.label for v in votes],
-                   n_questions=V)
+                   n_questions=Q)
 
 
 def _per_question(batch: QuestionBatch, values: Sequence, fill=None) -> list:
-    """Spread [V] values of the valid questions over all N completions."""
+    """Spread [Q] values of the valid questions over all N completions."""
     out = [fill] * len(batch.problems)
     for n, v in zip(batch.valid, values, strict=True):
         out[n] = v
@@ -358,7 +359,7 @@ def _per_question(batch: QuestionBatch, values: Sequence, fill=None) -> list:
 
 
 def batch_penalties(run: SelfPlayRun, batch: QuestionBatch) -> list[float]:
-    """[V] repetition penalty of each valid question (share of the N in its cluster)."""
+    """[Q] repetition penalty of each valid question (share of the N in its cluster)."""
     return repetition_penalties([batch.questions[n] for n in batch.valid], len(batch.texts),
                                 run.cfg.self_play.bleu_threshold)
 
@@ -385,21 +386,21 @@ def train_solver(run: SelfPlayRun, answers: Answers, selected: Sequence[bool]
     answer) and the anchors (label: gold; advantages x ``anchor_weight``). Returns the
     number of generated questions trained on and the update's metrics."""
     cfg, agent, sp = run.cfg, run.agents[run.solver], run.cfg.self_play
-    V = answers.n_questions
-    rows = [v for v in range(V) if selected[v] and answers.labels[v] is not None]
+    Q = answers.n_questions
+    rows = [v for v in range(Q) if selected[v] and answers.labels[v] is not None]
     n_generated = len(rows)
     if sp.anchor_weight > 0:
-        rows += list(range(V, len(answers.problems)))
+        rows += list(range(Q, len(answers.problems)))
     if not rows:
         return 0, _update(agent, [], None, torch.zeros(0), cfg, cfg.rollout.max_new_tokens)
-    labels = [answers.labels[r] if r < V else answers.problems[r].gold for r in rows]
+    labels = [answers.labels[r] if r < Q else answers.problems[r].gold for r in rows]
     problems = [answers.problems[r] for r in rows]
     ans = [answers.answers[r] for r in rows]  # [S][m]
     sc = score(ans, labels, problems, run.grader)
     parsed = torch.tensor([[a is not None for a in row] for row in ans])  # [S, m]
     rewards = solver_rewards(sc.correct, parsed, sp.format_weight)  # [S, m]
     adv = grpo.group_advantages(rewards, scale=cfg.grpo.adv_scale)  # [S, m]
-    weight = torch.tensor([1.0 if r < V else sp.anchor_weight for r in rows])  # [S]
+    weight = torch.tensor([1.0 if r < Q else sp.anchor_weight for r in rows])  # [S]
     adv = (adv * weight[:, None]).reshape(-1)  # [S * m]
     rollouts = answers.rollouts.select_prompts(rows)
     update = _update(agent, [answers.rendered[r] for r in rows], rollouts, adv, cfg,
@@ -430,10 +431,10 @@ def question_metrics(run: SelfPlayRun, batch: QuestionBatch, answers: Answers,
                      penalties: Sequence[float], selected: Sequence[bool]) -> dict[str, float]:
     """R-Few's stability measures of the step's questions (``selfplay/...``)."""
     sp = run.cfg.self_play
-    N, V = len(batch.texts), answers.n_questions
+    N, Q = len(batch.texts), answers.n_questions
     qs = [batch.questions[n] for n in batch.valid]
-    out: dict[str, float] = {"selfplay/question_validity": V / max(1, N)}
-    if V:
+    out: dict[str, float] = {"selfplay/question_validity": Q / max(1, N)}
+    if Q:
         out["selfplay/p_hat_mean"] = float(np.mean(answers.p_hats))
         out.update({f"selfplay/p_hat_hist/{k}": v
                     for k, v in p_hat_histogram(answers.p_hats, sp.hist_bins).items()})
@@ -469,8 +470,8 @@ def step_updates(run: SelfPlayRun, step: int, phase: str, batch: QuestionBatch,
     question log. Returns (record, seconds grading, seconds updating)."""
     sp = run.cfg.self_play
     t0 = time.perf_counter()
-    penalties = batch_penalties(run, batch)  # [V]
-    selected = in_band(answers.p_hats, sp.band, sp.band_rule)  # [V]
+    penalties = batch_penalties(run, batch)  # [Q]
+    selected = in_band(answers.p_hats, sp.band, sp.band_rule)  # [Q]
     t_grading = time.perf_counter() - t0
     record: dict[str, Any] = {"step": step, "selfplay/phase": 0 if phase == "challenger" else 1}
     c_name, s_name = run.agents[run.challenger].name, run.agents[run.solver].name
@@ -486,13 +487,13 @@ def step_updates(run: SelfPlayRun, step: int, phase: str, batch: QuestionBatch,
     t_update = time.perf_counter() - t0
     step_schedules(run.agents)  # the schedules follow steps, trained or not
     record.update(question_metrics(run, batch, answers, penalties, selected))
-    V = answers.n_questions
+    Q = answers.n_questions
     if answers.answers:
         record[f"agent/{s_name}/parse_rate"] = float(np.mean(
             [a is not None for row in answers.answers for a in row]))
-    if len(answers.problems) > V:
+    if len(answers.problems) > Q:
         anchor_hits = [gold_match(a, p, run.grader)
-                       for p, row in zip(answers.problems[V:], answers.answers[V:]) for a in row]
+                       for p, row in zip(answers.problems[Q:], answers.answers[Q:]) for a in row]
         record["selfplay/solver/anchor_acc"] = float(np.mean(anchor_hits))
     log_questions(run, step, phase, batch, answers, penalties, selected, rewards)
     return record, t_grading, t_update

@@ -39,7 +39,7 @@ class Agent:
     layout: Any = None  # distributed.Layout when trained in an agent group
 
     def logprobs(self, batch, temperature: float) -> torch.Tensor:
-        """[n, C] completion log-probs of the policy, through DeepSpeed when it wraps the
+        """[n, T] completion log-probs of the policy, through DeepSpeed when it wraps the
         policy (ZeRO-3 needs its forward to go through the engine to accumulate
         gradients over micro-batches; measured: calling the module directly dropped the
         non-boundary micro-batches' gradients with deepspeed 0.19.8)."""

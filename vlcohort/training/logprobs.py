@@ -4,15 +4,15 @@ were drawn from: the model-agnostic maths over any family's adapter.
 One chunked pass serves every caller (the policy loss, the "old" and reference log-probs,
 the intrinsic rewards' token statistics, the warm-up): the decoder runs once to hidden
 states, then the LM head and ``log_softmax`` run over chunks of completion positions in
-float32, so that [N, C, V] logits never exist whole.
+float32, so that [N, T, V] logits never exist whole.
 
 The family knowledge it needs comes from the adapter's hooks (``processors.base.Adapter``):
 ``decoder_hidden_states`` (vision features merged in), ``lm_head``, ``logit_softcap``,
 ``suppressed_token_ids`` (placeholders generation never samples) and the default chunk
 ``options.logprob_chunk_tokens``.
 
-Dimension letters (DESIGN.md): N sequences (B prompts x G rollouts), T tokens per sequence
-(T = P + C: P prompt tokens, left-padded, then C completion tokens, right-padded), V
+Dimension letters (DESIGN.md): N sequences (B prompts x G rollouts), L tokens per sequence
+(L = P + T: P prompt tokens, left-padded, then T completion tokens, right-padded), V
 vocabulary, H hidden size.
 """
 
@@ -29,24 +29,24 @@ from processors.base import Adapter, TrainingBatch, unwrap
 
 @dataclass
 class CompletionStats:
-    """Per completion token, from one pass (:func:`completion_token_stats`); each [N, C],
+    """Per completion token, from one pass (:func:`completion_token_stats`); each [N, T],
     0 on padding."""
 
-    logprobs: torch.Tensor  # [N, C] log-prob of the sampled token under logits / temperature
-    self_certainty: torch.Tensor  # [N, C] KL(U || p) of the next-token distribution
-    entropy: torch.Tensor  # [N, C] H(p) of the next-token distribution
+    logprobs: torch.Tensor  # [N, T] log-prob of the sampled token under logits / temperature
+    self_certainty: torch.Tensor  # [N, T] KL(U || p) of the next-token distribution
+    entropy: torch.Tensor  # [N, T] H(p) of the next-token distribution
 
 
 def completion_logprobs(adapter: Adapter, model, batch: TrainingBatch, temperature: float = 1.0,
                         chunk_tokens: int | None = None) -> torch.Tensor:
     """Per-token log-probabilities of the completion tokens under ``model``.
 
-    ``batch``: the adapter's ``encode_training`` output (``input_ids`` [N, T],
-    ``completion_ids`` / ``completion_mask`` [N, C]). ``temperature`` divides the logits
+    ``batch``: the adapter's ``encode_training`` output (``input_ids`` [N, L],
+    ``completion_ids`` / ``completion_mask`` [N, T]). ``temperature`` divides the logits
     first (the distribution the sampler drew from); the family's suppressed placeholder ids
     are outside the distribution (probability 0). ``chunk_tokens``: completion positions
     per LM-head chunk ([N, chunk, V] at a time; None: ``adapter.options``'). Returns
-    [N, C] float32; padded positions hold 0. Differentiable: the trainer calls it with
+    [N, T] float32; padded positions hold 0. Differentiable: the trainer calls it with
     grad enabled for the policy loss.
     """
     return _chunked_pass(adapter, model, batch, temperature, chunk_tokens, stats=None)[0]
@@ -58,8 +58,8 @@ def completion_token_stats(adapter: Adapter, model, batch: TrainingBatch,
     """Log-probs of the completion tokens *and* statistics of the distribution each was
     drawn from, from one chunked pass (the LM head runs once per chunk for both).
 
-    ``logprobs`` [N, C] are exactly :func:`completion_logprobs`' (under logits /
-    ``temperature``). ``self_certainty`` and ``entropy`` [N, C] are
+    ``logprobs`` [N, T] are exactly :func:`completion_logprobs`' (under logits /
+    ``temperature``). ``self_certainty`` and ``entropy`` [N, T] are
     :func:`distribution_stats` of the next-token distribution at each completion position:
     of softmax(logits / temperature) when ``stats_temperature_scaled``, else of
     softmax(logits) (the model's own distribution, whatever the sampler's temperature).
@@ -79,17 +79,17 @@ def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: fl
     """The one chunk loop behind :func:`completion_logprobs` and
     :func:`completion_token_stats`. ``stats``: None = log-probs only; True / False = also
     per-token statistics, of the temperature-scaled / unscaled distribution.
-    Returns (logprobs, self_certainty or None, entropy or None), each [N, C]."""
+    Returns (logprobs, self_certainty or None, entropy or None), each [N, T]."""
     model = unwrap(model)
-    hidden = adapter.decoder_hidden_states(model, batch.inputs)  # [N, T, H], T = P + C
-    P, C = batch.prompt_len, batch.completion_ids.shape[1]
-    h = hidden[:, P - 1: P + C - 1]  # [N, C, H]: position t predicts completion token t
+    hidden = adapter.decoder_hidden_states(model, batch.inputs)  # [N, L, H], L = P + T
+    P, T = batch.prompt_len, batch.completion_ids.shape[1]
+    h = hidden[:, P - 1: P + T - 1]  # [N, T, H]: position t predicts completion token t
     head = adapter.lm_head(model)
     softcap = adapter.logit_softcap(model)
     suppressed = adapter.suppressed_token_ids()
     chunk = chunk_tokens or adapter.options.logprob_chunk_tokens
     out, out_sc, out_ent = [], [], []
-    for s in range(0, C, chunk):
+    for s in range(0, T, chunk):
         logits = head(h[:, s: s + chunk]).float()  # [N, c, V], c = this chunk's positions
         if softcap:
             logits = torch.tanh(logits / softcap) * softcap
@@ -104,8 +104,8 @@ def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: fl
             logits = logits / temperature
         logp = torch.log_softmax(logits, dim=-1)  # [N, c, V]
         out.append(logp.gather(-1, batch.completion_ids[:, s: s + chunk, None]).squeeze(-1))
-    mask = batch.completion_mask  # [N, C]
-    logprobs = torch.cat(out, dim=1) * mask  # [N, C]
+    mask = batch.completion_mask  # [N, T]
+    logprobs = torch.cat(out, dim=1) * mask  # [N, T]
     if stats is None:
         return logprobs, None, None
     return logprobs, torch.cat(out_sc, 1) * mask, torch.cat(out_ent, 1) * mask

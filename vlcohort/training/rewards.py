@@ -5,7 +5,7 @@ the problems) to that agent's *teacher labels* [B] (None = no label: the prompt 
 agent no learning signal); rewards are then 1 / 0 by the one grader (``grading.py``)
 against the label, plus an optional format term. An *intrinsic* source
 (``INTRINSIC_SOURCES``) needs no label and no answer: it maps per-token statistics of the
-agent's own next-token distributions over its completion ([N, C], from
+agent's own next-token distributions over its completion ([N, T], from
 ``logprobs.completion_token_stats``) to one reward per completion [B, G].
 
 | source         | reward of agent a's completion g on prompt b           | method    |
@@ -66,7 +66,7 @@ REWARD_SOURCES: dict[str, LabelFn] = {
 
 
 def _mean_over_tokens(per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """[N, C] per-token values, [N, C] 1/0 mask -> [N] mean over each row's real tokens
+    """[N, T] per-token values, [N, T] 1/0 mask -> [N] mean over each row's real tokens
     (0 for a row without any)."""
     real = mask.bool()
     return per_token.masked_fill(~real, 0.0).sum(1) / real.sum(1).clamp(min=1).to(per_token.dtype)
@@ -82,7 +82,7 @@ def _neg_entropy(self_certainty: torch.Tensor, entropy: torch.Tensor,
     return -_mean_over_tokens(entropy, mask)
 
 
-#: name -> fn(self_certainty [N, C], entropy [N, C], mask [N, C]) -> rewards [N].
+#: name -> fn(self_certainty [N, T], entropy [N, T], mask [N, T]) -> rewards [N].
 INTRINSIC_SOURCES: dict[str, Callable[..., torch.Tensor]] = {
     "self_certainty": _self_certainty,
     "entropy": _neg_entropy,
@@ -96,8 +96,8 @@ def is_intrinsic(source: str) -> bool:
 
 def intrinsic_rewards(source: str, self_certainty: torch.Tensor, entropy: torch.Tensor,
                       mask: torch.Tensor, group_size: int) -> torch.Tensor:
-    """Rewards [B, G] of an intrinsic source from per-token statistics [N, C] (rows
-    prompt-major, N = B x G) and the completion mask [N, C]."""
+    """Rewards [B, G] of an intrinsic source from per-token statistics [N, T] (rows
+    prompt-major, N = B x G) and the completion mask [N, T]."""
     try:
         fn = INTRINSIC_SOURCES[source]
     except KeyError:
@@ -226,7 +226,7 @@ def _label_reward(source: str) -> Callable[[RewardInputs], Reward]:
 
 def _intrinsic_reward(source: str) -> Callable[[RewardInputs], Reward]:
     def reward(x: RewardInputs) -> Reward:
-        st = x.token_stats()  # [n, C] statistics of the trained rollouts, n = len(trained) x G
+        st = x.token_stats()  # [n, T] statistics of the trained rollouts, n = len(trained) x G
         r = intrinsic_rewards(source, st.self_certainty, st.entropy, st.mask, x.group_size)
         return Reward([None] * len(x.problems), intrinsic_scored(r, len(x.problems), x.trained),
                       for_update={"old_logprobs": st.logprobs, "batches": st.batches},

@@ -2,7 +2,7 @@
 statistics pass an intrinsic reward makes before it.
 
 Shapes: N sequences (rows of the rollouts, prompt-major: row n belongs to prompt n // G),
-C completion tokens (padded), V vocabulary. The maths is ``grpo.py``; this module feeds it
+T completion tokens (padded), V vocabulary. The maths is ``grpo.py``; this module feeds it
 micro-batches and steps the optimizer. How gradients are taken and applied differs between
 one process (``loss.backward``, clip, ``optimizer.step``) and an agent group trained by
 DeepSpeed ZeRO (the engine's backward / step, group-wide flags and normaliser): that
@@ -44,9 +44,9 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
     return out
 
 
-def pad_to(t: torch.Tensor, C: int) -> torch.Tensor:
-    """[n, c] -> [n, C], zero-padded on the right."""
-    return t if t.shape[1] == C else torch.nn.functional.pad(t, (0, C - t.shape[1]))
+def pad_to(t: torch.Tensor, T: int) -> torch.Tensor:
+    """[n, t] -> [n, T], zero-padded on the right."""
+    return t if t.shape[1] == T else torch.nn.functional.pad(t, (0, T - t.shape[1]))
 
 
 # --------------------------------------------------------------------------- token statistics
@@ -60,10 +60,10 @@ class TokenStats:
     temperature, i.e. exactly the update's "old" log-probs; ``batches`` are the encoded
     micro-batches, reused by the update."""
 
-    logprobs: torch.Tensor  # [N, C]
-    self_certainty: torch.Tensor  # [N, C] KL(U || p) per completion token
-    entropy: torch.Tensor  # [N, C] H(p) per completion token
-    mask: torch.Tensor  # [N, C] 1 on real completion tokens
+    logprobs: torch.Tensor  # [N, T]
+    self_certainty: torch.Tensor  # [N, T] KL(U || p) per completion token
+    entropy: torch.Tensor  # [N, T] H(p) per completion token
+    mask: torch.Tensor  # [N, T] 1 on real completion tokens
     batches: list
 
     def token_mean(self, name: str) -> float:
@@ -77,18 +77,18 @@ def token_stats(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Roll
     current policy, in one chunked no-grad pass per micro-batch
     (``logprobs.completion_token_stats``). ``temperature_scaled``: statistics of
     softmax(logits / temperature) instead of softmax(logits)."""
-    N, C = len(rollouts.completions), rollouts.logprobs.shape[1]
+    N, T = len(rollouts.completions), rollouts.logprobs.shape[1]
     mbs = micro_batches(agent, rendered, rollouts, g.micro_batch_seqs,
                         next(agent.model.parameters()).device)
-    logp, sc, ent, mask = (torch.zeros(N, C) for _ in range(4))  # [N, C] each
+    logp, sc, ent, mask = (torch.zeros(N, T) for _ in range(4))  # [N, T] each
     with torch.no_grad(), agent.autocast(), agent.generation_context():  # ZeRO-3: gathered
         for rows, tb in mbs:
             st = completion_token_stats(agent.adapter, agent.model, tb, temperature,
                                         stats_temperature_scaled=temperature_scaled)
-            logp[rows] = pad_to(st.logprobs, C)
-            sc[rows] = pad_to(st.self_certainty, C)
-            ent[rows] = pad_to(st.entropy, C)
-            mask[rows] = pad_to(tb.completion_mask.float(), C)
+            logp[rows] = pad_to(st.logprobs, T)
+            sc[rows] = pad_to(st.self_certainty, T)
+            ent[rows] = pad_to(st.entropy, T)
+            mask[rows] = pad_to(tb.completion_mask.float(), T)
     return TokenStats(logprobs=logp, self_certainty=sc, entropy=ent, mask=mask, batches=mbs)
 
 
@@ -184,11 +184,11 @@ class UpdateBatch:
 
     batches: list  # [(rows, TrainingBatch)] micro-batches
     advantages: torch.Tensor  # [N]
-    rollout_logp: torch.Tensor  # [N, C] the sampler's log-probs
-    comp_mask: torch.Tensor  # [N, C] 1 on real completion tokens
-    mask: torch.Tensor  # [N, C] real tokens with a finite rollout log-prob
-    old: torch.Tensor | None  # [N, C] old log-probs (None: on-policy, from each forward)
-    ref: torch.Tensor | None  # [N, C] reference log-probs (None: no KL)
+    rollout_logp: torch.Tensor  # [N, T] the sampler's log-probs
+    comp_mask: torch.Tensor  # [N, T] 1 on real completion tokens
+    mask: torch.Tensor  # [N, T] real tokens with a finite rollout log-prob
+    old: torch.Tensor | None  # [N, T] old log-probs (None: on-policy, from each forward)
+    ref: torch.Tensor | None  # [N, T] reference log-probs (None: no KL)
     denom: torch.Tensor  # the loss normaliser of the whole batch
 
 
@@ -203,7 +203,7 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     is first evaluated, so old = logp.detach() of that very forward pass (one model pass
     saved, as TRL does); with more epochs a no-grad pass computes them first, unless the
     caller already made one before the update (an intrinsic reward's :func:`token_stats`)
-    and passes its log-probs as ``old_logprobs`` [N, C] (and its ``batches``): the same
+    and passes its log-probs as ``old_logprobs`` [N, T] (and its ``batches``): the same
     numbers, no extra pass. The IS weights compare old with the sampler's log-probs.
     Micro-batch losses use the full batch's normaliser, so their gradients add up to the
     full-batch gradient. A non-finite loss skips the optimizer step.
@@ -235,23 +235,23 @@ def update_batch(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
                  batches: list | None) -> UpdateBatch:
     """Micro-batches, masks, and the no-grad old / reference log-probs of an update."""
     device = next(agent.model.parameters()).device  # rollouts come on the CPU
-    N, C = len(rollouts.completions), rollouts.logprobs.shape[1]
-    rollout_logp = rollouts.logprobs.to(device)  # [N, C]
+    N, T = len(rollouts.completions), rollouts.logprobs.shape[1]
+    rollout_logp = rollouts.logprobs.to(device)  # [N, T]
     mbs = batches if batches is not None else micro_batches(agent, rendered, rollouts,
                                                             g.micro_batch_seqs, device)
-    comp_mask = torch.zeros(N, C, device=device)  # [N, C]
+    comp_mask = torch.zeros(N, T, device=device)  # [N, T]
     for rows, tb in mbs:
-        comp_mask[rows] = pad_to(tb.completion_mask.float(), C)
+        comp_mask[rows] = pad_to(tb.completion_mask.float(), T)
     mask = comp_mask * torch.isfinite(rollout_logp).float()  # NaN / inf rollout tokens out
     old = None if old_logprobs is None else old_logprobs.to(device)
     ref = None
     with torch.no_grad(), agent.autocast():
         if g.ppo_epochs > 1 and old is None:
-            old = torch.cat([pad_to(agent.logprobs(tb, temperature), C) for _, tb in mbs])
+            old = torch.cat([pad_to(agent.logprobs(tb, temperature), T) for _, tb in mbs])
         if g.kl_coef > 0:
             with agent.reference_context():
                 ref = torch.cat([pad_to(completion_logprobs(
-                    agent.adapter, agent.ref_forward_model, tb, temperature), C) for _, tb in mbs])
+                    agent.adapter, agent.ref_forward_model, tb, temperature), T) for _, tb in mbs])
     denom = opt.normaliser(grpo.aggregate_denominator(mask, g.loss_agg))
     return UpdateBatch(mbs, advantages.to(device), rollout_logp, comp_mask, mask, old, ref, denom)
 
@@ -266,8 +266,8 @@ def epoch_update(agent: Agent, ub: UpdateBatch, g: GRPOConfig, temperature: floa
     opt.begin()
     for k, (rows, tb) in enumerate(ub.batches):
         with agent.autocast():
-            logp = pad_to(agent.logprobs(tb, temperature), ub.rollout_logp.shape[1])  # [n, C]
-        old_mb = logp.detach() if ub.old is None else ub.old[rows]  # [n, C]
+            logp = pad_to(agent.logprobs(tb, temperature), ub.rollout_logp.shape[1])  # [n, T]
+        old_mb = logp.detach() if ub.old is None else ub.old[rows]  # [n, T]
         weights = None
         if g.is_mode != "off":
             weights, st_is = grpo.importance_weights(  # masks and counts NaN/inf itself

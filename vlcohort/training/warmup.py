@@ -49,7 +49,7 @@ def _sequence_logprobs(adapter, model, rendered, completions) -> torch.Tensor:
     """[N] summed log-probs of ``completions[i]`` after ``rendered[i]``."""
     batch = adapter.encode_training(adapter.encode_prompts(rendered), completions)
     batch = batch.to(next(model.parameters()).device)
-    lp = completion_logprobs(adapter, model, batch)  # [N, C]
+    lp = completion_logprobs(adapter, model, batch)  # [N, T]
     return (lp * batch.completion_mask).sum(dim=1)
 
 
