@@ -207,6 +207,7 @@ def evaluate(run: Run) -> dict[str, float]:
 
 
 def save(run: Run) -> Path:
+    """A checkpoint: every local agent, the data streams, counters and the monitor."""
     state = {"stream": run.stream.state(), "shards": [s.state() for s in run.shards],
              "skipped_records": run.skipped_records,
              "no_signal_steps": run.no_signal_steps,
@@ -215,6 +216,7 @@ def save(run: Run) -> Path:
 
 
 def cleanup(run: Run) -> None:
+    """Final checkpoint, process groups down, plots and the run's summary lines."""
     cfg = run.cfg
     if cfg.checkpoint.at_end and run.step > 0:
         folder = save(run)
@@ -238,6 +240,7 @@ def cleanup(run: Run) -> None:
 
 
 def summary(run: Run, record: dict[str, Any]) -> str:
+    """The progress line of a step's record."""
     return summary_line(record, run.names)
 
 

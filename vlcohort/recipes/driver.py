@@ -25,6 +25,7 @@ class TrainingError(RunError):
 
 
 def bad_streak_error(streak: int, limit: int) -> TrainingError:
+    """The error of ``streak`` steps in a row whose update was skipped (non-finite loss)."""
     return TrainingError(
         f"{streak} steps in a row with a NaN / inf loss (run.max_bad_steps={limit}); stopped. "
         "Lower the learning rate, enable gradient clipping (grpo.max_grad_norm) or check the "
@@ -101,10 +102,12 @@ def step_schedules(agents: list) -> None:
 
 
 def _nothing(run) -> None:
+    """No start hook."""
     return None
 
 
 def _no_watch(run, record: dict, step: int) -> Callable[[Path], str] | None:
+    """No watch: never stops the run."""
     return None
 
 

@@ -410,6 +410,7 @@ def train_solver(run: SelfPlayRun, answers: Answers, selected: Sequence[bool]
 
 def _update(agent: Agent, rendered, rollouts, adv: torch.Tensor, cfg: Config,
             length_norm: int) -> dict[str, float]:
+    """A GRPO update when some advantage is non-zero, else the metrics of no update."""
     if rollouts is not None and bool((adv != 0).any()):
         return update_agent(agent, rendered, rollouts, adv, cfg.grpo, cfg.rollout.temperature,
                             length_norm=length_norm)
@@ -533,48 +534,20 @@ def _truncate_jsonl(path: Path, step: int) -> None:
 
 
 def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
+    """Resolved config saved; the anchor pool drawn; both agents built; the image mode and
+    the renderable pool settled; resume from a checkpoint."""
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     run_dir = Path(resume) if resume is not None else Path(cfg.run.output_dir)
     seed_everything(cfg.run.seed)
     save_resolved(cfg, run_dir)
-    sp = cfg.self_play
     challenger, solver = self_play_roles(cfg)
-    pool, no_gold = anchor_pool(load_problems(cfg), sp.anchor_pool_size, cfg.run.seed)
-    if no_gold:
-        print(f"anchor pool: {no_gold} problems without gold left out", file=sys.stderr)
-    if len(pool) < sp.anchor_pool_size:
-        print(f"anchor pool: {len(pool)} problems with gold (self_play.anchor_pool_size="
-              f"{sp.anchor_pool_size})", file=sys.stderr)
-    if len(pool) < max(1, sp.anchors_per_prompt):
-        raise TrainingError(f"self_play: the anchor pool has {len(pool)} problems with gold; "
-                            f"self_play.anchors_per_prompt={sp.anchors_per_prompt} needs at "
-                            "least that many (and images or anchors need one): check data.*")
+    pool = labelled_pool(cfg)
     folder = checkpoint_to_resume(run_dir, resume)
     agents = [build_agent(mc, cfg, weights_from=str(folder / mc.name) if folder else None)
               for mc in cfg.agents]
-    multimodal = agents[challenger].adapter.is_multimodal and agents[solver].adapter.is_multimodal
-    pool_images = any(p.images for p in pool)
-    if sp.images == "on" and not multimodal:
-        raise TrainingError("self_play.images=on: both roles must take images, but "
-                            + " and ".join(f"agent {a.name!r} ({a.family})" for a in
-                                           (agents[challenger], agents[solver])
-                                           if not a.adapter.is_multimodal)
-                            + " is text-only; set self_play.images=off")
-    images = sp.images == "on" or (sp.images == "auto" and multimodal and pool_images)
-    if pool_images and sp.anchors_per_step and not agents[solver].adapter.is_multimodal:
-        raise TrainingError(f"self_play: the solver {agents[solver].name!r} is text-only but "
-                            "the anchor pool (data.*) has images it cannot see; use text "
-                            "problems (data.source=file) or set self_play.anchors_per_step=0")
-    renderers = ([agents[solver]] if sp.anchors_per_step or images else []) + \
-        ([agents[challenger]] if images else [])
-    pool, broken = usable_pool(pool, renderers, cfg)
-    if broken:
-        print(f"anchor pool: left out {sum(broken.values())} problems that do not render "
-              f"(by reason: {broken})", file=sys.stderr)
-    if len(pool) < max(1, sp.anchors_per_prompt):
-        raise TrainingError(f"self_play: {len(pool)} pool problems render; "
-                            f"self_play.anchors_per_prompt={sp.anchors_per_prompt} needs more")
+    images = image_mode(cfg, agents[challenger], agents[solver], pool)
+    pool = renderable_pool(cfg, pool, agents[challenger], agents[solver], images)
     run = SelfPlayRun(cfg=cfg, dir=run_dir, agents=agents, challenger=challenger, solver=solver,
                       pool=pool, images=images,
                       logger=MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard),
@@ -591,11 +564,62 @@ def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
     return run
 
 
+def labelled_pool(cfg: Config) -> list[Problem]:
+    """The anchor pool: ``self_play.anchor_pool_size`` problems with gold from ``data.*``."""
+    sp = cfg.self_play
+    pool, no_gold = anchor_pool(load_problems(cfg), sp.anchor_pool_size, cfg.run.seed)
+    if no_gold:
+        print(f"anchor pool: {no_gold} problems without gold left out", file=sys.stderr)
+    if len(pool) < sp.anchor_pool_size:
+        print(f"anchor pool: {len(pool)} problems with gold (self_play.anchor_pool_size="
+              f"{sp.anchor_pool_size})", file=sys.stderr)
+    if len(pool) < max(1, sp.anchors_per_prompt):
+        raise TrainingError(f"self_play: the anchor pool has {len(pool)} problems with gold; "
+                            f"self_play.anchors_per_prompt={sp.anchors_per_prompt} needs at "
+                            "least that many (and images or anchors need one): check data.*")
+    return pool
+
+
+def image_mode(cfg: Config, challenger: Agent, solver: Agent, pool: list[Problem]) -> bool:
+    """Whether challenger prompts and questions carry a pool item's picture
+    (``self_play.images``); an impossible combination is an error saying what to set."""
+    sp = cfg.self_play
+    multimodal = challenger.adapter.is_multimodal and solver.adapter.is_multimodal
+    pool_images = any(p.images for p in pool)
+    if sp.images == "on" and not multimodal:
+        raise TrainingError("self_play.images=on: both roles must take images, but "
+                            + " and ".join(f"agent {a.name!r} ({a.family})" for a in
+                                           (challenger, solver) if not a.adapter.is_multimodal)
+                            + " is text-only; set self_play.images=off")
+    if pool_images and sp.anchors_per_step and not solver.adapter.is_multimodal:
+        raise TrainingError(f"self_play: the solver {solver.name!r} is text-only but "
+                            "the anchor pool (data.*) has images it cannot see; use text "
+                            "problems (data.source=file) or set self_play.anchors_per_step=0")
+    return sp.images == "on" or (sp.images == "auto" and multimodal and pool_images)
+
+
+def renderable_pool(cfg: Config, pool: list[Problem], challenger: Agent, solver: Agent,
+                    images: bool) -> list[Problem]:
+    """The pool problems every role that shows them can render (the others counted)."""
+    sp = cfg.self_play
+    renderers = ([solver] if sp.anchors_per_step or images else []) + ([challenger] if images else [])
+    pool, broken = usable_pool(pool, renderers, cfg)
+    if broken:
+        print(f"anchor pool: left out {sum(broken.values())} problems that do not render "
+              f"(by reason: {broken})", file=sys.stderr)
+    if len(pool) < max(1, sp.anchors_per_prompt):
+        raise TrainingError(f"self_play: {len(pool)} pool problems render; "
+                            f"self_play.anchors_per_prompt={sp.anchors_per_prompt} needs more")
+    return pool
+
+
 def save(run: SelfPlayRun) -> Path:
+    """A checkpoint: both agents and the invalid-question counts."""
     return save_run(run, {"skipped_questions": run.skipped})
 
 
 def summary_line(run: SelfPlayRun, record: dict[str, Any]) -> str:
+    """The progress line of a self-play step."""
     phase = "challenger" if record["selfplay/phase"] == 0 else "solver"
     name = run.agents[run.challenger if phase == "challenger" else run.solver].name
     bits = [f"step {record['step']} {phase}",
@@ -610,6 +634,7 @@ def summary_line(run: SelfPlayRun, record: dict[str, Any]) -> str:
 
 
 def cleanup(run: SelfPlayRun) -> None:
+    """Final checkpoint, the self-play plot, invalid-question counts, where results are."""
     if run.cfg.checkpoint.at_end and run.step > 0:
         print(f"checkpoint: {save(run)}")
     run.logger.close()

@@ -172,6 +172,7 @@ class DeepSpeedStep(OptimizerStep):
 
 
 def optimizer_step(agent: Agent, g: GRPOConfig) -> OptimizerStep:
+    """The agent's way of taking gradients: DeepSpeed's in an agent group, else plain."""
     return (OptimizerStep if agent.ds_engine is None else DeepSpeedStep)(agent, g.max_grad_norm)
 
 
