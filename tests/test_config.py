@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from vlcohort.typed_yaml import ConfigError
 from vlcohort.config import (
-    ConfigError,
     default_config,
     derived_totals,
     field_docs,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from vlcohort.config import DEMO_RECIPE, ConfigError, default_config, load_config
+from vlcohort.config import DEMO_RECIPE, default_config, load_config
+from vlcohort.typed_yaml import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vlcohort.cli import main
-from vlcohort.config import ConfigError, MonitorConfig, load_config
+from vlcohort.config import MonitorConfig, load_config
+from vlcohort.typed_yaml import ConfigError
 from vlcohort.analysis.dynamics import Monitor, answer_diversity, group_reward_std, spike_ratio
 from vlcohort.analysis.metrics import read_metrics
 from vlcohort.answers.voting import majority_vote

@@ -24,7 +24,8 @@ from vlcohort.training import grpo
 from vlcohort.training.agent import build_agent
 from vlcohort.training.update import token_stats, update_agent
 from vlcohort.cli import main
-from vlcohort.config import ConfigError, load_config
+from vlcohort.config import load_config
+from vlcohort.typed_yaml import ConfigError
 from vlcohort.analysis.metrics import documented, read_metrics
 from vlcohort.data.problems import Problem
 from vlcohort.rollout.base import SamplingParams

@@ -39,7 +39,7 @@ def test_no_trust_remote_code_true_hard_coded():
 
 def test_readme_lists_every_metric_and_method():
     """README tables stay true to the code: every documented metric key and every method."""
-    from vlcohort.config import METHOD_SOURCES
+    from vlcohort.config_checks import METHOD_SOURCES
     from vlcohort.analysis.metrics import METRIC_DOCS
 
     readme = (ROOT / "README.md").read_text()

@@ -229,7 +229,8 @@ def test_view_from_column_and_rewrite_file(tmp_path):
 
 
 def test_config_keys_for_data_and_views(tmp_path):
-    from vlcohort.config import ConfigError, default_config
+    from vlcohort.config import default_config
+    from vlcohort.typed_yaml import ConfigError
 
     cfg = default_config(["data.source=file", f"data.path={tmp_path}", "data.preset=mmr1",
                           "data.columns.id=uid", "data.limit=5",
@@ -328,7 +329,8 @@ def test_math_preset_and_where_filter(tmp_path):
 
 def test_where_reaches_the_loader_from_the_config(tmp_path):
     """``data.where`` in a config is what ``train.load_problems`` filters by."""
-    from vlcohort.config import ConfigError, load_config
+    from vlcohort.config import load_config
+    from vlcohort.typed_yaml import ConfigError
     from vlcohort.data.sources import load_problems
 
     path = tmp_path / "math.jsonl"

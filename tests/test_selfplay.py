@@ -19,7 +19,8 @@ from safetensors.torch import load_file
 from vlcohort.recipes import selfplay as sp
 from vlcohort.recipes import selfplay_math as spm
 from vlcohort.cli import main
-from vlcohort.config import ConfigError, load_config
+from vlcohort.config import load_config
+from vlcohort.typed_yaml import ConfigError
 from vlcohort.analysis.metrics import documented, read_metrics
 from vlcohort.data.problems import Problem
 from vlcohort.rollout.base import Rollouts
@@ -329,7 +330,7 @@ def test_bad_self_play_config_names_the_key(overrides, match):
 
 def test_roles_by_index_and_no_reward_source():
     cfg = load_config(RECIPE, ["self_play.challenger=1", "self_play.solver=0"])
-    from vlcohort.config import self_play_roles
+    from vlcohort.config_checks import self_play_roles
 
     assert self_play_roles(cfg) == (1, 0)
     assert cfg.reward.source is None and cfg.method == "self_play"

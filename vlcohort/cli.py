@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vlcohort.config import DEMO_RECIPE, Config, ConfigError, field_docs, load_config, resolved_text
+from vlcohort.config import DEMO_RECIPE, Config, field_docs, load_config, resolved_text
+from vlcohort.typed_yaml import ConfigError
 from vlcohort.errors import RunError
 
 

@@ -22,10 +22,8 @@ import yaml
 
 from processors.base import AdapterOptions
 from vlcohort import typed_yaml
-from vlcohort.config_checks import (CHOICES, METHOD_SOURCES, MONITOR_SIGNALS,  # noqa: F401
-                            RECIPE_METHODS, agent_reward_source, self_play_roles, validate)
-from vlcohort.typed_yaml import (ConfigError, build, read_yaml_mapping, set_dotted,  # noqa: F401
-                         split_override)
+from vlcohort.config_checks import validate
+from vlcohort.typed_yaml import build, read_yaml_mapping, set_dotted, split_override
 
 
 # ----------------------------------------------------------------------------- sections

@@ -39,7 +39,8 @@ from typing import Any, Sequence
 
 import torch
 
-from vlcohort.config import MONITOR_SIGNALS, MonitorConfig
+from vlcohort.config import MonitorConfig
+from vlcohort.config_checks import MONITOR_SIGNALS
 
 SIGNALS = MONITOR_SIGNALS  # ("reward_collapse", "degeneration", "divergence")
 DIVERGENCE_KEYS = ("loss", "kl")  # agent/<a>/<key> values watched for spikes

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import sys
 
-from vlcohort.config import Config, ConfigError, agent_reward_source
+from vlcohort.config import Config
+from vlcohort.config_checks import agent_reward_source
+from vlcohort.typed_yaml import ConfigError
 from vlcohort.data.problems import Problem
 
 #: The held-out problems are drawn from the training families with the run seed plus this

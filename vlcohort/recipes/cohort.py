@@ -23,7 +23,6 @@ Departures from the paper's published code, on purpose:
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,54 +31,21 @@ import torch
 from processors import adapter_for
 from vlcohort.analysis.dynamics import STOP_HINTS, Monitor
 from vlcohort.analysis.metrics import MetricsLogger, summary_line
-from vlcohort.answers.grading import Grader, get_grader
+from vlcohort.answers.grading import get_grader
 from vlcohort.config import Config, load_config, save_resolved
 from vlcohort.data.problems import Problem
 from vlcohort.data.sources import load_eval_problems, load_problems
 from vlcohort.data.stream import ProblemStream
 from vlcohort.recipes.driver import (Recipe, TrainingError, checkpoint_to_resume, drive, loop,
                                      restore_agents, save_run, say, seed_everything)
-from vlcohort.recipes.step import train_step
+from vlcohort.recipes.step import Run, train_step
 from vlcohort.training import checkpoint as ckpt
 from vlcohort.training import distributed as dist_
-from vlcohort.training.agent import Agent, adapter_options, build_agent
+from vlcohort.training.agent import adapter_options, build_agent
 
 #: ``data.decouple``: agent a's shard is shuffled with seed ``run.seed * SHARD_SEED_STRIDE +
 #: a``, a prime stride so the A shard orders never coincide with each other or the stream's.
 SHARD_SEED_STRIDE = 1009
-
-
-@dataclass
-class Run:
-    """One training run. ``agents`` are the agents trained in *this process* (all of them in
-    a single process; the rank's own agent in an agent group); ``adapters`` and ``names``
-    cover the whole cohort, so every rank renders and votes for every agent."""
-
-    cfg: Config
-    dir: Path
-    agents: list[Agent]
-    stream: ProblemStream
-    logger: MetricsLogger
-    grader: Grader
-    layout: dist_.Layout  # one process: a Layout of W = 1
-    adapters: list = field(default_factory=list)  # [A] every agent's adapter (rendering)
-    local: list[int] = field(default_factory=list)  # cohort indices of ``agents``
-    eval_problems: list[Problem] = field(default_factory=list)
-    shards: list[ProblemStream] = field(default_factory=list)  # data.decouple: [A]
-    step: int = 0  # last completed step
-    bad_steps_in_row: int = 0
-    skipped_records: dict[str, int] = field(default_factory=dict)
-    no_signal_steps: int = 0
-    monitor: Monitor | None = None  # collapse / divergence watch (monitor.enable)
-    owns_layout: bool = True  # shut the process groups down at cleanup
-
-    @property
-    def names(self) -> list[str]:
-        return [mc.name for mc in self.cfg.agents]
-
-    @property
-    def talks(self) -> bool:
-        return self.layout.is_logger
 
 
 # ============================================================================ setup

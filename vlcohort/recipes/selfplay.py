@@ -98,7 +98,8 @@ from processors.base import IMAGE_PLACEHOLDER
 
 from vlcohort.analysis.metrics import MetricsLogger
 from vlcohort.answers.grading import Grader, get_grader
-from vlcohort.config import Config, save_resolved, self_play_roles
+from vlcohort.config import Config, save_resolved
+from vlcohort.config_checks import self_play_roles
 from vlcohort.data.problems import Problem, split_options
 from vlcohort.data.sources import load_problems
 from vlcohort.recipes.driver import (Recipe, TrainingError, checkpoint_to_resume, drive,

@@ -1,4 +1,5 @@
-"""One cohort step as a straight pipeline over one :class:`AgentStep` record per agent.
+"""One cohort step as a straight pipeline over one :class:`AgentStep` record per agent,
+and the :class:`Run` state it reads (built by ``cohort.setup``).
 
     next_prompts      P problems every agent can render; each agent's rendering   rendered [P]
     generate          local agents sample G completions per prompt              rollouts [P_r x G]
@@ -20,29 +21,65 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from processors import ProblemInputError
-from vlcohort.analysis.dynamics import answer_diversity, group_reward_std
-from vlcohort.config import agent_reward_source
+from vlcohort.analysis.dynamics import Monitor, answer_diversity, group_reward_std
+from vlcohort.analysis.metrics import MetricsLogger
+from vlcohort.answers.grading import Grader
+from vlcohort.config import Config
+from vlcohort.config_checks import agent_reward_source
 from vlcohort.data.problems import Problem
+from vlcohort.data.stream import ProblemStream
 from vlcohort.data.views import view_of
 from vlcohort.recipes.driver import TrainingError, rollout_seed
 from vlcohort.rollout.base import Rollouts, SamplingParams
 from vlcohort.training import grpo
-from vlcohort.training.distributed import StepPlan, step_plan
+from vlcohort.training.agent import Agent
+from vlcohort.training.distributed import Layout, StepPlan, step_plan
 from vlcohort.training.rewards import Reward, RewardInputs, extract_all, gold_match, reward_of, vote_all
 from vlcohort.training.update import token_stats, update_agent
-
-if TYPE_CHECKING:
-    from vlcohort.recipes.cohort import Run
 
 #: Rollout seeds of the R ranks of one agent group differ by multiples of this prime, so a
 #: group's ranks never sample the same stream (``rollout_seed`` spaces steps by 1_009).
 RANK_SEED_STRIDE = 7919
+
+
+@dataclass
+class Run:
+    """One training run. ``agents`` are the agents trained in *this process* (all of them in
+    a single process; the rank's own agent in an agent group); ``adapters`` and ``names``
+    cover the whole cohort, so every rank renders and votes for every agent."""
+
+    cfg: Config
+    dir: Path
+    agents: list[Agent]
+    stream: ProblemStream
+    logger: MetricsLogger
+    grader: Grader
+    layout: Layout  # one process: a Layout of W = 1
+    adapters: list = field(default_factory=list)  # [A] every agent's adapter (rendering)
+    local: list[int] = field(default_factory=list)  # cohort indices of ``agents``
+    eval_problems: list[Problem] = field(default_factory=list)
+    shards: list[ProblemStream] = field(default_factory=list)  # data.decouple: [A]
+    step: int = 0  # last completed step
+    bad_steps_in_row: int = 0
+    skipped_records: dict[str, int] = field(default_factory=dict)
+    no_signal_steps: int = 0
+    monitor: Monitor | None = None  # collapse / divergence watch (monitor.enable)
+    owns_layout: bool = True  # shut the process groups down at cleanup
+
+    @property
+    def names(self) -> list[str]:
+        return [mc.name for mc in self.cfg.agents]
+
+    @property
+    def talks(self) -> bool:
+        return self.layout.is_logger
 
 
 @dataclass
