@@ -4,8 +4,10 @@ progress, checkpoint cadence, Ctrl-C and cleanup.
 A recipe (the cohort loop of ``cohort.py``, the challenger / solver phases of
 ``selfplay.py``; the comparison arms run the cohort recipe once per arm) gives the driver
 a :class:`Recipe`: how to take one step, save, clean up and summarise a record. Its run
-object carries ``cfg``, ``dir``, ``agents``, ``logger``, ``step`` (the last completed
-step), ``bad_steps_in_row`` and ``talks`` (whether this process prints).
+object carries ``cfg``, ``dir``, ``agents`` (those trained in this process), ``names``
+(every agent's: an agent group's record holds all of them, so every rank keeps the same
+streak), ``logger``, ``step`` (the last completed step), ``bad_steps_in_row`` and ``talks``
+(whether this process prints).
 """
 
 from __future__ import annotations
@@ -148,7 +150,7 @@ def loop(run, recipe: Recipe) -> None:
     breaks nor extends it), show progress, stop on a streak or a watch, save every
     ``checkpoint.every`` steps."""
     cfg = run.cfg
-    names = [a.name for a in run.agents]
+    names = run.names  # the whole cohort: every rank decides from the same record
     recipe.start(run)
     with progress(run) as bar:
         while run.step < cfg.run.steps:

@@ -201,6 +201,10 @@ class SelfPlayRun:
     talks: bool = True  # one process: it prints
 
     @property
+    def names(self) -> list[str]:
+        return [a.name for a in self.agents]
+
+    @property
     def questions_path(self) -> Path:
         return self.dir / "questions.jsonl"
 

@@ -97,6 +97,9 @@ class AgentStep:
     lengths: torch.Tensor | None = None  # [P x G] completion lengths in tokens
     finished: list = field(default_factory=list)  # [P x G] stopped before max_new_tokens
     votes: list = field(default_factory=list)  # [P] the agent's own plurality votes
+    trained: list = field(default_factory=list)  # [n] its prompts this rank trains on
+    trained_rollouts: Rollouts | None = None  # [n x G] their rollouts
+    trained_rendered: list = field(default_factory=list)  # [n] their renderings
     reward: Reward | None = None  # labels [P], scored rewards [P, G] (rewards.py)
     advantages: torch.Tensor | None = None  # [P, G] group-normalised
     has_signal: bool = False  # some advantage of its own prompts is non-zero
@@ -212,13 +215,13 @@ def vote(run: Run, cohort: list[AgentStep], problems: list[Problem]) -> None:
         a.votes = vote_all(a.answers, problems, r.tie, r.min_share, run.grader)
 
 
-def trained_rollouts(run: Run, a: AgentStep, plan: StepPlan) -> tuple[list[int], Rollouts, list]:
-    """(prompts, rollouts [n x G], renderings [n]) of what local agent ``a`` trains on: its
-    own prompts (all, or its ``data.decouple`` block) that this rank generated."""
-    trained = plan.trained(a.index)
-    if trained == list(plan.generated):
-        return trained, a.rollouts, [a.rendered[b] for b in plan.generated]
-    return trained, a.rollouts.select_prompts(plan.positions(trained)), [a.rendered[b] for b in trained]
+def select_trained(a: AgentStep, plan: StepPlan) -> None:
+    """What local agent ``a`` trains on: its own prompts (all, or its ``data.decouple``
+    block) that this rank generated, their rollouts [n x G] and renderings [n]."""
+    a.trained = plan.trained(a.index)
+    a.trained_rendered = [a.rendered[b] for b in a.trained]
+    same = a.trained == list(plan.generated)
+    a.trained_rollouts = a.rollouts if same else a.rollouts.select_prompts(plan.positions(a.trained))
 
 
 def reward(run: Run, cohort: list[AgentStep], problems: list[Problem], plan: StepPlan) -> float | None:
@@ -229,7 +232,8 @@ def reward(run: Run, cohort: list[AgentStep], problems: list[Problem], plan: Ste
     spent: list[float] = []
     for i, agent in zip(run.local, run.agents):
         a = cohort[i]
-        trained, ro, rend = trained_rollouts(run, a, plan)
+        select_trained(a, plan)
+        rend, ro = a.trained_rendered, a.trained_rollouts
 
         def stats(agent=agent, rend=rend, ro=ro):
             t0 = time.perf_counter()
@@ -240,7 +244,7 @@ def reward(run: Run, cohort: list[AgentStep], problems: list[Problem], plan: Ste
 
         a.reward = reward_of(agent_reward_source(cfg, i), RewardInputs(
             agent=i, answers=a.answers, votes=[c.votes for c in cohort], problems=problems,
-            trained=trained, token_stats=stats, group_size=cfg.rollout.rollouts_per_prompt,
+            trained=a.trained, token_stats=stats, group_size=cfg.rollout.rollouts_per_prompt,
             grader=run.grader, topology=cfg.reward.topology, tie=cfg.reward.tie,
             format_weight=cfg.reward.format_weight))
         a.advantages = grpo.group_advantages(a.reward.scored.rewards, scale=cfg.grpo.adv_scale,
@@ -255,13 +259,13 @@ def update(run: Run, cohort: list[AgentStep], plan: StepPlan) -> None:
     cfg = run.cfg
     for i, agent in zip(run.local, run.agents):
         a = cohort[i]
-        trained, ro, rend = trained_rollouts(run, a, plan)
         own = torch.tensor(plan.owned[i], dtype=torch.long)
         a.has_signal = run.layout.group_any(bool((a.advantages[own] != 0).any()),
                                             "whether the group has a signal")
         if a.has_signal:
-            adv = a.advantages[torch.tensor(trained, dtype=torch.long)].reshape(-1)  # [n x G]
-            a.update = update_agent(agent, rend, ro, adv, cfg.grpo, cfg.rollout.temperature,
+            adv = a.advantages[torch.tensor(a.trained, dtype=torch.long)].reshape(-1)  # [n x G]
+            a.update = update_agent(agent, a.trained_rendered, a.trained_rollouts, adv,
+                                    cfg.grpo, cfg.rollout.temperature,
                                     length_norm=cfg.rollout.max_new_tokens, **a.reward.for_update)
         else:
             a.update = {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
