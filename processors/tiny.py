@@ -39,7 +39,7 @@ from typing import Callable
 
 TINY_PREFIX = "tiny:"
 # Bump when a builder changes, so that cached folders from an older builder are not reused.
-BUILDER_VERSION = "4"
+BUILDER_VERSION = "5"
 
 # The corpus the tiny tokenizers are trained on: the words the demo, tests and answer
 # formats use, so that common words are single tokens and sequences stay short.
@@ -211,10 +211,26 @@ def _train_gemma_bpe(special_tokens: list[str], named: dict | None = None, vocab
     )
     tok.train_from_iterator(_CORPUS * 4, trainer=trainer)
     state = json.loads(tok.to_str())["model"]
+    vocab = dict(state["vocab"])
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in state["merges"]]
-    tokenizer = GemmaTokenizer(vocab=dict(state["vocab"]), merges=merges, **_named_kwargs(named))
+    _add_newline_runs(vocab, merges)
+    tokenizer = GemmaTokenizer(vocab=vocab, merges=merges, **_named_kwargs(named))
     tokenizer.add_special_tokens({"additional_special_tokens": special_tokens})
     return tokenizer
+
+
+def _add_newline_runs(vocab: dict[str, int], merges: list[tuple[str, str]]) -> None:
+    """Give a Gemma vocabulary the tokens "\\n" .. "\\n\\n\\n\\n", in place, as the real one
+    has: vLLM's Gemma-3 code looks them up by text (``vocab["\\n\\n"]``, to re-tokenise the
+    newlines around an image). Without them "\\n" is the byte-fallback ``<0x0A>``; with
+    them, runs of newlines encode as single tokens, as in the published tokenizer."""
+    runs = ["\n" * k for k in range(1, 5)]
+    for run in runs:
+        if run not in vocab:
+            vocab[run] = len(vocab)
+    for left, right in (("\n", "\n"), ("\n\n", "\n"), ("\n\n", "\n\n")):
+        if (left, right) not in merges:
+            merges.append((left, right))
 
 
 # ------------------------------------------------------------------------------ builders
@@ -242,10 +258,10 @@ def _build_qwen2_5_vl(out: Path, seed: int) -> None:
     config = Qwen2_5_VLConfig(
         text_config=dict(
             vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,  # head_dim 32
             max_position_embeddings=4096,
             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0,
-                             "mrope_section": [2, 3, 3]},
+                             "mrope_section": [4, 6, 6]},  # sums to head_dim / 2 (real: 16, 24, 24)
             bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
             eos_token_id=ids["<|im_end|>"], pad_token_id=tokenizer.pad_token_id,
         ),
@@ -283,7 +299,7 @@ def _build_qwen2(out: Path, seed: int) -> None:
     tokenizer.chat_template = _chatml_text_template()
     config = Qwen2Config(
         vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,  # head_dim 32
         bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=True,
@@ -327,8 +343,8 @@ def _build_internvl3_5(out: Path, seed: int) -> None:
         ),
         text_config=dict(
             model_type="qwen3", vocab_size=len(tokenizer), hidden_size=64,
-            intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
+            intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+            num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,
             bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
             eos_token_id=ids["<|im_end|>"], pad_token_id=tokenizer.pad_token_id,
         ),
@@ -375,7 +391,7 @@ def _build_gemma3(out: Path, seed: int) -> None:
     config = Gemma3Config(
         text_config=dict(
             vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
             max_position_embeddings=4096, sliding_window=512,
             bos_token_id=tokenizer.bos_token_id, eos_token_id=[tokenizer.eos_token_id, ids["<end_of_turn>"]],
             pad_token_id=tokenizer.pad_token_id,

