@@ -39,6 +39,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--responses", type=Path, help="score: JSONL with id and response per line")
     p.add_argument("--json", action="store_true", help="score: print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--engine", default="hf", choices=["hf", "vllm"],
+                   help="generation engine: hf (transformers generate) or vllm (vLLM's CUDA "
+                        "build on a GPU, or its CPU build)")
+    p.add_argument("--vllm-dtype", default="auto",
+                   choices=["auto", "bfloat16", "float16", "float32"],
+                   help="--engine vllm: the engine's weights dtype")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
                 models=args.model, benchmarks=args.benchmark.split(","), data_dir=args.data_dir,
                 out=args.out, samples=args.samples, limit=args.limit, prompt=args.prompt,
                 max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                batch_size=args.batch_size, scorer=args.scorer, progress=not args.no_progress))
+                batch_size=args.batch_size, scorer=args.scorer, progress=not args.no_progress,
+                engine=args.engine, vllm_dtype=args.vllm_dtype))
     except BenchmarkError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -80,29 +80,6 @@ def checkpoint_tensors(folder: Path) -> dict[str, torch.Tensor]:
     return out
 
 
-def hub_layout(folder: Path, name: str, out_dir: Path) -> Path:
-    """The tiny checkpoint in its family's published file layout.
-
-    transformers 5 saves a model built from scratch (the tiny ones) without the SigLIP
-    ``vision_model.`` level that published Gemma-3 files have (``vision_tower.vision_model.*``)
-    and that vLLM's Gemma-3 loader expects; the other families' tiny files already have
-    the published layout."""
-    if name != "gemma3":
-        return folder
-    import shutil
-
-    from safetensors.torch import save_file
-
-    out = out_dir / f"{name}-hub"
-    if not out.exists():
-        shutil.copytree(folder, out, ignore=shutil.ignore_patterns("*.safetensors"))
-        tensors = {(k.replace("vision_tower.", "vision_tower.vision_model.", 1)
-                    if k.startswith("vision_tower.") else k): t
-                   for k, t in checkpoint_tensors(folder).items()}
-        save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
-    return out
-
-
 def pushed(model) -> dict[str, torch.Tensor]:
     """Everything the engine would receive, copied (chunks are only valid while current)."""
     out: dict[str, torch.Tensor] = {}
@@ -313,16 +290,20 @@ def test_pushed_weights_are_the_checkpoint_files(tiny_dir, name):
         assert torch.equal(got[k], t), k
 
 
-def test_published_layout_is_pushed_in_that_layout(tiny_dir, tmp_path):
-    """A checkpoint whose files use another layout than transformers' modules (published
-    Gemma-3: SigLIP under ``vision_model.``) is pushed in the files' layout, the one vLLM
-    loaded: transformers records the rename at load and the push reverts it."""
-    folder = hub_layout(tiny("gemma3", tiny_dir), "gemma3", tmp_path)
+def test_published_layout_is_pushed_and_saved_in_that_layout(tiny_dir, tmp_path):
+    """The tiny Gemma-3's files have the published layout (SigLIP under ``vision_model.``,
+    which vLLM's Gemma-3 loader expects) though transformers' modules do not: the push
+    reverts transformers' load-time rename, and so does ``save_pretrained``, so warm-up and
+    training checkpoints keep the layout vLLM loads."""
+    folder = tiny("gemma3", tiny_dir)
     files = checkpoint_tensors(folder)
     assert any(k.startswith("vision_tower.vision_model.") for k in files)
-    got = pushed(adapter_for(folder).load_model())
+    model = adapter_for(folder).load_model()
+    got = pushed(model)
     assert got.keys() == files.keys()
     assert all(torch.equal(got[k], files[k]) for k in files)
+    model.save_pretrained(tmp_path / "saved")
+    assert checkpoint_tensors(tmp_path / "saved").keys() == files.keys()
 
 
 def test_lora_policy_is_pushed_merged_without_touching_it(tiny_dir):
@@ -506,12 +487,12 @@ def assert_agrees(rollouts, reference, name: str):
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("name", FAMILIES)
-def test_engine_generates_and_follows_the_policy(tiny_dir, tmp_path, vllm_env, vllm_device, name):
+def test_engine_generates_and_follows_the_policy(tiny_dir, vllm_env, vllm_device, name):
     from peft import LoraConfig, get_peft_model
 
     from vlcohort.rollout.vllm import VLLMEngine
 
-    adapter, model = policy(hub_layout(tiny(name, tiny_dir), name, tmp_path), vllm_device)
+    adapter, model = policy(tiny(name, tiny_dir), vllm_device)
     engine = VLLMEngine(adapter, model, engine_config(vllm_device), seed=0)
     vllm_env.append(engine)
     assert engine.device == vllm_device

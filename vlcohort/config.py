@@ -23,7 +23,7 @@ import yaml
 from processors.base import AdapterOptions
 from vlcohort import typed_yaml
 from vlcohort.config_checks import validate
-from vlcohort.typed_yaml import build, read_yaml_mapping, set_dotted, split_override
+from vlcohort.typed_yaml import ConfigError, build, read_yaml_mapping, set_dotted, split_override
 
 
 # ----------------------------------------------------------------------------- sections
@@ -565,14 +565,45 @@ class Config:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Defaults <- YAML file (if any) <- ``key.sub=value`` overrides, then validated."""
-    data = read_yaml_mapping(path) if path is not None else {}
+    """Defaults <- YAML file (if any, with its ``base:`` files) <- ``key.sub=value``
+    overrides, then validated."""
+    data = read_layered(path) if path is not None else {}
     for item in overrides:
         key, value = split_override(item)
         set_dotted(data, key, value)
     cfg = build(Config, data)
     validate(cfg)
     return cfg
+
+
+def read_layered(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
+    """A recipe file's mapping with its ``base:`` recipe (a path relative to the file)
+    underneath: the file's keys are merged over the base's, section by section (lists and
+    scalars replace). A recipe that differs from another in two keys says only those."""
+    path = Path(path)
+    data = read_yaml_mapping(path)
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: base: must be a path to another recipe, got {base!r}")
+    base_path = (path.parent / base).resolve()
+    if base_path in _seen or base_path == path.resolve():
+        raise ConfigError(f"{path}: base: {base} makes a circle of recipes")
+    if not base_path.is_file():
+        raise ConfigError(f"{path}: base: {base} not found (looked for {base_path})")
+    return merged(read_layered(base_path, _seen + (path.resolve(),)), data)
+
+
+def merged(under: dict, over: dict) -> dict:
+    """``over``'s keys on top of ``under``'s; nested mappings merge, anything else replaces."""
+    out = dict(under)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 #: The packaged demo recipe: what ``vlcohort train`` runs with no arguments

@@ -12,6 +12,7 @@ difference lives behind :class:`OptimizerStep`, not in the loss loop.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -220,8 +221,10 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
                      is_parts if epoch == 0 else None)
     agent.optimizer.zero_grad(set_to_none=True)
     agent.model.eval()
+    pushed = time.perf_counter()
     agent.engine.update_weights(agent.model)
     out = {"loss": totals["loss"] / g.ppo_epochs, "clip_frac": totals["clip_frac"],
+           "weight_push_s": time.perf_counter() - pushed,
            "grad_norm": totals["grad_norm"], "skipped_updates": totals["skipped_updates"],
            "lr": agent.optimizer.param_groups[0]["lr"]}
     if g.kl_coef > 0:
