@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 RECIPES = [p for p in CONFIGS if p.name != "demo.yaml"]
 # recipes that run in one process (their header says ``vlcohort train configs/<file>``)
-SINGLE_PROCESS = {"self_play_tiny.yaml"}
+SINGLE_PROCESS = {"self_play_tiny.yaml", "demo_vllm.yaml"}
 
 
 @pytest.fixture(autouse=True)
@@ -186,3 +186,34 @@ def test_agent_device_key():
         with pytest.raises(RuntimeError, match=r"agents\.N\.device \(agent A\): 'cuda' asks "
                                                r"for a GPU but torch sees none"):
             resolve_device("cuda", "agents.N.device (agent A)")
+
+
+def test_demo_vllm_is_the_demo_with_vllm_rollouts():
+    """``base: demo.yaml`` then two sections: the rest is the demo's, key for key."""
+    demo = dataclasses.asdict(load_config(DEMO_RECIPE))
+    on_vllm = dataclasses.asdict(load_config(ROOT / "configs" / "demo_vllm.yaml"))
+    assert {k for k in demo if demo[k] != on_vllm[k]} == {"rollout", "run"}
+    assert {k for k in demo["rollout"] if demo["rollout"][k] != on_vllm["rollout"][k]} == \
+        {"engine", "vllm"}
+    assert on_vllm["rollout"]["engine"] == "vllm" and not on_vllm["rollout"]["vllm"]["sleep_mode"]
+    assert {k for k in demo["run"] if demo["run"][k] != on_vllm["run"][k]} == {"name", "output_dir"}
+    assert on_vllm["run"]["output_dir"] == "runs/demo_vllm"
+
+
+def test_base_recipes_merge_and_bad_bases_are_clear_errors(tmp_path):
+    (tmp_path / "a.yaml").write_text("method: ttrl\nagents: [{name: A, path: 'tiny:qwen2'}]\n"
+                                     "rollout: {prompts_per_step: 3, max_new_tokens: 9}\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\nrollout: {max_new_tokens: 5}\n")
+    cfg = load_config(tmp_path / "b.yaml", ["rollout.prompts_per_step=4"])
+    assert (cfg.rollout.prompts_per_step, cfg.rollout.max_new_tokens) == (4, 5)
+    assert cfg.agents[0].path == "tiny:qwen2"
+    (tmp_path / "c.yaml").write_text("base: d.yaml\n")
+    (tmp_path / "d.yaml").write_text("base: c.yaml\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: base: d.yaml makes a circle|d.yaml: base: c.yaml makes a circle"):
+        load_config(tmp_path / "c.yaml")
+    (tmp_path / "e.yaml").write_text("base: nowhere.yaml\n")
+    with pytest.raises(ConfigError, match=r"e.yaml: base: nowhere.yaml not found"):
+        load_config(tmp_path / "e.yaml")
+    (tmp_path / "f.yaml").write_text("base: [a.yaml]\n")
+    with pytest.raises(ConfigError, match="must be a path"):
+        load_config(tmp_path / "f.yaml")

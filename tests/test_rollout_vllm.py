@@ -336,7 +336,7 @@ ZERO3_SCRIPT = textwrap.dedent("""
     import torch, deepspeed
     from peft import LoraConfig, get_peft_model
     from processors import adapter_for
-    from vlcohort.rollout.vllm import iter_vllm_weights
+    from vlcohort.rollout.vllm import iter_vllm_weights, weights_for_reload
 
     deepspeed.init_distributed(dist_backend="gloo")
     folder = sys.argv[1]
@@ -371,16 +371,24 @@ ZERO3_SCRIPT = textwrap.dedent("""
         sharded = zero3(model)
         partitioned = all(hasattr(p, "ds_id") and p.numel() == 0 for p in sharded.parameters())
         got = pushed(sharded)
+        # the reload stream is consumed lazily and buffered by vLLM: its gathered tensors
+        # must stay valid after their module's gathering ended (here: all held to the end)
+        held = dict(weights_for_reload(sharded))
         report[kind] = {
             "partitioned": partitioned, "same_names": sorted(got) == sorted(expected),
-            "max_diff": max(float((got[k] - expected[k]).abs().max()) for k in expected)}
+            "max_diff": max(float((got[k] - expected[k]).abs().max()) for k in expected),
+            "held_same_names": sorted(held) == sorted(expected),
+            "held_max_diff": max(float((held[k] - expected[k]).abs().max())
+                                 if held[k].shape == expected[k].shape else float("inf")
+                                 for k in expected)}
     print("REPORT " + json.dumps(report))
 """)
 
 
 def test_zero3_shards_are_gathered_module_by_module(tiny_dir, tmp_path):
     """A real ZeRO-3 partition (DeepSpeed, one gloo rank: every parameter empty until
-    gathered) pushes the same names and values as the unpartitioned model, LoRA too."""
+    gathered) pushes the same names and values as the unpartitioned model, LoRA too; the
+    reload stream's tensors stay valid after their module's gathering has ended."""
     pytest.importorskip("deepspeed")
     script = tmp_path / "zero3.py"
     script.write_text(ZERO3_SCRIPT)
@@ -396,6 +404,8 @@ def test_zero3_shards_are_gathered_module_by_module(tiny_dir, tmp_path):
         assert report[kind]["partitioned"], f"{kind}: parameters were not partitioned: weak test"
         assert report[kind]["same_names"], kind
         assert report[kind]["max_diff"] < 1e-6, (kind, report[kind])
+        assert report[kind]["held_same_names"], kind
+        assert report[kind]["held_max_diff"] < 1e-6, (kind, report[kind])
 
 
 # ------------------------------------------------------------------ the engine itself
@@ -481,6 +491,7 @@ DEFAULT_TOLERANCE = (5e-5, 1e-3)
 
 def assert_agrees(rollouts, reference, name: str):
     mean, worst = logprob_gap(rollouts, reference)
+    print(f"{name}: |engine - policy| log-prob mean {mean:.2e} max {worst:.2e}")
     tol_mean, tol_max = TOLERANCE.get(name, DEFAULT_TOLERANCE)
     assert mean < tol_mean and worst < tol_max, (name, mean, worst)
 

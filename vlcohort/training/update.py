@@ -198,7 +198,9 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
                  advantages: torch.Tensor, g: GRPOConfig, temperature: float,
                  length_norm: int, old_logprobs: torch.Tensor | None = None,
                  batches: list | None = None) -> dict[str, float]:
-    """One optimizer step per PPO epoch on this agent's rollouts; returns its metrics.
+    """One optimizer step per PPO epoch on this agent's rollouts, then the new weights
+    pushed into the agent's rollout engine; returns its metrics (``weight_push_s``: the
+    push's seconds, a timing the caller moves out of the agent's metrics).
 
     ``advantages`` [N] per sequence. The "old" log-probs are the policy's before this
     step's update. With ``ppo_epochs == 1`` the policy has not moved when each micro-batch
