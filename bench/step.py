@@ -237,8 +237,8 @@ class SelfVoteReward:
         problems = [self.by_id[g[0]] for g in groups]
         by_prompt = [texts[b * G:(b + 1) * G] for b in range(n // G)]  # [B][G]
         answers = extract_all(by_prompt, r.answer_style)
-        votes = vote_all(answers, problems, r.tie, r.min_share, self.grader)
-        sc = score(answers, [v.label for v in votes], problems, self.grader, r.format_weight)
+        votes = vote_all(answers, problems, r.tie, r.min_share, self.grader, r.min_share_of)
+        sc = score(answers, votes, problems, self.grader, r.format_weight)  # self vote: its classes
         rewards = sc.rewards  # [B, G]
         flat_groups = bool((rewards.std(dim=1, unbiased=False) == 0).all())
         self.calls.append({"seconds": time.perf_counter() - t0,

@@ -58,6 +58,11 @@ def test_derived_totals():
     (["steps"], r"write it as key\.sub=value"),
     (["rollout.rollouts_per_prompt=1"], r"group normalisation needs G >= 2"),
     (["grpo.micro_batch_seqs=5"], r"grpo\.micro_batch_seqs=5 must divide .* \(B x G = 16\)"),
+    (["grpo.mini_batch_seqs=6", "grpo.micro_batch_seqs=2"],
+     r"grpo\.mini_batch_seqs=6 must be 0 .* divide B x G = 16"),
+    (["grpo.mini_batch_seqs=4"], r"multiple of grpo\.micro_batch_seqs=16"),
+    (["method=self_play", "grpo.kl_coef=0.1", "grpo.kl_in_reward=true"],
+     r"grpo\.kl_in_reward: the reward-side KL penalty is applied by the cohort recipe"),
     (["grpo.loss_agg=sum"], r"grpo\.loss_agg: 'sum' is not one of"),
     (["optim.betas=[0.9]"], r"optim\.betas: two numbers"),
 ])

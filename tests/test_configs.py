@@ -164,6 +164,23 @@ def test_recipes_say_what_the_issue_asks():
         assert c.method == "co_rl" and c.grpo.kl_coef == 0.0
 
 
+PAPER_RECIPES = [p for p in RECIPES if p.name.startswith(("corl_", "ttrl_", "gtreward_"))]
+
+
+@pytest.mark.parametrize("path", PAPER_RECIPES, ids=lambda p: p.name)
+def test_paper_recipes_name_their_vote_rules_and_ring(path):
+    """Issue 14: each paper recipe writes its vote rules and ring direction as keys, with a
+    comment saying whose rule it is (the seed's tie and share rules, the paper's ring)."""
+    lines = {line.split(":")[0].strip(): line for line in path.read_text().splitlines()
+             if line.startswith("  ") and not line.startswith("    ")}
+    for key in ("ring", "tie", "min_share", "min_share_of"):
+        assert key in lines, f"{path.name}: reward.{key} is not written out"
+    for key in ("ring", "tie", "min_share_of"):
+        assert "#" in lines[key], f"{path.name}: reward.{key} has no comment saying whose rule"
+    cfg = load_config(path)
+    assert (cfg.reward.ring, cfg.reward.tie, cfg.reward.min_share_of) == ("previous", "first", "parsed")
+
+
 def test_demo_config_still_loads():
     cfg = default_config()
     assert load_config(ROOT / "configs" / "demo.yaml") == cfg

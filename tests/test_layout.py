@@ -203,6 +203,7 @@ def test_config_vocabularies_are_the_registries():
 
     assert CHOICES["grpo.adv_scale"] == tuple(grpo.ADVANTAGE_SCALES)
     assert CHOICES["grpo.kl_kind"] == tuple(grpo.KL_ESTIMATORS)
+    assert CHOICES["grpo.policy_loss"] == tuple(grpo.POLICY_LOSSES)
     assert CHOICES["grpo.loss_agg"] == tuple(grpo.AGGREGATIONS)
     assert CHOICES["grpo.is_level"] == tuple(grpo.IS_LEVELS)
     assert CHOICES["grpo.is_mode"] == (*grpo.IS_MODES, "off")

@@ -250,3 +250,26 @@ def test_resume_drops_a_metrics_line_cut_mid_write(tmp_path):
     metrics.write_text(metrics.read_text() + '{"step": 3, "agent/A/rew')  # the cut line
     assert main(["train", "--resume", str(run), "run.steps=3"]) == 0
     assert [r["step"] for r in read_metrics(metrics)] == [1, 2, 3]
+
+
+def test_kl_in_reward_and_mini_batches_run_end_to_end_and_log_documented_metrics(tmp_path):
+    """Issue 14 items 2, 12, 14 through the trainer: the KL charged to the reward (step 4
+    has no task signal, every reward 0, and still trains on the KL penalty's), two
+    mini-batches per step; every logged key is documented and the update's own metrics
+    (policy entropy, clip fractions, ppo_kl) are there."""
+    from vlcohort.analysis.metrics import documented
+
+    run = tmp_path / "run"
+    assert main(["train", *FAST, "grpo.kl_coef=0.1", "grpo.kl_in_reward=true", "run.steps=4",
+                 "grpo.mini_batch_seqs=8", "grpo.micro_batch_seqs=4",
+                 f"run.output_dir={run}"]) == 0
+    recs = read_metrics(run / "metrics.jsonl")
+    assert not {k for r in recs for k in r if not documented(k)}
+    updated = [r for r in recs if "agent/A/loss" in r]
+    assert len(updated) >= 2, "fewer than two updates ran: weak test"
+    for key in ("policy_entropy", "clip_frac_low", "clip_frac_high", "ppo_kl", "kl"):
+        assert all(f"agent/A/{key}" in r for r in updated), key
+    assert all(r["agent/A/policy_entropy"] > 0 for r in updated)
+    assert any(r["agent/A/ppo_kl"] != 0 for r in updated)  # the second mini-batch moved
+    kl_only = [r for r in updated if r["agent/A/reward/std"] == 0]
+    assert kl_only and all(r["agent/A/kl"] != 0 for r in kl_only)

@@ -146,3 +146,211 @@ def test_teacher_labels():
     assert teacher_labels(["0.5", "1/2", None], "all_peers") == ("0.5", "0.5", "0.5")
     with pytest.raises(ValueError):
         teacher_labels(["A"], "ring")
+
+
+# ------------------------------------------- issue 14: the vote and the reward are one decision
+
+from itertools import permutations  # noqa: E402
+
+from vlcohort.answers.voting import RING_DIRECTIONS, SHARE_BASES, in_winning_class, teacher_votes  # noqa: E402
+from vlcohort.answers.grading import CorrectedGrader  # noqa: E402
+from vlcohort.data.problems import Problem  # noqa: E402
+from vlcohort.training.rewards import RewardInputs, reward_of, score, vote_all  # noqa: E402
+
+# Equivalence within the grader's relative tolerance 1e-4 (checked below) is not
+# transitive: 0.99995 ~ 1.00005 ~ 1.00015 but 0.99995 !~ 1.00015 (they differ by 2e-4).
+CHAIN = ["0.99995", "1.00005", "1.00015", "1.00015", "1.00015"]
+_CORRECTED = CorrectedGrader()
+
+
+def _rewards(source, answers_by_agent, agent=0, problem=None, **kw):
+    """Agent ``agent``'s 1 / 0 rewards [G] on one prompt through the trainer's reward path
+    (vote_all -> reward_of), every agent voting on its own answers."""
+    problem = problem or Problem(id="p", text="q")
+    kw.setdefault("grader", _CORRECTED)
+    votes = [vote_all([row], [problem], tie=kw.get("tie", "abstain"), grader=kw["grader"])
+             for row in answers_by_agent]
+    x = RewardInputs(agent=agent, answers=[answers_by_agent[agent]], votes=votes, problems=[problem],
+                     trained=[0], token_stats=lambda: None, group_size=len(answers_by_agent[agent]),
+                     **kw)
+    return reward_of(source, x).scored.rewards[0].tolist()
+
+
+def test_the_grader_is_not_transitive_on_the_chain():
+    from vlcohort.answers.grading import is_equivalent
+
+    assert is_equivalent("0.99995", "1.00005") and is_equivalent("1.00005", "1.00015")
+    assert not is_equivalent("0.99995", "1.00015")
+
+
+def test_self_vote_rewards_exactly_the_rollouts_counted_for_the_winner():
+    """Issue 14, bug 3: before, the label was 1.00015 with counts {0.99995: 2, 1.00015: 3}
+    (1.00005 counted for the losing class) and 4 rollouts were rewarded, 1.00005 among
+    them. Now 1.00005 is counted for the winner, and the reward is the count."""
+    vote = majority_vote(CHAIN)
+    # seeding by hand: keys by (count desc, key): 1.00015 (3), 0.99995 (1), 1.00005 (1);
+    # 1.00015 seeds; 0.99995 !~ 1.00015 seeds; 1.00005 ~ 1.00015, the first seed: joins it
+    assert vote.classes == {"1.00015": ("1.00015", "1.00005"), "0.99995": ("0.99995",)}
+    assert vote.label == "1.00015" and vote.counts == {"0.99995": 1, "1.00015": 4}
+    assert vote.assignments == ("0.99995", "1.00015", "1.00015", "1.00015", "1.00015")
+    rewards = _rewards("self_vote", [CHAIN])
+    assert rewards == [0.0, 1.0, 1.0, 1.0, 1.0]
+    assert sum(rewards) == vote.counts[vote.label]
+
+
+def test_a_tie_broken_first_rewards_the_winning_class_only():
+    """Two classes of 3: {0.99995 x2, 1.00005} (seeded first: the smaller key among the
+    count-2 keys) and {1.00015 x2, 1.0002}; ``first`` picks the class of sample 0. 1.00005
+    is equivalent to the label 1.00015 but was counted for the other class: no reward
+    (``is_equivalent(answer, label)`` gave it one)."""
+    answers = ["1.00015", "1.0002", "1.00015", "0.99995", "1.00005", "0.99995"]
+    vote = majority_vote(answers, tie="first")
+    assert vote.classes == {"0.99995": ("0.99995", "1.00005"), "1.00015": ("1.00015", "1.0002")}
+    assert vote.counts == {"1.00015": 3, "0.99995": 3} and vote.label == "1.00015"
+    assert _rewards("self_vote", [answers], tie="first") == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+
+
+def test_peer_vote_places_the_students_answers_in_the_teachers_classes():
+    """Agent 0 is taught by agent 1 (ring of two). The teacher's classes, by hand:
+    {0.99995: (0.99995, 1.00005), 1.00015: (1.00015, 1.0002)}, tie broken first: winner
+    1.00015. Student answers: 1.00005 is a key of the teacher's losing class -> 0 (the
+    teacher's own 1.00005 counted there); 1.0002 a key of the winner -> 1; 1.0001 is no
+    teacher key: the first seed it equals is 1.00015 (1.0001 !~ 0.99995) -> 1; 0.9999
+    equals 0.99995 first -> 0; None -> 0."""
+    teacher = ["1.00015", "1.0002", "1.00015", "0.99995", "1.00005", "0.99995"]
+    student = ["1.00005", "1.0002", "1.0001", "0.9999", None, "7"]
+    rewards = _rewards("peer_vote", [student, teacher], agent=0, tie="first")
+    assert rewards == [0.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    # the same decision as the teacher's own: each teacher sample against its own vote
+    vote = majority_vote(teacher, tie="first")
+    assert [in_winning_class(x, vote) for x in teacher] == [a == vote.label for a in vote.assignments]
+
+
+@pytest.mark.parametrize("answers", [CHAIN, ["50%", "50", "50", "0.5", "0.5", "0.5"],
+                                     ["1.00015", "1.0002", "1.00015", "0.99995", "1.00005", "0.99995"]])
+@pytest.mark.parametrize("tie", ["abstain", "canonical"])
+def test_classes_and_labels_do_not_depend_on_sample_order(answers, tie):
+    """Every distinct order gives the same classes, label and counts (as a multiset), and
+    rewards the same answers. Before the fix CHAIN's order decided the classes: sorted as
+    given, 1.00005 joined 0.99995; with the 1.00015s first, it joined them."""
+    reference = majority_vote(answers, tie=tie)
+    for order in set(permutations(answers)):
+        vote = majority_vote(list(order), tie=tie)
+        assert vote.classes == reference.classes and vote.label == reference.label
+        assert vote.counts == reference.counts  # dict equality ignores the order of keys
+        assert sorted(a for a, r in zip(order, _rewards("self_vote", [list(order)], tie=tie)) if r) \
+            == sorted(a for a, r in zip(answers, _rewards("self_vote", [answers], tie=tie)) if r)
+
+
+def test_a_bridging_answer_does_not_merge_two_answers():
+    """50% equals both 50 and 0.5 (two readings), 50 and 0.5 differ: connected components
+    would make one class of 6. Seeded: 0.5 (3) seeds, 50 (2) seeds, 50% joins 0.5."""
+    vote = majority_vote(["50%", "50", "50", "0.5", "0.5", "0.5"])
+    assert vote.classes == {"0.5": ("0.5", "50%"), "50": ("50",)}
+    assert vote.counts == {"0.5": 4, "50": 2} and vote.label == "0.5"
+
+
+def test_multiple_choice_rewards_unchanged_by_membership():
+    opts = ["30°", "40°", "45°", "50°"]
+    problem = Problem(id="p", text="q", options=opts)
+    answers = ["C", "(C)", "45°", "B", "E", None]
+    assert _rewards("self_vote", [answers], problem=problem) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    vote = majority_vote(answers, opts)
+    old_rule = [bool(a is not None and vote.label is not None
+                     and __import__("vlcohort").is_equivalent(a, vote.label, opts)) for a in answers]
+    assert [in_winning_class(a, vote, opts) for a in answers] == old_rule
+
+
+def test_legacy_grader_keeps_the_published_reward_rule():
+    grader = LegacyGrader()
+    vote = majority_vote(["1/2", "1/2", "0.5"], grader=grader)
+    assert vote.counts == {"1/2": 2, "0.5": 1}  # hashed, not merged
+    assert in_winning_class("0.5", vote, grader=grader)  # math-verify: 0.5 == 1/2
+
+
+def test_gold_is_graded_by_the_grader():
+    problem = Problem(id="p", text="q", gold="\\frac{1}{2}")
+    assert _rewards("ground_truth", [["0.5", "1/2", "2", None]], problem=problem) == [1.0, 1.0, 0.0, 0.0]
+
+
+def test_score_takes_votes_golds_and_no_label():
+    problems = [Problem(id=str(i), text="q") for i in range(3)]
+    answers = [CHAIN, ["4", "4.0", "5", "x", None], ["1", "2", "3", "4", "5"]]
+    sc = score(answers, [majority_vote(CHAIN), "4", None], problems, CorrectedGrader(), 0.5)
+    assert sc.rewards.tolist() == [[0.5, 1.5, 1.5, 1.5, 1.5], [1.5, 1.5, 0.5, 0.5, 0.0], [0.0] * 5]
+    assert sc.valid.tolist() == [True, True, False]
+
+
+# ----------------------------------------------------------------------- issue 14, items 4-5
+
+
+def test_ring_direction_with_three_agents():
+    """previous (the paper's text): A <- C, B <- A, C <- B. next (the seed's code,
+    ``teacher = self.peers[0]`` with peers teacher-first): A <- B, B <- C, C <- A."""
+    assert RING_DIRECTIONS == ("previous", "next")
+    assert teacher_indices("ring", 3) == teacher_indices("ring", 3, "previous") == ((2,), (0,), (1,))
+    assert teacher_indices("ring", 3, ring="next") == ((1,), (2,), (0,))
+    assert teacher_labels(["A", "B", "C"], "ring", ring="next") == ("B", "C", "A")
+    assert teacher_labels(["A", "B", "C"], "ring") == ("C", "A", "B")
+    assert teacher_indices("ring", 2, ring="next") == teacher_indices("ring", 2) == ((1,), (0,))
+    votes = [majority_vote(x) for x in (["1", "1"], ["2", "2"], ["3", "3"])]
+    assert [v.label for v in teacher_votes(votes, "ring", ring="next")] == ["2", "3", "1"]
+    with pytest.raises(ValueError, match="previous, next"):
+        teacher_indices("ring", 3, ring="clockwise")
+
+
+def test_ring_direction_reaches_the_reward():
+    """Three agents answering 1, 2, 3: agent A's rollouts answering 3 are rewarded under
+    previous (taught by C), those answering 2 under next (taught by B)."""
+    a = ["1", "2", "3", "3"]
+    cohort = [a, ["2", "2", "2", "2"], ["3", "3", "3", "3"]]
+    assert _rewards("peer_vote", cohort, ring="previous") == [0.0, 0.0, 1.0, 1.0]
+    assert _rewards("peer_vote", cohort, ring="next") == [0.0, 1.0, 0.0, 0.0]
+
+
+def test_min_share_of_all_or_parsed():
+    """3 of 8 samples agree and 4 parsed: share 3/8 = 0.375 over all, 3/4 = 0.75 over parsed."""
+    answers = ["A", "A", "A", "B", None, None, None, None]
+    assert SHARE_BASES == ("all", "parsed")
+    v_all = majority_vote(answers, min_share=0.5)
+    v_parsed = majority_vote(answers, min_share=0.5, share_of="parsed")
+    assert (v_all.label, v_all.share, v_all.reason) == (None, 0.375, "min_share")
+    assert (v_parsed.label, v_parsed.share, v_parsed.reason) == ("A", 0.75, None)
+    assert majority_vote(answers, min_share=0.8, share_of="parsed").reason == "min_share"
+    assert majority_vote([None, None], share_of="parsed").reason == "no_answer"
+    with pytest.raises(ValueError, match="all, parsed"):
+        majority_vote(answers, share_of="valid")
+
+
+def _seed_majority_vote(answers, threshold):
+    """DrStranded/Co-RL ``co_label_utils._majority_vote``, verbatim in effect: a Counter over
+    the parsed (hashed) answers, ``most_common`` (ties: first inserted), share over parsed."""
+    from collections import Counter
+
+    valid = [a for a in answers if a is not None]
+    if not valid:
+        return None, 0.0
+    top_answer, top_count = Counter(valid).most_common(1)[0]
+    top_freq = top_count / len(valid)
+    return (None if top_freq < threshold else top_answer), top_freq
+
+
+@pytest.mark.parametrize("answers", [["B", "A", "A", "B"], ["C", None, "A", "C", "A", None, "D", "D"],
+                                     ["A", "B", "C", "D"], [None, "B", "B", "A"], ["D", "C", "B", "A", "A"]])
+@pytest.mark.parametrize("threshold", [0.0, 0.4, 0.5, 0.6])
+def test_first_and_parsed_are_the_seeds_vote(answers, threshold):
+    """``tie=first, share_of=parsed`` equals the seed's Counter-based vote, label and share,
+    on plain letters (which the seed's string hashing and our classes agree on)."""
+    vote = majority_vote(answers, tie="first", min_share=threshold, share_of="parsed",
+                         grader=LegacyGrader())
+    assert (vote.label, vote.share) == _seed_majority_vote(answers, threshold)
+
+
+def test_all_peers_rewards_the_winning_class_of_the_peers_labels():
+    """Own votes: A '2', B '2' (from 2.0, 2, 7), C '9'. C's peers A and B both say 2: its
+    rollout answering 2 is rewarded. A's peers say 2 (B) and 9 (C): a tie, which abstains
+    (no signal) or, taken first, is B's 2."""
+    cohort = [["2", "2", "5"], ["2.0", "2", "7"], ["9", "9", "2"]]
+    assert _rewards("peer_vote", cohort, agent=2, topology="all_peers") == [0.0, 0.0, 1.0]
+    assert _rewards("peer_vote", cohort, agent=0, topology="all_peers") == [0.0, 0.0, 0.0]
+    assert _rewards("peer_vote", cohort, agent=0, topology="all_peers", tie="first") == [1.0, 1.0, 0.0]

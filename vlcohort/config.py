@@ -257,6 +257,15 @@ class RolloutConfig:
     """Sampling temperature (log-probs for the IS correction use the same temperature)."""
     top_p: float = 1.0
     """Nucleus sampling mass; 1.0 samples from the whole distribution."""
+    dynamic_sampling: bool = False
+    """DAPO's dynamic sampling (arXiv 2503.14476, sec. 3.2): an agent's groups whose G
+    advantages are all zero are dropped from its update, and extra generation rounds (next
+    prompts, every agent generates, votes, rewards) refill it up to prompts_per_step groups
+    with a signal, so flat groups do not dilute the token denominator."""
+    dynamic_sampling_max_rounds: int = 9
+    """Cap of extra generation rounds per step under dynamic_sampling (0: drop only, never
+    refill; 9 = verl's DAPO recipe, max_num_gen_batches 10 batches in all). At the cap an
+    agent trains on the groups it has."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     """vLLM engine settings (used when ``engine=vllm``)."""
 
@@ -270,13 +279,26 @@ class RewardConfig:
     (INTUITOR) | entropy (RENT); None: the one ``method`` implies. Per agent:
     ``agents.N.reward_source``."""
     topology: str = "ring"
-    """peer_vote teachers: ring (agent a taught by a-1) | all_peers."""
+    """peer_vote teachers: ring (agent a taught by a-1, or a+1: reward.ring) | all_peers."""
+    ring: str = "previous"
+    """Ring direction: previous (agent n taught by agent n-1, the Co-RL paper's text) |
+    next (by agent n+1, the seed's code: A <- B, B <- C, C <- A). Same pairs for 2 agents."""
     grader: str = "corrected"
     """corrected (multiple-choice aware, the default) | legacy (plain math grader)."""
     tie: str = "abstain"
-    """Vote tie rule: abstain | first | canonical (smallest canonical key)."""
+    """Vote tie rule: abstain | first (the tied class seen first, the seed's
+    Counter.most_common) | canonical (smallest canonical key)."""
     min_share: float = 0.0
     """A vote counts only when its winner holds at least this share of the G samples."""
+    min_share_of: str = "all"
+    """What min_share divides by: all (every sample, unparsed ones included) | parsed (the
+    samples with an answer, as the seed's top_count / len(valid))."""
+    overlong_buffer: int = 0
+    """DAPO's soft overlong penalty (arXiv 2503.14476, eq. 13): L_cache tokens before
+    rollout.max_new_tokens over which the penalty grows linearly from 0 to
+    overlong_penalty; 0: off."""
+    overlong_penalty: float = 1.0
+    """The soft overlong penalty's maximum, reached at rollout.max_new_tokens."""
     format_weight: float = 0.0
     """Weight of an added format term: +weight when an answer can be extracted."""
     intrinsic_temperature_scaled: bool = False
@@ -294,15 +316,30 @@ class GRPOConfig:
     """The policy update."""
 
     adv_scale: str = "group"
-    """group: (r - mean) / (std + eps) over the G rollouts; none: r - mean (Dr.GRPO)."""
+    """group: (r - mean) / (std + eps) over the G rollouts | none: r - mean (Dr.GRPO) |
+    batch: r - group mean, divided by the std of all the step's rewards (TRL's
+    scale_rewards="batch")."""
+    policy_loss: str = "ppo"
+    """ppo: clipped surrogate on the token ratio | gspo: ratio and clip per completion,
+    exp(mean log-ratio) (GSPO, arXiv 2507.18071; use small clips, the paper's 3e-4 / 4e-4) |
+    cispo: -sg(min(r, 1 + clip_high)) A logp, no token loses its gradient (MiniMax-M1,
+    arXiv 2506.13585; clip_low unused)."""
     clip_low: float = 0.2
     """Lower clip of the probability ratio: 1 - clip_low."""
     clip_high: float = 0.2
     """Upper clip of the probability ratio: 1 + clip_high (clip-higher: set it larger)."""
+    clip_ratio_c: float = 0.0
+    """Dual clip (verl's clip_ratio_c, arXiv 1912.09729): for A < 0 the per-token loss is
+    at most -c A. 0: off; otherwise > 1 (verl uses 3). ppo and gspo only."""
     kl_coef: float = 0.0
     """KL-to-reference coefficient; 0 (Co-RL's default) loads no reference model."""
     kl_kind: str = "k3"
-    """KL estimator: k1 | k3."""
+    """KL estimator of the loss term: k3 (GRPO's; gradient of KL(ref || pi)) | k2
+    (gradient of KL(pi || ref)) | low_var_kl (k3 clamped to [-10, 10], verl) | k1 (no KL
+    gradient in the loss: only with kl_in_reward=true)."""
+    kl_in_reward: bool = False
+    """Penalise the reward by kl_coef x the k1 estimate, summed over the completion,
+    instead of adding a KL term to the loss (verl's use_kl_in_reward)."""
     loss_agg: str = "token_mean"
     """token_mean | seq_mean_token_mean | seq_mean_token_sum_norm."""
     ppo_epochs: int = 1
@@ -310,18 +347,39 @@ class GRPOConfig:
     micro_batch_seqs: int = 16
     """Sequences per forward/backward; gradients accumulate to one full-batch step. Must
     divide B x G; a value >= B x G means one micro-batch."""
+    mini_batch_seqs: int = 0
+    """Sequences per optimizer step (verl's ppo_mini_batch_size, in sequences): each PPO
+    epoch takes B x G / mini_batch_seqs steps, each normalised by its own mini-batch, so
+    the clip acts even at ppo_epochs = 1. 0: the whole batch, one step per epoch. Must
+    divide B x G and be a multiple of micro_batch_seqs (per rank in an agent group)."""
+    disable_dropout: bool = True
+    """Set every dropout of the policy and the reference to 0 at build time (TRL's default),
+    so the update's train-mode forward gives the eval-mode log-probs (first ratio 1)."""
+    mask_truncated_completions: bool = False
+    """Leave completions cut at max_new_tokens (no stop token) out of the loss and its
+    normaliser (TRL's mask_truncated_completions)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip; 0 disables."""
     is_level: str = "token"
-    """Importance-sampling correction level: token | sequence (geometric mean)."""
+    """Importance-sampling correction level: token | sequence (one weight per completion,
+    the product of its token ratios, clamped in log space) | geo_mean (their geometric
+    mean: nearly no correction on long completions)."""
     is_mode: str = "truncate"
-    """truncate: w = min(w, is_cap) | mask: w outside [is_low, is_high] -> 0 | off."""
+    """truncate: w = clamp(w, is_min, is_cap) | token_mask (alias mask): w outside [is_low,
+    is_high] -> 0, the token stays in the loss's normaliser (TRL) | rejection: such tokens
+    (completions, at sequence level) leave the loss and its normaliser (verl) | off."""
     is_cap: float = 2.0
-    """Truncation cap of the IS weight."""
+    """truncate mode: upper bound of the IS weight."""
+    is_min: float = 0.0
+    """truncate mode: lower bound of the IS weight (TRL's clip_min); 0: none."""
     is_low: float = 0.5
-    """mask mode: lower bound of kept weights."""
+    """token_mask / rejection modes: lower bound of kept weights."""
     is_high: float = 2.0
-    """mask mode: upper bound of kept weights."""
+    """token_mask / rejection modes: upper bound of kept weights."""
+    is_batch_norm: bool = False
+    """Divide the applied IS weights by their mean over the batch's tokens in the loss
+    (verl's rollout_is_batch_normalize); computes the old log-probs in a pass of their own
+    when the update would otherwise take them from its first forward."""
 
 
 @dataclass

@@ -9,7 +9,7 @@ presets, the ``grpo`` variants) are read from that registry; only the config's o
 choices (method presets, dtypes, schedules...) are spelt out here.
 
 Imports point one way: ``config.py`` imports this module, never the reverse, so the
-config classes (``Config``, ``MonitorConfig`` of ``vlcohort.config``) appear in
+config classes (``Config``, ``GRPOConfig``, ``MonitorConfig`` of ``vlcohort.config``) appear in
 annotations only, as strings that are never evaluated. None of the registry modules
 read below imports ``vlcohort.config`` either.
 """
@@ -72,10 +72,13 @@ def _registered_choices() -> dict[str, tuple[str, ...]]:
         "reward.topology": tuple(t for t in voting.TOPOLOGIES if t != "self"),
         "reward.grader": tuple(grading.GRADERS),
         "reward.tie": voting.TIE_RULES,
+        "reward.ring": voting.RING_DIRECTIONS,
+        "reward.min_share_of": voting.SHARE_BASES,
         "reward.answer_style": extract.STYLES,
         "data.preset": tuple(problems.PRESETS),
         "grpo.adv_scale": tuple(grpo.ADVANTAGE_SCALES),
         "grpo.kl_kind": tuple(grpo.KL_ESTIMATORS),
+        "grpo.policy_loss": tuple(grpo.POLICY_LOSSES),
         "grpo.loss_agg": tuple(grpo.AGGREGATIONS),
         "grpo.is_level": tuple(grpo.IS_LEVELS),
         # ``off``: the update computes no importance weights at all (training/agent.py)
@@ -174,7 +177,7 @@ def validate(cfg: "Config") -> None:
         cfg.run.output_dir = f"runs/{cfg.run.name}"
     for key in ("reward.tie", "reward.answer_style", "data.source", "grpo.adv_scale",
                 "grpo.kl_kind", "grpo.loss_agg", "grpo.is_level", "grpo.is_mode",
-                "optim.schedule"):
+                "grpo.policy_loss", "optim.schedule"):
         section, name = key.split(".")
         _check_choice(key, getattr(getattr(cfg, section), name))
     g = cfg.grpo
@@ -185,18 +188,21 @@ def validate(cfg: "Config") -> None:
     if g.micro_batch_seqs < 1 or (g.micro_batch_seqs < seqs and seqs % g.micro_batch_seqs):
         raise ConfigError(f"grpo.micro_batch_seqs={g.micro_batch_seqs} must divide the "
                           f"sequences per agent per step (B x G = {seqs})")
+    if g.mini_batch_seqs < 0 or (0 < g.mini_batch_seqs < seqs and (
+            seqs % g.mini_batch_seqs or g.mini_batch_seqs % g.micro_batch_seqs)):
+        raise ConfigError(f"grpo.mini_batch_seqs={g.mini_batch_seqs} must be 0 (one optimizer "
+                          f"step per epoch) or divide B x G = {seqs} and be a multiple of "
+                          f"grpo.micro_batch_seqs={g.micro_batch_seqs}")
     if g.ppo_epochs < 1:
         raise ConfigError(f"grpo.ppo_epochs: must be >= 1, got {g.ppo_epochs}")
     if g.clip_low < 0 or g.clip_high < 0 or g.clip_low >= 1:
         raise ConfigError("grpo.clip_low must be in [0, 1) and grpo.clip_high >= 0")
     if g.kl_coef < 0:
         raise ConfigError(f"grpo.kl_coef: must be >= 0, got {g.kl_coef}")
-    if g.is_mode == "mask" and not 0 <= g.is_low < 1 < g.is_high:
-        raise ConfigError("grpo.is_low must be in [0, 1) and grpo.is_high > 1 for is_mode=mask")
-    if g.is_mode == "truncate" and g.is_cap < 1:
-        raise ConfigError(f"grpo.is_cap: must be >= 1, got {g.is_cap}")
+    _validate_loss_and_is(g)
     if not 0 <= cfg.reward.min_share <= 1:
         raise ConfigError(f"reward.min_share: must be in [0, 1], got {cfg.reward.min_share}")
+    _validate_vote_and_sampling(cfg)
     o = cfg.optim
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
         raise ConfigError(f"optim.betas: two numbers in [0, 1), got {o.betas}")
@@ -250,6 +256,60 @@ def validate(cfg: "Config") -> None:
     _validate_monitor(cfg.monitor)
     if not cfg.data.tasks:
         raise ConfigError("data.tasks: at least one task family")
+
+
+def _validate_loss_and_is(g: "GRPOConfig") -> None:
+    """The policy loss, its KL term and the IS correction (``grpo.*``): combinations the
+    registries of ``training/grpo.py`` accept one by one but that make no sense together."""
+    if g.kl_kind == "k1" and g.kl_coef > 0 and not g.kl_in_reward:
+        raise ConfigError(
+            f"grpo.kl_kind=k1 with grpo.kl_coef={g.kl_coef} as a loss term has no KL "
+            "gradient: grad(logp - ref) = grad logp, which is 0 in expectation under the "
+            "policy (issue 14). Use grpo.kl_kind=k2 (its expected gradient is that of "
+            "KL(policy || ref)) or k3 / low_var_kl, or set grpo.kl_in_reward=true to charge "
+            "k1 to the reward instead")
+    if g.clip_ratio_c != 0 and not g.clip_ratio_c > 1:
+        raise ConfigError(f"grpo.clip_ratio_c: 0 (no dual clip) or > 1 (verl uses 3), got "
+                          f"{g.clip_ratio_c}")
+    if g.clip_ratio_c > 0 and g.policy_loss == "cispo":
+        raise ConfigError("grpo.clip_ratio_c: the dual clip bounds a clipped surrogate and "
+                          "grpo.policy_loss=cispo has none (its weight is capped at 1 + "
+                          "clip_high); set clip_ratio_c=0 or use policy_loss=ppo or gspo")
+    if g.is_mode in ("token_mask", "mask", "rejection") and not 0 <= g.is_low < 1 < g.is_high:
+        raise ConfigError(f"grpo.is_low must be in [0, 1) and grpo.is_high > 1 for "
+                          f"is_mode={g.is_mode}, got [{g.is_low}, {g.is_high}]")
+    if g.is_mode == "truncate" and g.is_cap < 1:
+        raise ConfigError(f"grpo.is_cap: must be >= 1, got {g.is_cap}")
+    if g.is_mode == "truncate" and not 0 <= g.is_min <= 1:
+        raise ConfigError(f"grpo.is_min: the truncation floor must be in [0, 1] (0: none), "
+                          f"got {g.is_min}")
+    if g.is_batch_norm and g.is_mode == "off":
+        raise ConfigError("grpo.is_batch_norm=true with grpo.is_mode=off: there are no "
+                          "weights to normalise; set an is_mode or is_batch_norm=false")
+
+
+def _validate_vote_and_sampling(cfg: "Config") -> None:
+    """The vote's rules (``reward.ring``, ``reward.min_share_of``), DAPO's soft overlong
+    penalty (``reward.overlong_*``) and dynamic sampling (``rollout.dynamic_sampling*``)."""
+    r = cfg.reward
+    _check_choice("reward.ring", r.ring)
+    _check_choice("reward.min_share_of", r.min_share_of)
+    if not 0 <= r.overlong_buffer <= cfg.rollout.max_new_tokens:
+        raise ConfigError(f"reward.overlong_buffer: L_cache must be in [0, rollout.max_new_tokens"
+                          f" = {cfg.rollout.max_new_tokens}] tokens (0: no penalty), got "
+                          f"{r.overlong_buffer}")
+    if r.overlong_penalty < 0:
+        raise ConfigError(f"reward.overlong_penalty: the maximum penalty must be >= 0, got "
+                          f"{r.overlong_penalty}")
+    if cfg.rollout.dynamic_sampling_max_rounds < 0:
+        raise ConfigError(f"rollout.dynamic_sampling_max_rounds: must be >= 0 (0: drop flat "
+                          f"groups, never refill), got {cfg.rollout.dynamic_sampling_max_rounds}")
+    if cfg.rollout.dynamic_sampling and cfg.distributed.ranks_per_agent > 1:
+        raise ConfigError(f"rollout.dynamic_sampling with distributed.ranks_per_agent="
+                          f"{cfg.distributed.ranks_per_agent}: the agent group's ranks would "
+                          "keep unequal numbers of groups, and ZeRO's collectives need the same "
+                          "micro-batches on every rank; use ranks_per_agent=1 (one rank per "
+                          "agent) or set rollout.dynamic_sampling=false")
 
 
 def _validate_scale_out(cfg: "Config") -> None:
@@ -353,6 +413,9 @@ def _validate_self_play(cfg: "Config") -> None:
         raise ConfigError("arms: method=self_play runs alone; set arms=[]")
     if cfg.data.decouple:
         raise ConfigError("data.decouple: not used by method=self_play; set it false")
+    if cfg.rollout.dynamic_sampling:
+        raise ConfigError("rollout.dynamic_sampling: not used by method=self_play (its solver "
+                          "keeps the questions in self_play.band); set it false")
     if cfg.eval.every:
         raise ConfigError("eval.every: held-out evaluation is not wired into method=self_play "
                           "(selfplay/solver/anchor_acc tracks the solver); set eval.every=0")
@@ -385,6 +448,10 @@ def _validate_self_play(cfg: "Config") -> None:
         raise ConfigError("self_play.question_max_new_tokens and self_play.hist_bins: must be >= 1")
     if not sp.challenger_request.strip():
         raise ConfigError("self_play.challenger_request: empty; the challenger needs a request")
+    if cfg.grpo.kl_in_reward and cfg.grpo.kl_coef > 0:
+        raise ConfigError("grpo.kl_in_reward: the reward-side KL penalty is applied by the "
+                          "cohort recipe's rewards, not by method: self_play's; set it false "
+                          "(the KL then goes in the loss, grpo.kl_kind k2 / k3 / low_var_kl)")
     # The rest (agents, rollout, grpo, optim, data...) as for a single-source run; the
     # stand-in method's reward source is set on a copy of the reward section only.
     validate(dataclasses.replace(cfg, method="ttrl", reward=dataclasses.replace(cfg.reward)))

@@ -14,7 +14,9 @@ from typing import Any
 # name pattern -> meaning. ``<a>`` is an agent name.
 METRIC_DOCS: dict[str, str] = {
     "step": "RL step (1-based)",
-    "agent/<a>/reward/mean": "mean reward over the agent's B x G rollouts",
+    "agent/<a>/reward/mean": "mean reward over the agent's B x G rollouts (with the soft "
+                             "overlong penalty when reward.overlong_buffer > 0; every "
+                             "round's prompts under rollout.dynamic_sampling)",
     "agent/<a>/reward/std": "std of those rewards",
     "agent/<a>/reward/group_std": "mean over prompts of the std of each prompt's G rewards "
                                   "(the signal GRPO learns from; abstained prompts count 0)",
@@ -33,21 +35,50 @@ METRIC_DOCS: dict[str, str] = {
     "agent/<a>/completion_len": "mean completion length in tokens",
     "agent/<a>/truncated": "share of completions cut at max_new_tokens",
     "agent/<a>/zero_adv_groups": "share of prompts whose G advantages are all zero",
-    "agent/<a>/loss": "policy loss (mean over PPO epochs)",
+    "agent/<a>/dyn/dropped": "rollout.dynamic_sampling: the agent's groups of the step's "
+                             "first B whose G advantages were all zero, dropped from its "
+                             "update",
+    "agent/<a>/dyn/refilled": "rollout.dynamic_sampling: groups with a signal from the "
+                              "step's extra generation rounds taken into the update",
+    "agent/<a>/dyn/groups": "rollout.dynamic_sampling: groups with a signal in the update "
+                            "(B - dropped + refilled; below B when the round cap was reached)",
+    "agent/<a>/dyn/rounds": "rollout.dynamic_sampling: extra generation rounds the step ran "
+                            "(cohort-wide: every agent generates in each; at most "
+                            "rollout.dynamic_sampling_max_rounds)",
+    "agent/<a>/loss": "policy loss (mean over the optimizer steps applied: PPO epochs x "
+                      "mini-batches, less any skipped for a NaN / inf loss; absent when none "
+                      "was applied)",
     "agent/<a>/clip_frac": "share of tokens where the clipped surrogate was active",
-    "agent/<a>/kl": "mean KL estimate to the reference (when kl_coef > 0)",
+    "agent/<a>/clip_frac_low": "share of tokens clipped at the lower bound (ratio < 1 - "
+                               "clip_low with A < 0)",
+    "agent/<a>/clip_frac_high": "share of tokens clipped at the upper bound (ratio > 1 + "
+                                "clip_high with A > 0)",
+    "agent/<a>/ppo_kl": "mean over tokens of old - new log-prob in the update's forwards "
+                        "(verl's ppo_kl: how far the optimizer steps moved the policy; 0 "
+                        "with one step in all)",
+    "agent/<a>/policy_entropy": "mean over the agent's completion tokens of the entropy of "
+                                "softmax(logits / temperature), from the update's own first-"
+                                "epoch forwards (every agent that updates)",
+    "agent/<a>/kl": "mean KL estimate to the reference (when kl_coef > 0; with "
+                    "kl_in_reward, the mean per-token k1 of the reward penalty)",
     "agent/<a>/is/mean": "mean importance weight policy/rollout over valid tokens",
     "agent/<a>/is/min": "smallest importance weight",
     "agent/<a>/is/max": "largest importance weight (before truncation)",
-    "agent/<a>/is/applied_mean": "mean importance weight after truncation / masking",
+    "agent/<a>/is/applied_mean": "mean importance weight after truncation / masking / "
+                                 "rejection / batch normalisation",
     "agent/<a>/is/nonfinite_tokens": "completion tokens whose rollout log-prob was NaN / inf "
                                      "(masked out of the loss)",
-    "agent/<a>/is/frac_truncated": "share of tokens whose weight was truncated at the cap",
-    "agent/<a>/is/frac_masked": "share of tokens masked (mask mode, or non-finite log-probs)",
+    "agent/<a>/is/frac_truncated": "share of tokens whose weight was truncated at the cap "
+                                   "(or raised to grpo.is_min)",
+    "agent/<a>/is/frac_masked": "share of tokens given weight 0 (token_mask / rejection "
+                                "modes, or non-finite log-probs)",
+    "agent/<a>/is/frac_rejected": "is_mode=rejection: share of tokens dropped from the loss "
+                                  "and its normaliser",
     "agent/<a>/is/rollout_k3": "k3 divergence between rollout and policy log-probs",
-    "agent/<a>/grad_norm": "gradient norm before clipping (mean over optimizer steps)",
+    "agent/<a>/grad_norm": "gradient norm before clipping (mean over the optimizer steps "
+                           "applied)",
     "agent/<a>/lr": "learning rate",
-    "agent/<a>/skipped_updates": "updates skipped this step for a NaN / inf loss",
+    "agent/<a>/skipped_updates": "optimizer steps skipped this step for a NaN / inf loss",
     "agent/<a>/self_certainty": "mean per token, over the agent's completions, of KL(U || p) of "
                                 "the policy's next-token distribution (agents with an "
                                 "intrinsic reward source)",
@@ -58,7 +89,8 @@ METRIC_DOCS: dict[str, str] = {
                         "<t> = all); logged at step 0, every eval.every steps and at the end",
     "cohort/agreement": "share of prompts where all agents' majority votes agree "
                         "(abstentions count as disagreement)",
-    "cohort/no_signal": "1 when no agent had a non-zero advantage this step (nothing trained)",
+    "cohort/no_signal": "1 when no agent had a non-zero advantage this step (nothing "
+                        "trained, except a KL loss term alone when kl_coef > 0)",
     "monitor/<a>/reward_collapse": "1 while agent <a>'s group reward std has stayed below "
                                    "monitor.collapse_threshold of its step-1 value for "
                                    "monitor.collapse_patience steps",

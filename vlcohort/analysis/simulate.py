@@ -5,7 +5,7 @@ each right on a different half of the problems can teach each other, because on 
 prompt one of them holds the right majority; self-vote (TTRL) cannot, because it only
 sharpens what each agent already prefers. This module checks that argument with the *real*
 vote (``voting.majority_vote`` via ``rewards.vote_all``), teacher labels
-(``rewards.labels_for``), rewards (``rewards.score`` with the corrected grader), group
+(``rewards.teachers_for``), rewards (``rewards.score`` with the corrected grader), group
 advantages (``grpo.group_advantages``) and clipped surrogate (``grpo.policy_loss``). Only
 the policy is replaced: each agent is a table of logits [P prompts, K options] under a
 softmax, and a sampled answer is one option letter, i.e. a one-token completion. If the
@@ -54,7 +54,7 @@ import torch
 from vlcohort.training import grpo
 from vlcohort.answers.grading import get_grader
 from vlcohort.data.problems import LETTERS, Problem
-from vlcohort.training.rewards import labels_for, score, vote_all
+from vlcohort.training.rewards import score, teachers_for, vote_all
 
 __all__ = [
     "AGENTS",
@@ -67,7 +67,7 @@ __all__ = [
     "simulate",
 ]
 
-#: method name -> (reward source, teacher topology), the names ``rewards.labels_for`` takes.
+#: method name -> (reward source, teacher topology), the names ``rewards.teachers_for`` takes.
 METHODS: dict[str, tuple[str, str]] = {
     "co_rl": ("peer_vote", "ring"),
     "ttrl": ("self_vote", "self"),
@@ -272,8 +272,8 @@ def _simulate(method, pa, pb, steps, seed, prompts, options, rollouts, lr, optim
         # 2. teacher labels, rewards, advantages; 3. update
         for a, (table, opt) in enumerate(zip(tables, optims)):
             answers, picks = sampled[a]
-            labels = labels_for(source, a, votes, problems, topology, tie, grader)  # [B]
-            scored = score(answers, labels, problems, grader)
+            teachers = teachers_for(source, a, votes, problems, topology, tie, grader)  # [B]
+            scored = score(answers, teachers, problems, grader)
             adv = grpo.group_advantages(scored.rewards, valid=scored.valid)  # [B, G]
             if bool((adv != 0).any()):  # as the trainer: no signal, no optimizer step
                 policy_update(table, opt, rows, picks, adv)

@@ -17,6 +17,20 @@ Departures from the paper's published code, on purpose:
   between jobs);
 - the vote clusters answers by the grader's equivalence classes, so "C" and "C. 45°" are
   one vote (the published code hashed normalised strings);
+- a rollout is rewarded iff its answer is in the teacher's winning class, by the rule the
+  vote counted with (``voting.in_winning_class``); the published code rewarded
+  ``grade_answer(answer, label)``, which can reward answers the vote counted for a losing
+  class (issue 14, bug 3). ``reward.grader=legacy`` keeps the published rule;
+- the ring runs the paper's way, agent n taught by agent n-1 (``reward.ring=previous``);
+  the published code teaches agent n by agent n+1 (``teacher = self.peers[0]``: A <- B,
+  B <- C, C <- A), ``reward.ring=next``. Two agents teach each other either way;
+- a tied vote abstains (``reward.tie=abstain``); the published code takes the tied answer
+  seen first (``Counter.most_common``), ``reward.tie=first``, which the paper's recipes in
+  ``configs/`` set;
+- ``reward.min_share`` divides by all G samples, unparsed ones included
+  (``reward.min_share_of=all``); the published code divides by the parsed answers
+  (``top_count / len(valid)``), ``reward.min_share_of=parsed``, which the paper's recipes
+  set (their gate is off, min_share 0, so both read the same there);
 - rollout log-probs feed a token-level importance-sampling correction (Co-RL used none).
 """
 
@@ -42,6 +56,7 @@ from vlcohort.recipes.step import Run, train_step
 from vlcohort.training import checkpoint as ckpt
 from vlcohort.training import distributed as dist_
 from vlcohort.training.agent import adapter_options, build_agent
+from vlcohort.training.update import trains_without_advantage
 
 #: ``data.decouple``: agent a's shard is shuffled with seed ``run.seed * SHARD_SEED_STRIDE +
 #: a``, a prime stride so the A shard orders never coincide with each other or the stream's.
@@ -58,6 +73,12 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
         torch.set_num_threads(cfg.run.threads)
     owns_layout = layout is None
     layout = layout or dist_.init(cfg)
+    if cfg.rollout.dynamic_sampling and layout.ranks_per_agent > 1:  # ranks_per_agent=0: W / A
+        raise TrainingError(f"rollout.dynamic_sampling with {layout.ranks_per_agent} ranks per "
+                            "agent: the agent group's ranks would keep unequal numbers of "
+                            "groups, which ZeRO's collectives cannot take; launch one rank per "
+                            "agent (distributed.ranks_per_agent=1) or set "
+                            "rollout.dynamic_sampling=false")
     run_dir = Path(resume) if resume is not None else Path(cfg.run.output_dir)
     seed_everything(cfg.run.seed)
     if layout.is_logger:
@@ -137,8 +158,10 @@ def watch(run: Run, record: dict[str, Any], step: int) -> Callable[[Path], str] 
         for alert in alerts:
             say(f"warning: {alert}", file=sys.stderr)
         if record["cohort/no_signal"]:
+            trained = ("only the KL term was trained" if trains_without_advantage(run.cfg.grpo)
+                       else "nothing was trained")
             say(f"step {step}: no learning signal (no parsed answer agreed with a label, or "
-                "every group had equal rewards): nothing was trained")
+                f"every group had equal rewards): {trained}")
     stops = [a for a in alerts if a.signal in run.cfg.monitor.stop_on]
     if not stops:
         return None

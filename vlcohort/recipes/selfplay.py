@@ -110,7 +110,7 @@ from vlcohort.training import checkpoint as ckpt
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent, build_agent
 from vlcohort.training.rewards import extract_all, gold_match, score, vote_all
-from vlcohort.training.update import update_agent
+from vlcohort.training.update import trains_without_advantage, update_agent
 from vlcohort.recipes.selfplay_math import (challenger_rewards, distinct_n, in_band,
                                             p_hat_histogram, parse_question, phase_of,
                                             repetition_penalties, solver_rewards)
@@ -241,6 +241,7 @@ class Answers:
     p_hats: list[float]  # [Q]
     labels: list[str | None]  # [Q] majority answers (None: no answer, or a tie that abstains)
     n_questions: int  # Q
+    votes: list = field(default_factory=list)  # [Q] the votes (their winning classes reward)
 
 
 def _draw_prompt(run: SelfPlayRun, step: int, b: int) -> tuple[list[Problem], Problem | None]:
@@ -352,7 +353,7 @@ def answer_questions(run: SelfPlayRun, step: int, batch: QuestionBatch,
     votes = vote_all(answers[:Q], problems[:Q], tie=cfg.reward.tie, grader=run.grader)  # [Q]
     return Answers(rollouts=rollouts, rendered=rendered, problems=problems, answers=answers,
                    p_hats=[v.share for v in votes], labels=[v.label for v in votes],
-                   n_questions=Q)
+                   n_questions=Q, votes=votes)
 
 
 def _per_question(batch: QuestionBatch, values: Sequence, fill=None) -> list:
@@ -398,10 +399,12 @@ def train_solver(run: SelfPlayRun, answers: Answers, selected: Sequence[bool]
         rows += list(range(Q, len(answers.problems)))
     if not rows:
         return 0, _update(agent, [], None, torch.zeros(0), cfg, cfg.rollout.max_new_tokens)
-    labels = [answers.labels[r] if r < Q else answers.problems[r].gold for r in rows]
+    # a question's teacher is its vote (rewarded: the answers it counted for the winner),
+    # an anchor's its gold
+    teachers = [answers.votes[r] if r < Q else answers.problems[r].gold for r in rows]
     problems = [answers.problems[r] for r in rows]
     ans = [answers.answers[r] for r in rows]  # [S][m]
-    sc = score(ans, labels, problems, run.grader)
+    sc = score(ans, teachers, problems, run.grader)
     parsed = torch.tensor([[a is not None for a in row] for row in ans])  # [S, m]
     rewards = solver_rewards(sc.correct, parsed, sp.format_weight)  # [S, m]
     adv = grpo.group_advantages(rewards, scale=cfg.grpo.adv_scale)  # [S, m]
@@ -415,8 +418,9 @@ def train_solver(run: SelfPlayRun, answers: Answers, selected: Sequence[bool]
 
 def _update(agent: Agent, rendered, rollouts, adv: torch.Tensor, cfg: Config,
             length_norm: int) -> dict[str, float]:
-    """A GRPO update when some advantage is non-zero, else the metrics of no update."""
-    if rollouts is not None and bool((adv != 0).any()):
+    """A GRPO update when some advantage is non-zero (or a KL loss term alone has a
+    gradient), else the metrics of no update."""
+    if rollouts is not None and (bool((adv != 0).any()) or trains_without_advantage(cfg.grpo)):
         out = update_agent(agent, rendered, rollouts, adv, cfg.grpo, cfg.rollout.temperature,
                            length_norm=length_norm)
         out.pop("weight_push_s", None)  # a timing, part of the step's timing/update

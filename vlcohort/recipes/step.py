@@ -6,6 +6,8 @@ and the :class:`Run` state it reads (built by ``cohort.setup``).
     exchange_answers  answers cross between agents (one all-gather)              answers [P][G]
     vote              every agent's own plurality vote, on every rank           votes [P]
     reward            local agents: teacher labels / intrinsic rewards, GRPO    rewards, advantages [P, G]
+    dynamic_sampling  (rollout.dynamic_sampling) flat groups dropped; rounds    P grows by P per round
+                      of the five stages above refill each agent up to B groups
     update            local agents: one GRPO update each, then the LR schedule  update metrics
     step_record       per-agent and cohort metrics, one record on every rank
 
@@ -41,12 +43,16 @@ from vlcohort.rollout.base import Rollouts, SamplingParams
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent
 from vlcohort.training.distributed import Layout, StepPlan, step_plan
-from vlcohort.training.rewards import Reward, RewardInputs, extract_all, gold_match, reward_of, vote_all
-from vlcohort.training.update import token_stats, update_agent
+from vlcohort.training.rewards import (Reward, RewardInputs, Scored, extract_all, gold_match,
+                                       reward_of, vote_all, with_overlong_penalty)
+from vlcohort.training.update import kl_reward, token_stats, trains_without_advantage, update_agent
 
 #: Rollout seeds of the R ranks of one agent group differ by multiples of this prime, so a
 #: group's ranks never sample the same stream (``rollout_seed`` spaces steps by 1_009).
 RANK_SEED_STRIDE = 7919
+#: ``rollout.dynamic_sampling``: refill round k of a step adds k times this prime to the
+#: seeds, so a refill never resamples the step's first round (or another step's).
+ROUND_SEED_STRIDE = 104_729
 
 
 @dataclass
@@ -103,6 +109,7 @@ class AgentStep:
     reward: Reward | None = None  # labels [P], scored rewards [P, G] (rewards.py)
     advantages: torch.Tensor | None = None  # [P, G] group-normalised
     has_signal: bool = False  # some advantage of its own prompts is non-zero
+    dyn: dict = field(default_factory=dict)  # rollout.dynamic_sampling: dropped / refilled groups
     update: dict = field(default_factory=dict)  # the update's metrics (loss, lr, ...)
 
 
@@ -121,6 +128,8 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     vote(run, cohort, problems)
     t_intrinsic = reward(run, cohort, problems, plan)
     timing["timing/grading"] = time.perf_counter() - t0
+    if run.cfg.rollout.dynamic_sampling:  # DAPO: flat groups out, refill rounds in
+        problems, plan = dynamic_sampling(run, step, problems, cohort, plan, timing)
     t0 = time.perf_counter()
     timing["timing/weight_push"] = update(run, cohort, plan)
     timing["timing/update"] = time.perf_counter() - t0
@@ -167,15 +176,17 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[AgentStep]]:
     return problems, cohort
 
 
-def generate(run: Run, step: int, cohort: list[AgentStep], plan: StepPlan) -> None:
+def generate(run: Run, step: int, cohort: list[AgentStep], plan: StepPlan,
+             round_: int = 0) -> None:
     """Every local agent samples G completions for each prompt this rank generates; the
-    seed is a pure function of (run seed, step, agent, group rank), so a resumed run
-    samples what the straight run did."""
+    seed is a pure function of (run seed, step, agent, group rank, dynamic-sampling round),
+    so a resumed run samples what the straight run did."""
     cfg = run.cfg
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
                               temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
     for i, agent in zip(run.local, run.agents):
-        seed = rollout_seed(cfg.run.seed, step, i) + RANK_SEED_STRIDE * run.layout.group_rank
+        seed = (rollout_seed(cfg.run.seed, step, i) + RANK_SEED_STRIDE * run.layout.group_rank
+                + ROUND_SEED_STRIDE * round_)
         with agent.generation_context():
             cohort[i].rollouts = agent.engine.generate(
                 [cohort[i].rendered[b] for b in plan.generated], cfg.rollout.rollouts_per_prompt,
@@ -212,7 +223,7 @@ def vote(run: Run, cohort: list[AgentStep], problems: list[Problem]) -> None:
     """Each agent's plurality vote [P] over its G answers (the same on every rank)."""
     r = run.cfg.reward
     for a in cohort:
-        a.votes = vote_all(a.answers, problems, r.tie, r.min_share, run.grader)
+        a.votes = vote_all(a.answers, problems, r.tie, r.min_share, run.grader, r.min_share_of)
 
 
 def select_trained(a: AgentStep, plan: StepPlan) -> None:
@@ -246,10 +257,167 @@ def reward(run: Run, cohort: list[AgentStep], problems: list[Problem], plan: Ste
             agent=i, answers=a.answers, votes=[c.votes for c in cohort], problems=problems,
             trained=a.trained, token_stats=stats, group_size=cfg.rollout.rollouts_per_prompt,
             grader=run.grader, topology=cfg.reward.topology, tie=cfg.reward.tie,
-            format_weight=cfg.reward.format_weight))
-        a.advantages = grpo.group_advantages(a.reward.scored.rewards, scale=cfg.grpo.adv_scale,
+            format_weight=cfg.reward.format_weight, ring=cfg.reward.ring))
+        if cfg.reward.overlong_buffer:  # DAPO's soft overlong penalty, before normalisation
+            a.reward.scored = with_overlong_penalty(
+                a.reward.scored, a.lengths, cfg.rollout.max_new_tokens,
+                cfg.reward.overlong_buffer, cfg.reward.overlong_penalty)
+        rewards = kl_penalised(a, agent, cfg) if cfg.grpo.kl_in_reward else a.reward.scored.rewards
+        a.advantages = grpo.group_advantages(rewards, scale=cfg.grpo.adv_scale,
                                              valid=a.reward.scored.valid)  # [P, G]
     return sum(spent) if spent else None
+
+
+def kl_penalised(a: AgentStep, agent: Agent, cfg: Config) -> torch.Tensor:
+    """``grpo.kl_in_reward``: the agent's rewards [P, G] less the KL penalty of the
+    rollouts it trains on (``update.kl_reward``), before the advantages. The penalty's
+    no-grad old log-probs go to the update (no second pass); its mean k1 is logged as
+    ``kl``. The scored rewards (``reward/mean``) stay the task's."""
+    if not a.trained:  # nothing of this agent's on this rank
+        return a.reward.scored.rewards
+    kr = kl_reward(agent, a.trained_rendered, a.trained_rollouts, cfg.grpo,
+                   cfg.rollout.temperature, **a.reward.for_update)
+    a.reward.for_update = {**a.reward.for_update, **kr.for_update}
+    a.reward.metrics["kl"] = kr.kl
+    rewards = a.reward.scored.rewards.float().clone()  # [P, G]
+    G = rewards.shape[1]
+    rows = torch.tensor(a.trained, dtype=torch.long)
+    rewards[rows] -= kr.penalty.reshape(-1, G).to(rewards.dtype)  # [n, G]
+    return rewards
+
+
+# ------------------------------------------------------------------ dynamic sampling (DAPO)
+
+
+def dynamic_sampling(run: Run, step: int, problems: list[Problem], cohort: list[AgentStep],
+                     plan: StepPlan, timing: dict[str, float]) -> tuple[list[Problem], StepPlan]:
+    """DAPO's dynamic sampling (Yu et al., arXiv 2503.14476, sec. 3.2; verl's
+    ``filter_groups``), ``rollout.dynamic_sampling``: each agent's groups whose G
+    advantages are all zero are dropped from its update, and extra rounds refill it until
+    it holds B groups with a signal or ``rollout.dynamic_sampling_max_rounds`` extra rounds
+    have run. A flat group adds no gradient, but its tokens count in the loss's
+    denominator (and in a KL term), so it dilutes every other group's step.
+
+    A refill round is the step's pipeline again on the stream's next prompts:
+    next_prompts -> generate (seeds offset by ``ROUND_SEED_STRIDE`` x round) ->
+    exchange_answers -> vote -> reward. Every agent generates in every round, full or
+    not: a peer-vote agent needs its teacher's votes on the same prompts. Each round is
+    appended to the step (``problems``, every agent's record and the plan grow by its P
+    prompts), so the step's metrics cover every prompt it generated; each agent then keeps
+    its first B groups with a signal, in stream order, as the prompts it trains on. An
+    agent with no signal in any round keeps its first-round groups, as without dynamic
+    sampling (the update then skips, or takes a KL-only step). Returns the grown problems
+    and plan; the refill rounds' seconds are added to ``timing``'s rollout and grading.
+    An intrinsic reward's old log-probs are not reused once the groups change (the update
+    recomputes them where it needs them).
+
+    Agent groups (distributed): another round is run when any agent of the cohort, by the
+    signal counts gathered from every rank, still lacks groups, so every rank runs the
+    same rounds (the answer exchange is a collective). With one rank per agent this is the
+    single-process algorithm exactly; with R > 1 ranks per agent the ranks of a group
+    would keep unequal numbers of groups, which ZeRO's collectives cannot take, so that
+    combination is refused (``config_checks``, and ``cohort.setup`` for
+    ``ranks_per_agent=0``).
+    """
+    cfg = run.cfg
+    target = [len(own) for own in plan.owned]  # [A] B groups each (its block under decouple)
+    first = {i: (list(cohort[i].trained), cohort[i].trained_rollouts,
+                 cohort[i].trained_rendered, cohort[i].reward.for_update) for i in run.local}
+    first_prompts = plan.n_prompts
+    signal = signal_groups(run, cohort)
+    rounds = 0
+    while rounds < cfg.rollout.dynamic_sampling_max_rounds and any(
+            len(found) < want for found, want in zip(signal, target)):
+        rounds += 1
+        t0 = time.perf_counter()
+        more, extra = next_prompts(run)  # [P'], [A]
+        extra_plan = step_plan(run.layout, len(more), cfg.data.decouple)
+        generate(run, step, extra, extra_plan, round_=rounds)
+        timing["timing/rollout"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        exchange_answers(run, extra, extra_plan)
+        vote(run, extra, more)
+        reward(run, extra, more, extra_plan)
+        plan = append_round(cohort, extra, plan, extra_plan)
+        problems = problems + more
+        signal = signal_groups(run, cohort)
+        timing["timing/grading"] += time.perf_counter() - t0
+    generated = set(plan.generated)
+    for i in run.local:
+        a, (trained, rollouts, rendered, for_update) = cohort[i], first[i]
+        has = set(signal[i])
+        kept = signal[i][:target[i]]
+        a.dyn = {"dyn/dropped": sum(b not in has for b in trained),
+                 "dyn/refilled": sum(b >= first_prompts for b in kept),
+                 "dyn/groups": len(kept), "dyn/rounds": rounds}
+        kept = [b for b in kept if b in generated] or trained  # this rank's rows
+        if kept == trained:  # nothing dropped: the first round's selection as it was
+            a.trained, a.trained_rollouts, a.trained_rendered = trained, rollouts, rendered
+            a.reward.for_update = for_update
+        else:
+            a.trained, a.trained_rendered = kept, [a.rendered[b] for b in kept]
+            a.trained_rollouts = a.rollouts.select_prompts(plan.positions(kept))  # [n x G]
+            a.reward.for_update = {}
+    return problems, plan
+
+
+def signal_groups(run: Run, cohort: list[AgentStep]) -> list[list[int]]:
+    """[A] each agent's trained prompts whose group has a signal (some advantage non-zero),
+    in prompt order, gathered from every rank, so each rank decides on refills alike."""
+    local = {i: [b for b in cohort[i].trained if bool((cohort[i].advantages[b] != 0).any())]
+             for i in run.local}
+    found: list[set[int]] = [set() for _ in cohort]
+    for piece in run.layout.gather(local, "the groups with a learning signal"):
+        for i, prompts in piece.items():
+            found[i].update(prompts)
+    return [sorted(s) for s in found]
+
+
+def append_round(cohort: list[AgentStep], extra: list[AgentStep], plan: StepPlan,
+                 extra_plan: StepPlan) -> StepPlan:
+    """A refill round ``extra`` appended to the step: every agent's record grows by the
+    round's P' prompts (renderings, answers, lengths, finished flags, votes; for the local
+    agents also rollouts, trained prompts, rewards and advantages), numbered after the
+    step's P; returns the plan over all P + P' prompts."""
+    off = plan.n_prompts
+
+    def shift(prompts) -> tuple[int, ...]:
+        return tuple(off + b for b in prompts)
+
+    for a, x in zip(cohort, extra):
+        a.rendered = a.rendered + x.rendered  # [P + P']
+        a.answers = a.answers + x.answers  # [P + P'][G]
+        a.lengths = torch.cat([a.lengths, x.lengths])  # [(P + P') x G]
+        a.finished = list(a.finished) + list(x.finished)  # [(P + P') x G]
+        a.votes = a.votes + x.votes  # [P + P']
+        if x.rollouts is None:  # an agent trained in another process
+            continue
+        a.rollouts = concat_rollouts(a.rollouts, x.rollouts)  # rows: plan.generated order
+        a.trained = a.trained + list(shift(x.trained))
+        s, t = a.reward.scored, x.reward.scored
+        a.reward = Reward(labels=a.reward.labels + x.reward.labels,
+                          scored=Scored(torch.cat([s.rewards, t.rewards]),
+                                        torch.cat([s.valid, t.valid]),
+                                        torch.cat([s.correct, t.correct])),
+                          for_update={}, metrics=a.reward.metrics)
+        a.advantages = torch.cat([a.advantages, x.advantages])  # [P + P', G]
+    return StepPlan(n_prompts=off + extra_plan.n_prompts,
+                    generated=plan.generated + shift(extra_plan.generated),
+                    owned=tuple(own + shift(more) for own, more in zip(plan.owned, extra_plan.owned)))
+
+
+def concat_rollouts(a: Rollouts, b: Rollouts) -> Rollouts:
+    """The rows of ``a`` then those of ``b`` [N_a + N_b]; log-probs [N, T] zero-padded to
+    the longer T (0 beyond a completion's end, as an engine pads them); ``prompts`` is not
+    carried, as in ``Rollouts.select_prompts`` (the update encodes its own batches)."""
+    T = max(a.logprobs.shape[1], b.logprobs.shape[1])
+
+    def pad(t: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.pad(t, (0, T - t.shape[1]))  # [n, t] -> [n, T]
+
+    return Rollouts(prompts=None, completions=a.completions + b.completions,
+                    texts=a.texts + b.texts, logprobs=torch.cat([pad(a.logprobs), pad(b.logprobs)]),
+                    finished=list(a.finished) + list(b.finished), group_size=a.group_size)
 
 
 def update(run: Run, cohort: list[AgentStep], plan: StepPlan) -> float:
@@ -264,7 +432,7 @@ def update(run: Run, cohort: list[AgentStep], plan: StepPlan) -> float:
         own = torch.tensor(plan.owned[i], dtype=torch.long)
         a.has_signal = run.layout.group_any(bool((a.advantages[own] != 0).any()),
                                             "whether the group has a signal")
-        if a.has_signal:
+        if a.has_signal or trains_without_advantage(cfg.grpo):  # KL term alone: still a step
             adv = a.advantages[torch.tensor(a.trained, dtype=torch.long)].reshape(-1)  # [n x G]
             a.update = update_agent(agent, a.trained_rendered, a.trained_rollouts, adv,
                                     cfg.grpo, cfg.rollout.temperature,
@@ -292,7 +460,9 @@ def step_record(run: Run, step: int, cohort: list[AgentStep], problems: list[Pro
     for piece in run.layout.gather(parts, "the step's metrics"):
         for k, v in piece.items():
             record[k] = max(record.get(k, v), v) if k.startswith("timing/") else v
-    any_signal = any(record.pop(f"_signal/{n}") for n in run.names)
+    # every flag popped (a bare any() over the pops stopped at the first True and left the
+    # later agents' "_signal/<a>" keys in metrics.jsonl)
+    any_signal = any([record.pop(f"_signal/{n}") for n in run.names])
     if not any_signal:
         run.no_signal_steps += 1
     record["cohort/agreement"] = agreement([a.votes for a in cohort], problems, run.grader)
@@ -303,7 +473,8 @@ def step_record(run: Run, step: int, cohort: list[AgentStep], problems: list[Pro
 
 def agent_metrics(a: AgentStep, own: tuple[int, ...], problems: list[Problem],
                   grader) -> dict[str, Any]:
-    """``agent/<name>/...`` over the prompts the agent trains on (``own``, [B] of them)."""
+    """``agent/<name>/...`` over the prompts the agent trains on (``own``, [B] of them;
+    under ``rollout.dynamic_sampling`` its prompts of every round of the step)."""
     p = f"agent/{a.name}/"
     G = a.advantages.shape[1]
     rows = torch.tensor([b * G + g for b in own for g in range(G)], dtype=torch.long)  # [B x G]
@@ -321,6 +492,7 @@ def agent_metrics(a: AgentStep, own: tuple[int, ...], problems: list[Problem],
     }
     out.update(gold_metrics(p, a, own, problems, grader))
     out.update({p + k: v for k, v in a.update.items()})
+    out.update({p + k: v for k, v in a.dyn.items()})  # rollout.dynamic_sampling only
     out.update({p + k: v for k, v in a.reward.metrics.items()})
     return out
 

@@ -5,11 +5,19 @@ step of log-probabilities ([N, V]) at a time, so memory does not grow with
 ``max_new_tokens`` x vocabulary the way ``output_logits=True`` would (64 sequences x 1k
 tokens x 152k vocabulary would be 40 GB in fp32).
 
-The recorded distribution is ``log_softmax(logits / temperature)`` over the whole
-vocabulary: the same quantity ``adapter.completion_logprobs(..., temperature)`` computes
-for the policy, so with ``top_p = 1`` and ``top_k = 0`` the IS weight measures only the
-numeric mismatch between engine and trainer. With top-p / top-k the engine samples from a
-truncated distribution; the recorded log-probs stay untruncated (as verl and TRL do).
+The recorded distribution is the one each token was sampled from:
+``log_softmax(logits / temperature)``, truncated to the top-k / nucleus and renormalised
+when ``top_k > 0`` / ``top_p < 1`` (what vLLM reports as its processed log-probs, so the
+two engines give the IS correction the same numbers). With ``top_p = 1`` and ``top_k = 0``
+it is what ``completion_logprobs(..., temperature)`` computes for the policy, and the IS
+weight measures only the numeric mismatch between engine and trainer; with truncation the
+weight also corrects for it (weights <= 1 on sampled tokens).
+
+The engine applies temperature, top-k and top-p itself, as transformers' own warpers in
+transformers' order, ahead of the recorder (custom logits processors run before
+``generate``'s warpers, so a recorder there would see the untruncated logits); ``generate``
+is then told to sample from the processed scores as they are (temperature 1, no top-k /
+top-p, every other sampling setting neutral: ``NEUTRAL_SAMPLING``).
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper,
+                          TopKLogitsWarper, TopPLogitsWarper)
 
 from processors import RenderedPrompt, cut_at_stop
 
@@ -31,13 +40,14 @@ class SampledLogprobRecorder(LogitsProcessor):
     token sampled at step k-1 as the last column of ``input_ids``, so it gathers that
     token's log-prob from the distribution it stored at step k-1. :meth:`finish` gathers
     the last step's tokens after generation ends. Custom processors run after the
-    default ones (token suppression) and before the temperature / top-k / top-p warpers,
-    so ``scores`` here are the logits with the adapter's suppressed tokens at -inf:
-    the distribution ``adapter.completion_logprobs`` computes.
+    default ones (token suppression) and before generate's own warpers; the engine gives
+    generate no warpers of its own and puts its temperature / top-k / top-p warpers
+    (:func:`sampling_warpers`) ahead of the recorder, so ``scores`` here are exactly what
+    is sampled from: the logits with the adapter's suppressed tokens at -inf, divided by
+    the temperature, -inf outside the top-k / nucleus.
     """
 
-    def __init__(self, temperature: float, prompt_len: int):
-        self.temperature = temperature
+    def __init__(self, prompt_len: int):
         self.prompt_len = prompt_len
         self.prev: torch.Tensor | None = None  # [N, V] log-probs of the previous step
         self.columns: list[torch.Tensor] = []  # each [N]
@@ -45,7 +55,7 @@ class SampledLogprobRecorder(LogitsProcessor):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if self.prev is not None:
             self.columns.append(self.prev.gather(-1, input_ids[:, -1:]).squeeze(-1))
-        self.prev = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        self.prev = torch.log_softmax(scores.float(), dim=-1)  # [N, V] the sampled distribution
         return scores
 
     def finish(self, sequences: torch.Tensor) -> torch.Tensor:
@@ -64,12 +74,35 @@ class SampledLogprobRecorder(LogitsProcessor):
 #: fills every setting the call leaves unset from the model's generation_config, and any of
 #: these would make the sampled distribution differ from the policy's, so the recorded
 #: log-probs would not be the policy's and the IS correction would undo a penalty.
-#: (List-valued ones -- bad_words_ids, sequence_bias, forced tokens -- have no neutral
-#: non-None value and are not overridden; chat checkpoints do not set them.)
+#: An explicit None is kept by generate() (transformers 5: call kwargs override the
+#: checkpoint's values, None included), so the settings whose neutral value is "unset"
+#: (min_p, top_h, bad words, sequence bias, forced tokens, guidance, watermarking, ...) are
+#: passed as None. Temperature, top-k and top-p are the engine's own (``sampling_warpers``)
+#: and go to generate() as 1, 0 and 1. The decoding mode is plain sampling of one sequence
+#: per row (no beams, no contrastive search / DoLa, no stop strings).
 NEUTRAL_SAMPLING = dict(repetition_penalty=1.0, encoder_repetition_penalty=1.0,
                         no_repeat_ngram_size=0, encoder_no_repeat_ngram_size=0,
                         min_length=0, min_new_tokens=0, typical_p=1.0, epsilon_cutoff=0.0,
-                        eta_cutoff=0.0)
+                        eta_cutoff=0.0, min_p=None, top_h=None, bad_words_ids=None,
+                        sequence_bias=None, forced_bos_token_id=None, forced_eos_token_id=None,
+                        begin_suppress_tokens=None, exponential_decay_length_penalty=None,
+                        guidance_scale=None, watermarking_config=None, renormalize_logits=False,
+                        remove_invalid_values=False, num_beams=1, num_return_sequences=1,
+                        penalty_alpha=None, dola_layers=None, stop_strings=None)
+
+
+def sampling_warpers(sampling: SamplingParams) -> list[LogitsProcessor]:
+    """Temperature, then top-k, then top-p (transformers' own warpers, in the order
+    ``generate`` applies them, vLLM's too), only those that change anything: the chain
+    whose output the engine samples from and records."""
+    warpers: list[LogitsProcessor] = []
+    if sampling.temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(sampling.temperature))
+    if sampling.top_k > 0:
+        warpers.append(TopKLogitsWarper(top_k=sampling.top_k))
+    if sampling.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p=sampling.top_p))
+    return warpers
 
 
 class HFEngine:
@@ -91,7 +124,7 @@ class HFEngine:
         # Each prompt G times, prompt-major: row b*G + g. Encoding the repeats (rather than
         # repeating tensors) keeps every family's per-image tensors in step.
         prompts = adapter.encode_prompts([r for r in rendered for _ in range(G)])
-        recorder = SampledLogprobRecorder(sampling.temperature, prompts.prompt_len)
+        recorder = SampledLogprobRecorder(prompts.prompt_len)
         stop_ids = adapter.stop_token_ids()
         if seed is not None:
             torch.manual_seed(seed)
@@ -100,12 +133,13 @@ class HFEngine:
         try:
             device = next(self.model.parameters()).device
             sequences = self.model.generate(
-                **prompts.to(device).inputs, do_sample=True, temperature=sampling.temperature,
-                top_p=sampling.top_p, top_k=sampling.top_k,
+                **prompts.to(device).inputs, do_sample=True, temperature=1.0, top_p=1.0,
+                top_k=0,  # the engine's warpers below, ahead of the recorder
                 max_new_tokens=sampling.max_new_tokens, eos_token_id=stop_ids,
                 pad_token_id=adapter.pad_token_id(),
                 suppress_tokens=adapter.suppressed_token_ids() or None,
-                logits_processor=LogitsProcessorList([recorder]), **NEUTRAL_SAMPLING,
+                logits_processor=LogitsProcessorList([*sampling_warpers(sampling), recorder]),
+                **NEUTRAL_SAMPLING,
             )
         finally:
             self.model.train(was_training)

@@ -26,10 +26,10 @@ How each is obtained from vLLM:
 - **Log-probs**: ``logprobs_mode="processed_logprobs"`` with ``logprobs=0`` returns the
   sampled token's log-prob after vLLM's logits processors and temperature, i.e.
   ``log_softmax((logits with suppressed tokens at -inf) / temperature)``: what the ``hf`` engine
-  records and what ``adapter.completion_logprobs`` computes. One difference: with
-  ``top_p < 1`` or ``top_k > 0`` vLLM's processed log-probs are those of the truncated,
-  renormalised distribution, while the ``hf`` engine records the untruncated one (the
-  defaults, ``top_p = 1``, ``top_k = 0``, have no truncation).
+  records and what ``adapter.completion_logprobs`` computes. With ``top_p < 1`` or
+  ``top_k > 0`` vLLM's processed log-probs are those of the truncated, renormalised
+  distribution, and so are the ``hf`` engine's (its own warpers run ahead of its
+  recorder); the defaults, ``top_p = 1``, ``top_k = 0``, have no truncation.
 - **Suppressed tokens**: ``logit_bias = {id: -inf}``. vLLM adds logit biases in its
   logits processors, before temperature, so the token has probability exactly 0 in the
   sampled and in the recorded distribution (``bad_words`` would go through text and

@@ -19,7 +19,7 @@ from processors import Adapter, AdapterOptions, adapter_for
 
 from vlcohort.config import Config, ModelConfig
 from vlcohort.rollout.engines import make_engine
-from vlcohort.training.logprobs import completion_logprobs
+from vlcohort.training.logprobs import completion_logprobs, completion_logprobs_and_entropy
 from vlcohort.training.schedule import lr_multiplier
 
 
@@ -31,7 +31,7 @@ class Agent:
     optimizer: torch.optim.Optimizer | None = None
     scheduler: Any = None
     engine: Any = None
-    ref_model: Any = None  # only when kl_coef > 0 and no LoRA
+    ref_model: Any = None  # only when kl_coef > 0 and no LoRA: the run's starting weights
     uses_lora: bool = False
     autocast_bf16: bool = False
     stats: dict = field(default_factory=dict)
@@ -46,6 +46,14 @@ class Agent:
         if self.ds_engine is not None:
             return self.ds_engine(batch, temperature)
         return completion_logprobs(self.adapter, self.model, batch, temperature)
+
+    def logprobs_and_entropy(self, batch, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """[n, T] log-probs (with gradient) and token entropies (without) of the policy from
+        one forward (``logprobs.completion_logprobs_and_entropy``), through DeepSpeed as
+        :meth:`logprobs`."""
+        if self.ds_engine is not None:
+            return self.ds_engine(batch, temperature, with_entropy=True)
+        return completion_logprobs_and_entropy(self.adapter, self.model, batch, temperature)
 
     def generation_context(self):
         """ZeRO-3 partitions the parameters; generation gathers them once for the whole
@@ -80,14 +88,18 @@ class Agent:
 class PolicyLogprobs(torch.nn.Module):
     """The policy's trainable computation as one module, so DeepSpeed's engine can own the
     forward: ``forward(batch, temperature)`` = the chunked completion log-probs
-    (``logprobs.completion_logprobs``) of the policy through its adapter."""
+    (``logprobs.completion_logprobs``) of the policy through its adapter;
+    ``with_entropy=True``: (log-probs, token entropies), as
+    ``logprobs.completion_logprobs_and_entropy``."""
 
     def __init__(self, adapter: Adapter, model):
         super().__init__()
         self.adapter = adapter
         self.policy = model
 
-    def forward(self, batch, temperature: float) -> torch.Tensor:
+    def forward(self, batch, temperature: float, with_entropy: bool = False):
+        if with_entropy:
+            return completion_logprobs_and_entropy(self.adapter, self.policy, batch, temperature)
         return completion_logprobs(self.adapter, self.policy, batch, temperature)
 
 
@@ -116,7 +128,8 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
         model = _load_from(adapter, weights_from)
     else:
         model = adapter.load_model()
-    model = model.to(resolve_device(mc.device, f"agents.N.device (agent {mc.name})"))
+    device = resolve_device(mc.device, f"agents.N.device (agent {mc.name})")
+    model = model.to(device)
     agent = Agent(name=mc.name, adapter=adapter, model=model, autocast_bf16=mc.autocast_bf16)
     if cfg is None:
         return agent
@@ -124,7 +137,11 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
         agent.model = _wrap_lora(model, mc, weights_from)
         agent.uses_lora = True
     elif cfg.grpo.kl_coef > 0:
-        agent.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        agent.ref_model = reference_model(adapter, model, weights_from, device)
+    if cfg.grpo.disable_dropout:
+        for m in (agent.model, agent.ref_model):
+            if m is not None:
+                disable_dropout(m)
     if mc.gradient_checkpointing:
         enable = (getattr(agent.model, "activation_checkpointing_enable", None)  # transformers >= 5
                   or agent.model.gradient_checkpointing_enable)
@@ -144,6 +161,51 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
     agent.engine = make_engine(cfg.rollout.engine, adapter, agent.model,
                                vllm=cfg.rollout.vllm, seed=cfg.run.seed)
     return agent
+
+
+def reference_model(adapter: Adapter, policy, weights_from: str | None, device: torch.device):
+    """The frozen KL reference of a full fine-tune: the run's STARTING weights
+    (``agents.N.path``), whether the run starts or resumes.
+
+    A fresh run copies the policy as it was just loaded from that path (no second load);
+    a resumed run's policy holds the checkpoint's trained weights, so the reference is
+    loaded from the path again (a copy of the resumed policy would silently move the KL
+    anchor to the last checkpoint: issue 14, bug 2). A LoRA agent needs none: its
+    reference is the base model with the adapters disabled (``reference_context``), and
+    the base weights, loaded from the path, never train.
+    """
+    ref = copy.deepcopy(policy) if weights_from is None else adapter.load_model().to(device)
+    return ref.eval().requires_grad_(False)
+
+
+#: Float attributes holding a dropout probability that HF modules apply functionally
+#: (``nn.functional.dropout(x, p=self.attention_dropout, training=self.training)``, sdpa's
+#: ``dropout_p``, ``nn.MultiheadAttention.dropout``), not through an ``nn.Dropout`` module.
+DROPOUT_ATTRIBUTES = ("dropout", "attention_dropout", "hidden_dropout", "activation_dropout",
+                      "attn_dropout", "resid_dropout", "embd_dropout", "proj_dropout")
+
+
+def disable_dropout(model) -> int:
+    """Every dropout of ``model`` to probability 0, in place; returns how many were set.
+
+    TRL's ``disable_dropout`` (default on in ``GRPOConfig``) sets ``nn.Dropout.p = 0``.
+    That misses the attention dropout of transformers' attention classes, a float
+    attribute applied functionally in train mode (``DROPOUT_ATTRIBUTES``), so both are set
+    here. The model's config is left as it is: a saved checkpoint keeps its dropout.
+    Why: the update's forward runs in train mode while generation and the old / reference
+    log-prob passes run in eval mode; with dropout the first epoch's ratio would not be 1.
+    """
+    n = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            module.p = 0.0
+            n += 1
+        for name in DROPOUT_ATTRIBUTES:
+            value = module.__dict__.get(name)
+            if isinstance(value, float):
+                setattr(module, name, 0.0)
+                n += 1
+    return n
 
 
 def _wrap_deepspeed(agent: Agent, mc: ModelConfig, cfg: Config, layout) -> None:

@@ -4,7 +4,7 @@ Nothing here knows about models, configs or files: tensors go in, tensors (and p
 stats) come out, so every formula can be checked by hand in ``tests/test_grpo.py`` and
 driven by the trainer and by ``vlcohort simulate`` alike. Each choice a config can make is a
 name in a small registry dict (``ADVANTAGE_SCALES``, ``IS_LEVELS``, ``IS_MODES``,
-``KL_ESTIMATORS``, ``AGGREGATIONS``), each entry with its paper.
+``KL_ESTIMATORS``, ``AGGREGATIONS``, ``POLICY_LOSSES``), each entry with its paper.
 
 Shape letters (DESIGN.md rule 5): B prompts, G rollouts per prompt, N sequences in a
 (micro-)batch (N = B x G for one agent's step before micro-batching), T completion tokens
@@ -40,7 +40,10 @@ __all__ = [
     "IS_LEVELS",
     "IS_MODES",
     "KL_ESTIMATORS",
+    "POLICY_LOSSES",
     "Aggregation",
+    "ISWeights",
+    "Surrogate",
     "aggregate",
     "aggregate_denominator",
     "group_advantages",
@@ -96,7 +99,7 @@ def _float(x: Tensor) -> float:
 # --------------------------------------------------------------------------------------
 
 
-def _scale_by_group_std(centered: Tensor, std: Tensor, eps: float) -> Tensor:
+def _scale_by_group_std(centered: Tensor, std: Tensor, batch_std: Tensor, eps: float) -> Tensor:
     """GRPO (Shao et al. 2024, DeepSeekMath, arXiv 2402.03300): (r - mean) / (std + eps).
 
     ``std`` is the unbiased (n - 1) estimator, as verl's ``compute_grpo_outcome_advantage``
@@ -105,7 +108,7 @@ def _scale_by_group_std(centered: Tensor, std: Tensor, eps: float) -> Tensor:
     return centered / (std + eps)
 
 
-def _no_scale(centered: Tensor, std: Tensor, eps: float) -> Tensor:
+def _no_scale(centered: Tensor, std: Tensor, batch_std: Tensor, eps: float) -> Tensor:
     """Dr.GRPO (Liu et al. 2025, arXiv 2503.20783): r - mean, no division by the std.
 
     Dividing by the std up-weights groups that are nearly all right or all wrong (a
@@ -114,10 +117,23 @@ def _no_scale(centered: Tensor, std: Tensor, eps: float) -> Tensor:
     return centered
 
 
-#: ``advantages.scale`` names -> fn(centered [B, G], std [B, 1], eps) -> [B, G].
-ADVANTAGE_SCALES: dict[str, Callable[[Tensor, Tensor, float], Tensor]] = {
+def _scale_by_batch_std(centered: Tensor, std: Tensor, batch_std: Tensor, eps: float) -> Tensor:
+    """Group mean, batch std: (r - group mean) / (std of all the batch's rewards + eps).
+
+    TRL's ``scale_rewards="batch"`` (``rewards.std()`` over the whole batch, unbiased), the
+    "group mean, batch std" of Liu et al. 2025 (Tricks or Traps, arXiv 2508.08221): every
+    group keeps its own baseline, but one scale for the batch, so a nearly-constant group
+    is not blown up to unit variance. Only valid rollouts enter the batch std.
+    """
+    return centered / (batch_std + eps)
+
+
+#: ``grpo.adv_scale`` names -> fn(centered [B, G], group std [B, 1], batch std [] (0-dim),
+#: eps) -> [B, G].
+ADVANTAGE_SCALES: dict[str, Callable[[Tensor, Tensor, Tensor, float], Tensor]] = {
     "group": _scale_by_group_std,
     "none": _no_scale,
+    "batch": _scale_by_batch_std,
 }
 
 
@@ -169,7 +185,10 @@ def group_advantages(
     mean = (r * vf).sum(dim=1, keepdim=True) / n.clamp(min=1)  # [B, 1]
     centered = (r - mean) * vf  # [B, G]
     var = (centered**2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)  # [B, 1] unbiased
-    adv = scale_fn(centered, var.sqrt(), eps)  # [B, G]
+    n_all = vf.sum()  # valid rollouts in the batch
+    batch_mean = (r * vf).sum() / n_all.clamp(min=1)  # []
+    batch_var = (((r - batch_mean) * vf) ** 2).sum() / (n_all - 1).clamp(min=1)  # [] unbiased
+    adv = scale_fn(centered, var.sqrt(), batch_var.sqrt(), eps)  # [B, G]
 
     # a constant group: max == min over its valid rewards (exact, unlike a float mean)
     hi = torch.where(v, r, torch.full_like(r, -math.inf)).amax(dim=1, keepdim=True)  # [B, 1]
@@ -184,54 +203,129 @@ def group_advantages(
 
 
 def _token_level(log_ratio: Tensor, valid: Tensor) -> Tensor:
-    """One weight per token: exp(old_logp - rollout_logp) (Yao et al. 2025, TIS)."""
+    """One weight per token: exp(old_logp - rollout_logp) (Yao et al. 2025, TIS; TRL's
+    ``token_*`` modes, verl's ``rollout_is="token"``). Biased, low variance."""
     return log_ratio
 
 
 def _sequence_level(log_ratio: Tensor, valid: Tensor) -> Tensor:
-    """One weight per completion: exp of the MEAN token log-ratio, broadcast to its tokens.
+    """One weight per completion: exp of the SUMMED token log-ratio, i.e. the product of
+    the token ratios, the true importance weight of the whole completion; broadcast to
+    its tokens.
 
-    The geometric mean of the token ratios, as GSPO's sequence ratio (Zheng et al. 2025,
-    arXiv 2507.18071), not their product: a product over hundreds of tokens explodes or
-    vanishes with length. Non-finite tokens are left out of the mean.
+    TRL's ``sequence_truncate`` / ``sequence_mask`` (``per_token_logps_diff.sum(-1)``) and
+    verl's ``rollout_is="sequence"`` (``masked_sum`` of the log-ratio). Unbiased, and its
+    variance grows with length: a -0.01 bias per token over 100 tokens gives 0.37, which
+    the geometric mean (``geo_mean``) would report as 0.99. The caller clamps the sum to
+    +-LOG_RATIO_CLAMP before ``exp`` (verl's ``SAFETY_BOUND``). Non-finite tokens are left
+    out of the sum.
+    """
+    seq = (log_ratio * valid).sum(dim=1, keepdim=True)  # [N, T] -> [N, 1]
+    return seq.expand_as(log_ratio)  # [N, 1] -> [N, T]
+
+
+def _geo_mean_level(log_ratio: Tensor, valid: Tensor) -> Tensor:
+    """One weight per completion: exp of the MEAN token log-ratio (the geometric mean of
+    the token ratios), broadcast to its tokens.
+
+    The length-normalised ratio of GSPO (Zheng et al. 2025, arXiv 2507.18071), here used
+    as a rollout correction: it does not explode or vanish with length, and for the same
+    reason it nearly removes the correction on long completions (this was ``sequence``
+    before issue 14). Non-finite tokens are left out of the mean.
     """
     seq = (log_ratio * valid).sum(dim=1, keepdim=True) / valid.sum(dim=1, keepdim=True).clamp(min=1)
     return seq.expand_as(log_ratio)  # [N, 1] -> [N, T]
 
 
-#: ``is.level`` names -> fn(log_ratio [N, T], valid [N, T] float) -> per-token log-weight [N, T].
+#: ``grpo.is_level`` names -> fn(log_ratio [N, T], valid [N, T] float) -> per-token
+#: log-weight [N, T] (the caller clamps it to +-LOG_RATIO_CLAMP and exponentiates).
 IS_LEVELS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
     "token": _token_level,
     "sequence": _sequence_level,
+    "geo_mean": _geo_mean_level,
 }
 
 
-def _truncate(w: Tensor, cap: float, low: float, high: float) -> tuple[Tensor, Tensor]:
+@dataclass(frozen=True)
+class ISBounds:
+    """The bounds an IS mode reads: ``floor`` / ``cap`` (truncate), [``low``, ``high``]
+    (token_mask, rejection)."""
+
+    floor: float
+    cap: float
+    low: float
+    high: float
+
+
+def _truncate(w: Tensor, b: ISBounds) -> tuple[Tensor, Tensor, Tensor]:
     """TIS, truncated IS (Yao et al. 2025, "Your efficient RL framework secretly brings you
-    off-policy RL training"): w = min(w, cap). Bounds the variance a rare token can add.
+    off-policy RL training"): w = clamp(w, floor, cap), TRL's ``*_truncate`` with its
+    ``clip_min`` as the floor (0: no lower bound). Bounds the variance a rare token adds.
 
-    Returns (weights [N, T], hit [N, T] bool: the tokens that were truncated).
+    Returns (weights [N, T], hit [N, T] bool: truncated at either bound, dropped [N, T]
+    bool: none).
     """
-    hit = w > cap
-    return torch.clamp(w, max=cap), hit
+    hit = (w > b.cap) | (w < b.floor)
+    return torch.clamp(w, min=b.floor, max=b.cap), hit, torch.zeros_like(hit)
 
 
-def _mask(w: Tensor, cap: float, low: float, high: float) -> tuple[Tensor, Tensor]:
-    """MIS, masked IS (verl's rollout correction, ``rollout_is`` mask mode): tokens whose
-    w lies outside [low, high] get weight 0; the rest keep w unchanged. Drops tokens the
-    sampler and the policy disagree on too much instead of trusting a capped weight.
+def _token_mask(w: Tensor, b: ISBounds) -> tuple[Tensor, Tensor, Tensor]:
+    """MIS, masked IS, TRL's ``token_mask`` / ``sequence_mask`` (IcePop-style two-sided
+    bound): tokens whose w lies outside [low, high] get weight 0, the rest keep w. The
+    masked tokens STAY in the loss's denominator: they dilute the batch like any token
+    with zero advantage.
 
-    Returns (weights [N, T], hit [N, T] bool: the tokens that were masked).
+    Returns (weights [N, T], hit [N, T] bool: the tokens masked, dropped: none).
     """
-    hit = (w < low) | (w > high)
-    return torch.where(hit, torch.zeros_like(w), w), hit
+    hit = (w < b.low) | (w > b.high)
+    return torch.where(hit, torch.zeros_like(w), w), hit, torch.zeros_like(hit)
 
 
-#: ``is.mode`` names -> fn(w [N, T], cap, low, high) -> (weights [N, T], hit [N, T] bool).
-IS_MODES: dict[str, Callable[[Tensor, float, float, float], tuple[Tensor, Tensor]]] = {
+def _rejection(w: Tensor, b: ISBounds) -> tuple[Tensor, Tensor, Tensor]:
+    """Rejection sampling, verl's rollout correction (``rollout_rs``, Li et al. 2025,
+    "When speed kills stability", https://richardli.xyz/rl-collapse): tokens (at level
+    ``sequence`` / ``geo_mean``: whole completions) whose w lies outside [low, high] are
+    DROPPED from the loss, i.e. removed from the response mask, so they leave the loss's
+    denominator too; the kept ones keep w.
+
+    Returns (weights [N, T], hit [N, T] bool: rejected, dropped [N, T] bool: the same).
+    """
+    hit = (w < b.low) | (w > b.high)
+    return torch.where(hit, torch.zeros_like(w), w), hit, hit
+
+
+#: ``grpo.is_mode`` names -> fn(w [N, T], bounds) -> (weights [N, T], hit [N, T] bool,
+#: dropped [N, T] bool: tokens to take out of the loss and its denominator). ``mask`` is
+#: the name ``token_mask`` had before issue 14, kept so that existing configs still load.
+IS_MODES: dict[str, Callable[[Tensor, ISBounds], tuple[Tensor, Tensor, Tensor]]] = {
     "truncate": _truncate,
-    "mask": _mask,
+    "token_mask": _token_mask,
+    "mask": _token_mask,
+    "rejection": _rejection,
 }
+
+
+@dataclass(frozen=True, eq=False)  # holds tensors: no element-wise ``==`` by accident
+class ISWeights:
+    """What :func:`importance_weights` returns.
+
+    weights: [N, T] detached, 0 on padding, on non-finite tokens and on rejected ones;
+    keep:    [N, T] bool, the tokens of ``mask`` that stay in the loss: all of them except
+             those mode ``rejection`` dropped. A caller that drops tokens must take them
+             out of the loss mask AND of the aggregation's denominator
+             (``aggregate_denominator(mask & keep)``);
+    stats:   plain floats (see :func:`importance_weights`).
+
+    Unpacks as ``weights, stats`` (the return value before ``keep`` existed), so callers
+    that never drop tokens read it as a pair.
+    """
+
+    weights: Tensor
+    keep: Tensor
+    stats: dict[str, float]
+
+    def __iter__(self):
+        return iter((self.weights, self.stats))
 
 
 def importance_weights(
@@ -243,7 +337,9 @@ def importance_weights(
     cap: float = 2.0,
     low: float = 0.5,
     high: float = 2.0,
-) -> tuple[Tensor, dict[str, float]]:
+    floor: float = 0.0,
+    batch_norm: bool = False,
+) -> ISWeights:
     """Per-token weights correcting for sampling with the engine instead of the policy.
 
     The engine (vLLM, or HF generate in another precision) samples from a distribution
@@ -252,24 +348,34 @@ def importance_weights(
 
     old_logp, rollout_logp: [N, T] per-token log-probs of the sampled tokens.
     mask:    [N, T] bool (or 0/1) completion tokens (padding False).
-    level:   name in ``IS_LEVELS`` (``token`` | ``sequence``).
-    mode:    name in ``IS_MODES`` (``truncate`` with ``cap`` | ``mask`` with [low, high]).
-    returns: (weights [N, T], detached, 0 on padding and on non-finite tokens; stats).
+    level:   name in ``IS_LEVELS`` (``token`` | ``sequence``: product | ``geo_mean``).
+    mode:    name in ``IS_MODES`` (``truncate`` to [``floor``, ``cap``] | ``token_mask``
+             (alias ``mask``) or ``rejection`` with [``low``, ``high``]).
+    batch_norm: divide the applied weights by their mean over the tokens that stay in
+             the loss (verl's ``rollout_is_batch_normalize``: mean weight 1 over the batch,
+             so the correction reweights tokens without rescaling the whole gradient).
+             Pass the FULL batch, not a micro-batch, or each micro-batch gets its own mean.
+    returns: :class:`ISWeights` (weights [N, T], keep [N, T], stats); unpacks as
+             ``weights, stats``.
 
-    A NaN or inf in either log-prob (seen from some engines) gives that token weight 0 and
-    is counted, so one bad token cannot poison the loss. Stats are plain floats, 0 when
-    there is nothing to measure. Means, min and max are over completion tokens with finite
-    log-probs; shares are of all completion tokens:
+    Order: raw weight (level, log-space clamp) -> mode (truncate / mask / reject) ->
+    batch normalisation. A NaN or inf in either log-prob (seen from some engines) gives
+    that token weight 0 and is counted, so one bad token cannot poison the loss. Stats are
+    plain floats, 0 when there is nothing to measure. Means, min and max are over
+    completion tokens with finite log-probs; shares are of all completion tokens:
 
     - ``is_weight/mean|min|max``: the raw weight, BEFORE truncation or masking, so they show
       the actual mismatch (``max`` can exceed ``cap``; it is at most exp(20), the log-ratio
-      clamp). At level ``sequence`` each token carries its sequence's weight, so these are
-      token-weighted;
-    - ``is_weight/applied_mean``: the weight actually applied (after truncation/masking);
-    - ``is_weight/frac_truncated``: share truncated by ``cap`` (mode ``truncate``; 0 in
-      mode ``mask``);
+      clamp). At level ``sequence`` / ``geo_mean`` each token carries its sequence's
+      weight, so these are token-weighted;
+    - ``is_weight/applied_mean``: the weight actually applied (after truncation, masking,
+      rejection and batch normalisation; rejected tokens count as 0);
+    - ``is_weight/frac_truncated``: share truncated at ``cap`` or ``floor`` (mode
+      ``truncate``; 0 in the other modes);
     - ``is_weight/frac_masked``: share of completion tokens given weight 0 for any reason
-      (outside [low, high] in mode ``mask``, or a non-finite log-prob);
+      (outside [low, high] in modes ``token_mask`` / ``rejection``, or a non-finite
+      log-prob);
+    - ``is_weight/frac_rejected`` (mode ``rejection`` only): share dropped from the loss;
     - ``is_weight/nonfinite_tokens``: count of completion tokens with a NaN/inf log-prob;
     - ``rollout_k3``: mean k3 estimate of KL(rollout || policy), exp(l) - l - 1 with
       l = old_logp - rollout_logp (samples come from the rollout distribution).
@@ -278,6 +384,8 @@ def importance_weights(
     mode_fn = _lookup(IS_MODES, "IS mode", mode)
     if cap <= 0:
         raise ValueError(f"IS cap must be > 0, got {cap}")
+    if not 0 <= floor <= cap:
+        raise ValueError(f"IS truncation needs 0 <= floor <= cap, got floor={floor}, cap={cap}")
     if not 0 <= low < high:
         raise ValueError(f"IS mask bounds need 0 <= low < high, got low={low}, high={high}")
     _check_shapes(old_logp=old_logp, rollout_logp=rollout_logp, mask=mask)
@@ -292,9 +400,16 @@ def importance_weights(
 
         diff = torch.where(ok, old - roll, torch.zeros_like(old))  # [N, T], 0 where not ok
         token_lr = diff.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # [N, T]
-        raw = torch.exp(level_fn(token_lr, okf))  # [N, T]
-        applied, hit = mode_fn(raw, cap, low, high)  # [N, T], [N, T]
-        weights = torch.where(ok, applied, torch.zeros_like(applied))  # [N, T]
+        # clamped again after the level: a completion's SUMMED log-ratio can pass 20
+        log_w = level_fn(token_lr, okf).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # [N, T]
+        raw = torch.exp(log_w)  # [N, T]
+        applied, hit, dropped = mode_fn(raw, ISBounds(floor, cap, low, high))  # [N, T] x 3
+        keep = m & ~(dropped & ok)  # [N, T]; a non-finite token is not "rejected"
+        weights = torch.where(ok & keep, applied, torch.zeros_like(applied))  # [N, T]
+        if batch_norm:
+            kept = (ok & keep).to(old.dtype)  # [N, T] the tokens whose weights the loss uses
+            mean = _masked_mean(weights, kept)
+            weights = weights / mean if mean > 0 else weights  # [N, T]; all-zero stays zero
 
         n_tokens = m.sum().clamp(min=1)
         n_ok = ok.sum()
@@ -310,7 +425,9 @@ def importance_weights(
             "is_weight/nonfinite_tokens": float((m & ~finite).sum()),
             "rollout_k3": _float(_masked_mean(k3, okf)),
         }
-    return weights, stats
+        if mode == "rejection":
+            stats["is_weight/frac_rejected"] = _float((m & ~keep).sum() / n_tokens)
+    return ISWeights(weights, keep, stats)
 
 
 # --------------------------------------------------------------------------------------
@@ -320,24 +437,57 @@ def importance_weights(
 
 def _kl_k1(logp: Tensor, ref_logp: Tensor) -> Tensor:
     """k1 = logp - ref_logp (Schulman 2020, "Approximating KL divergence"): unbiased for
-    KL(policy || ref), but high variance and negative on some tokens."""
+    the VALUE of KL(policy || ref), but high variance and negative on some tokens.
+
+    As a loss term it gives NO KL gradient: its gradient is grad logp, whose expectation
+    under the policy is sum_x grad pi(x) = 0 (checked exactly in tests/test_grpo.py). Use
+    it as a logged estimate or as a reward-side penalty (``grpo.kl_in_reward``, where the
+    policy-gradient term carries it), never as ``kl_coef`` x k1 in the loss (the config
+    refuses that; use ``k2``)."""
     return logp - ref_logp
+
+
+def _kl_k2(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """k2 = 0.5 (logp - ref_logp)^2 (Schulman 2020; verl's ``kl_penalty`` "mse"): >= 0,
+    biased as a value, low variance.
+
+    As a loss term its expected gradient is EXACTLY grad KL(policy || ref): grad k2 =
+    (logp - ref) grad logp, and E_pi[(log pi - log ref) grad log pi] = grad KL(pi || ref)
+    (the E_pi[grad log pi] part is 0). The on-policy-correct choice for a KL loss."""
+    return 0.5 * (logp - ref_logp) ** 2
 
 
 def _kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
     """k3 = exp(ref - logp) - (ref - logp) - 1 (Schulman 2020, "Approximating KL
-    divergence", http://joschu.net/blog/kl-approx.html): unbiased, low variance, >= 0.
-    The GRPO paper's KL term. The log-ratio is clamped to +-20 so exp stays finite;
-    ``expm1(x) - x`` instead of ``exp(x) - x - 1`` keeps it >= 0 in float32 near x = 0
-    (``exp`` rounds 1 + 6e-8 to 1 and gave -6e-8, found by hypothesis)."""
+    divergence", http://joschu.net/blog/kl-approx.html): unbiased for the value of
+    KL(policy || ref), low variance, >= 0. The GRPO paper's KL term and verl's.
+
+    As a loss term its expected gradient is that of KL(ref || policy), not of
+    KL(policy || ref): grad k3 = (1 - ref / pi) grad log pi, whose expectation under pi
+    is -sum_x ref(x) grad log pi(x) = grad KL(ref || pi). Both pull the policy towards
+    the reference; they differ away from it. The log-ratio is clamped to +-20 so exp stays
+    finite; ``expm1(x) - x`` instead of ``exp(x) - x - 1`` keeps it >= 0 in float32 near
+    x = 0 (``exp`` rounds 1 + 6e-8 to 1 and gave -6e-8, found by hypothesis)."""
     log_ratio = (ref_logp - logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     return torch.expm1(log_ratio) - log_ratio
 
 
-#: ``kl.kind`` names -> fn(logp [N, T], ref_logp [N, T]) -> per-token estimate [N, T].
+def _kl_low_var(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """k3 clamped to [-10, 10], verl's ``kl_penalty`` "low_var_kl" (core_algos.py): the
+    gradient of k3 (KL(ref || policy)'s direction) where k3 <= 10, none on the rare tokens
+    where the reference finds the sampled token e^10 times likelier than the policy does,
+    so one such token cannot dominate the loss. (k3 >= 0, so only the upper bound acts.)"""
+    return _kl_k3(logp, ref_logp).clamp(-10.0, 10.0)
+
+
+#: ``grpo.kl_kind`` names -> fn(logp [N, T], ref_logp [N, T]) -> per-token estimate [N, T].
+#: The gradient each gives as a loss term is in its docstring: only ``k2`` follows
+#: KL(policy || ref); ``k3`` / ``low_var_kl`` follow KL(ref || policy); ``k1`` none.
 KL_ESTIMATORS: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
     "k1": _kl_k1,
+    "k2": _kl_k2,
     "k3": _kl_k3,
+    "low_var_kl": _kl_low_var,
 }
 
 
@@ -346,7 +496,7 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
 
     logp, ref_logp: [N, T]; returns [N, T] (gradient flows through ``logp``; padding
     positions are computed too, the caller masks them in ``aggregate``).
-    kind: name in ``KL_ESTIMATORS`` (``k1`` | ``k3``).
+    kind: name in ``KL_ESTIMATORS`` (``k1`` | ``k2`` | ``k3`` | ``low_var_kl``).
     """
     fn = _lookup(KL_ESTIMATORS, "KL estimator", kind)
     _check_shapes(logp=logp, ref_logp=ref_logp)
@@ -464,6 +614,117 @@ def aggregate(
 
 
 # --------------------------------------------------------------------------------------
+# the policy-gradient surrogate: token ratio (PPO), sequence ratio (GSPO), CISPO
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)  # holds tensors
+class Surrogate:
+    """One policy-loss variant's per-token terms, before IS weights, dual clip and KL.
+
+    loss:         [N, T] per-token policy-gradient loss, WITH gradient through logp;
+    ratio:        [N, T] detached, the ratio the variant clips (per token for ``ppo`` /
+                  ``cispo``; the completion's ratio on each of its tokens for ``gspo``);
+    clipped_low:  [N, T] bool, the lower bound is active: ratio < 1 - clip_low with A < 0;
+    clipped_high: [N, T] bool, the upper bound is active: ratio > 1 + clip_high with A > 0.
+
+    A token with A = 0 counts as clipped nowhere: its loss is 0 whatever the ratio.
+    """
+
+    loss: Tensor
+    ratio: Tensor
+    clipped_low: Tensor
+    clipped_high: Tensor
+
+
+def _clipped_surrogate(ratio: Tensor, adv: Tensor, clip_low: float, clip_high: float) -> Surrogate:
+    """-min(r A, clip(r, 1 - clip_low, 1 + clip_high) A) per token, for any ratio r [N, T]."""
+    unclipped = -ratio * adv  # [N, T]
+    clipped = -torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv  # [N, T]
+    r = ratio.detach()
+    return Surrogate(
+        loss=torch.maximum(unclipped, clipped),  # [N, T]  = -min(r A, clip(r) A)
+        ratio=r,
+        clipped_low=(r < 1.0 - clip_low) & (adv < 0),  # [N, T]
+        clipped_high=(r > 1.0 + clip_high) & (adv > 0),  # [N, T]
+    )
+
+
+def _ppo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
+         clip_low: float, clip_high: float) -> Surrogate:
+    """PPO's clipped surrogate on the TOKEN ratio r = exp(logp - old) (Schulman et al.
+    2017, arXiv 1707.06347), with separate lower and upper clip (DAPO's clip-higher, Yu et
+    al. 2025, arXiv 2503.14476). GRPO's (arXiv 2402.03300), TRL's and verl's default."""
+    diff = torch.where(mask, logp - old_logp, torch.zeros_like(logp))  # [N, T]
+    return _clipped_surrogate(torch.exp(diff.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)),
+                              adv, clip_low, clip_high)
+
+
+def _gspo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
+          clip_low: float, clip_high: float) -> Surrogate:
+    """GSPO (Zheng et al. 2025, arXiv 2507.18071): the ratio and its clip are per
+    COMPLETION, s_i = exp(mean_t (logp - old)), the length-normalised sequence likelihood
+    ratio, written in GSPO-token's form: s_i,t = sg(s_i) x pi(y_t) / sg(pi(y_t)).
+
+    s_i,t equals s_i in value (so the clip decides per completion) and its gradient is
+    s_i grad log pi(y_t), token by token; with A per sequence and any of the aggregations
+    here this gives the same gradient as GSPO's sequence objective (tested), and it also
+    takes per-token advantages. TRL: ``importance_sampling_level="sequence"``; verl:
+    ``policy_loss.loss_mode="gspo"``. The paper clips at 3e-4 / 4e-4 (``clip_low`` /
+    ``clip_high``): a sequence ratio moves far less than a token's, so PPO's 0.2 clips
+    almost nothing."""
+    m = mask.to(logp.dtype)  # [N, T]
+    diff = torch.where(mask, logp - old_logp, torch.zeros_like(logp))  # [N, T]
+    seq = (diff * m).sum(dim=1, keepdim=True) / m.sum(dim=1, keepdim=True).clamp(min=1)  # [N, 1]
+    seq = seq.detach().clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)  # [N, 1] sg(log s_i)
+    log_s = seq + (diff - diff.detach())  # [N, T]: value log s_i, gradient grad logp_t
+    return _clipped_surrogate(torch.exp(log_s), adv, clip_low, clip_high)
+
+
+def _cispo(logp: Tensor, old_logp: Tensor, adv: Tensor, mask: Tensor,
+           clip_low: float, clip_high: float) -> Surrogate:
+    """CISPO (MiniMax-M1, arXiv 2506.13585): -sg(min(r, 1 + clip_high)) x A x logp per
+    token. The IS weight is clipped and detached, never the gradient: every token keeps a
+    policy-gradient term (PPO's clip drops the tokens outside the trust region, often the
+    rare "fork" tokens of long reasoning).
+
+    Upper bound only, as TRL's ``loss_type="cispo"`` (``clamp(coef_1, max=epsilon_high)``,
+    so TRL's ``epsilon_high`` = 1 + ``clip_high`` here) and as the paper's runs, which set
+    eps_low large enough to impose no lower bound; ``clip_low`` is not used.
+    ``clip_frac_high`` counts capped tokens with A > 0 (TRL's ``cispo_clip_ratio``)."""
+    diff = torch.where(mask, logp - old_logp, torch.zeros_like(logp))  # [N, T]
+    ratio = torch.exp(diff.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)).detach()  # [N, T]
+    weight = torch.clamp(ratio, max=1.0 + clip_high)  # [N, T] sg(clip(r))
+    lp = torch.where(mask, logp, torch.zeros_like(logp))  # [N, T]; padding garbage dropped
+    return Surrogate(
+        loss=-weight * adv * lp,  # [N, T]
+        ratio=ratio,
+        clipped_low=torch.zeros_like(mask),
+        clipped_high=(ratio > 1.0 + clip_high) & (adv > 0),  # [N, T]
+    )
+
+
+#: ``grpo.policy_loss`` names -> fn(logp [N, T] with grad, old_logp [N, T], adv [N, 1] or
+#: [N, T], mask [N, T] bool, clip_low, clip_high) -> Surrogate.
+POLICY_LOSSES: dict[str, Callable[[Tensor, Tensor, Tensor, Tensor, float, float], Surrogate]] = {
+    "ppo": _ppo,
+    "gspo": _gspo,
+    "cispo": _cispo,
+}
+
+
+def dual_clip(loss: Tensor, adv: Tensor, clip_ratio_c: float) -> Tensor:
+    """Dual-clip PPO (Ye et al. 2020, arXiv 1912.09729; verl ``compute_policy_loss``,
+    ``clip_ratio_c``): where A < 0 the per-token loss is min(loss, -c A), i.e.
+    min(max(-r A, -clip(r) A), -c A), so a token whose ratio has grown past c cannot
+    push the loss (or its gradient) without bound; A >= 0 is left alone.
+
+    loss: [N, T] from a clipped surrogate; adv: [N, 1] or [N, T]; c > 1.
+    """
+    return torch.where(adv < 0, torch.minimum(loss, -clip_ratio_c * adv), loss)  # [N, T]
+
+
+# --------------------------------------------------------------------------------------
 # the policy loss
 # --------------------------------------------------------------------------------------
 
@@ -482,33 +743,50 @@ def policy_loss(
     agg: str = "token_mean",
     denom: float | Tensor | None = None,
     length_norm: float | None = None,
+    loss_kind: str = "ppo",
+    clip_ratio_c: float = 0.0,
 ) -> tuple[Tensor, dict[str, float]]:
-    """PPO clipped surrogate per token (Schulman et al. 2017, arXiv 1707.06347) with
-    separate lower and upper clip (clip-higher, DAPO arXiv 2503.14476), optional token IS
-    weights and optional KL to the reference, aggregated by ``agg``.
+    """The policy-gradient surrogate ``loss_kind`` per token (PPO's clipped surrogate,
+    Schulman et al. 2017, arXiv 1707.06347, with separate lower and upper clip, DAPO
+    arXiv 2503.14476; or GSPO / CISPO, see ``POLICY_LOSSES``), optional dual clip,
+    optional IS weights and optional KL to the reference, aggregated by ``agg``.
 
     logp:       [N, T] policy log-probs of the sampled tokens, WITH gradient.
     old_logp:   [N, T] the same before this step's update (treated as data).
     advantages: [N] one per sequence, broadcast over its tokens (or [N, T] per token).
-    mask:       [N, T] bool (or 0/1) completion tokens.
+    mask:       [N, T] bool (or 0/1) completion tokens (less any an IS ``rejection``
+                dropped: ``mask & ISWeights.keep``, with ``denom`` counted on the same).
     is_weights: [N, T] from ``importance_weights`` (detached here whatever is passed);
                 they multiply the surrogate term only, not the KL term (as verl does).
     ref_logp:   [N, T] reference log-probs; required when ``kl_coef > 0``.
     agg, denom, length_norm: see ``aggregate``.
+    loss_kind:  name in ``POLICY_LOSSES`` (``ppo`` | ``gspo`` | ``cispo``).
+    clip_ratio_c: 0 (off) or > 1: dual clip for A < 0 (``dual_clip``; ppo and gspo).
 
-    per-token loss = -min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A) * w
-                     + kl_coef * kl_penalty(logp, ref_logp, kl_kind)
+    per-token loss (ppo) = -min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A) * w
+                           + kl_coef * kl_penalty(logp, ref_logp, kl_kind)
     with ratio = exp(logp - old_logp). Gradient flows through ``logp`` only.
 
     Stats (plain floats, no gradient; means over this batch's valid tokens):
-    ``clip_frac`` (share where the clipped branch is the active minimum), ``ratio_mean``,
-    ``pg_loss`` (surrogate alone, aggregated like the loss), ``kl`` (mean estimate;
-    whenever ``ref_logp`` is given, even with kl_coef 0), ``loss``.
+    ``clip_frac`` (share where a clip bound is active: the clipped branch is the minimum,
+    or for cispo the weight is capped with A > 0), ``clip_frac_low`` (ratio <
+    1 - clip_low with A < 0), ``clip_frac_high`` (ratio > 1 + clip_high with A > 0),
+    ``ratio_mean`` (of the ratio the variant clips: gspo's is per completion),
+    ``ppo_kl`` (mean of old_logp - logp, verl's ``ppo_kl``: how far this epoch has moved
+    the policy from the rollout's), ``pg_loss`` (surrogate alone, aggregated like the
+    loss), ``kl`` (mean estimate; whenever ``ref_logp`` is given, even with kl_coef 0),
+    ``loss``.
     """
+    surrogate_fn = _lookup(POLICY_LOSSES, "policy loss", loss_kind)
     if not 0 <= clip_low < 1:
         raise ValueError(f"clip_low must be in [0, 1), got {clip_low}")
     if clip_high < 0:
         raise ValueError(f"clip_high must be >= 0, got {clip_high}")
+    if clip_ratio_c != 0 and not clip_ratio_c > 1:
+        raise ValueError(f"clip_ratio_c must be 0 (no dual clip) or > 1, got {clip_ratio_c}")
+    if clip_ratio_c > 0 and loss_kind == "cispo":
+        raise ValueError("clip_ratio_c (dual clip) bounds a clipped surrogate; cispo has none "
+                         "(its IS weight is capped at 1 + clip_high): set clip_ratio_c to 0")
     if kl_coef < 0:
         raise ValueError(f"kl_coef must be >= 0, got {kl_coef}")
     if kl_coef > 0 and ref_logp is None:
@@ -525,13 +803,13 @@ def policy_loss(
     elif adv.shape != (N, T):
         raise ValueError(f"advantages must be [N]={N} or [N, T]={(N, T)}, got {tuple(adv.shape)}")
 
-    # select before exp: padding may hold garbage, and where() after exp would still
-    # send NaN gradients back through the unselected branch
-    diff = torch.where(m, x - _as_float(old_logp.detach()).to(x.dtype), torch.zeros_like(x))  # [N, T]
-    ratio = torch.exp(diff.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))  # [N, T]
-    unclipped = -ratio * adv  # [N, T]
-    clipped = -torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv  # [N, T]
-    pg = torch.maximum(unclipped, clipped)  # [N, T]  = -min(r A, clip(r) A)
+    # the variants select before exp: padding may hold garbage, and where() after exp
+    # would still send NaN gradients back through the unselected branch
+    old = _as_float(old_logp.detach()).to(x.dtype)  # [N, T]
+    sur = surrogate_fn(x, old, adv, m, clip_low, clip_high)
+    pg = sur.loss  # [N, T]
+    if clip_ratio_c > 0:
+        pg = dual_clip(pg, adv, clip_ratio_c)  # [N, T]
     if is_weights is not None:
         _check_shapes(logp=logp, is_weights=is_weights)
         pg = pg * _as_float(is_weights.detach()).to(x.dtype)  # [N, T]
@@ -549,9 +827,13 @@ def policy_loss(
 
     with torch.no_grad():
         mf = m.to(x.dtype)  # [N, T]
+        low, high = sur.clipped_low & m, sur.clipped_high & m  # [N, T] bool each
         stats = {
-            "clip_frac": _float(_masked_mean((clipped > unclipped).to(x.dtype), mf)),
-            "ratio_mean": _float(_masked_mean(ratio, mf)),
+            "clip_frac": _float(_masked_mean((low | high).to(x.dtype), mf)),
+            "clip_frac_low": _float(_masked_mean(low.to(x.dtype), mf)),
+            "clip_frac_high": _float(_masked_mean(high.to(x.dtype), mf)),
+            "ratio_mean": _float(_masked_mean(sur.ratio, mf)),
+            "ppo_kl": _float(_masked_mean(torch.where(m, old - x, torch.zeros_like(x)), mf)),
             "pg_loss": _float(aggregate(pg, m, agg, denom=denom, length_norm=length_norm)),
             "loss": _float(loss),
         }

@@ -52,6 +52,22 @@ def completion_logprobs(adapter: Adapter, model, batch: TrainingBatch, temperatu
     return _chunked_pass(adapter, model, batch, temperature, chunk_tokens, stats=None)[0]
 
 
+def completion_logprobs_and_entropy(adapter: Adapter, model, batch: TrainingBatch,
+                                    temperature: float = 1.0, chunk_tokens: int | None = None
+                                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`completion_logprobs` (with gradient) and, from the same chunks, the entropy
+    [N, T] of the distribution each completion token is scored under:
+    H = -sum_v p_v log p_v, p = softmax((logits, suppressed ids out) / temperature), the
+    distribution the sampler drew from (TRL and verl log the entropy of logits /
+    temperature). The entropy is a metric: computed without gradient from the chunk's
+    ``log_softmax`` the loss already needs, so the update's forward gives it for one more
+    [N, chunk, V] buffer at a time and no second pass. Padded positions hold 0.
+    """
+    lp, _, _, ent = _chunked_pass(adapter, model, batch, temperature, chunk_tokens, stats=None,
+                                  sampled_entropy=True)
+    return lp, ent
+
+
 def completion_token_stats(adapter: Adapter, model, batch: TrainingBatch,
                            temperature: float = 1.0, chunk_tokens: int | None = None,
                            stats_temperature_scaled: bool = False) -> CompletionStats:
@@ -69,17 +85,19 @@ def completion_token_stats(adapter: Adapter, model, batch: TrainingBatch,
     more than the log-prob pass.
     """
     with torch.no_grad():
-        lp, sc, ent = _chunked_pass(adapter, model, batch, temperature, chunk_tokens,
-                                    stats=stats_temperature_scaled)
+        lp, sc, ent, _ = _chunked_pass(adapter, model, batch, temperature, chunk_tokens,
+                                       stats=stats_temperature_scaled)
     return CompletionStats(logprobs=lp, self_certainty=sc, entropy=ent)
 
 
 def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: float,
-                  chunk_tokens: int | None, stats: bool | None):
-    """The one chunk loop behind :func:`completion_logprobs` and
-    :func:`completion_token_stats`. ``stats``: None = log-probs only; True / False = also
-    per-token statistics, of the temperature-scaled / unscaled distribution.
-    Returns (logprobs, self_certainty or None, entropy or None), each [N, T]."""
+                  chunk_tokens: int | None, stats: bool | None, sampled_entropy: bool = False):
+    """The one chunk loop behind :func:`completion_logprobs`,
+    :func:`completion_logprobs_and_entropy` and :func:`completion_token_stats`. ``stats``:
+    None = log-probs only; True / False = also per-token statistics, of the
+    temperature-scaled / unscaled distribution. ``sampled_entropy``: also the entropy of
+    the scored distribution (no gradient). Returns (logprobs, self_certainty or None,
+    entropy or None, sampled entropy or None), each [N, T]."""
     model = unwrap(model)
     hidden = adapter.decoder_hidden_states(model, batch.inputs)  # [N, L, H], L = P + T
     P, T = batch.prompt_len, batch.completion_ids.shape[1]
@@ -88,7 +106,7 @@ def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: fl
     softcap = adapter.logit_softcap(model)
     suppressed = adapter.suppressed_token_ids()
     chunk = chunk_tokens or adapter.options.logprob_chunk_tokens
-    out, out_sc, out_ent = [], [], []
+    out, out_sc, out_ent, out_h = [], [], [], []
     for s in range(0, T, chunk):
         logits = head(h[:, s: s + chunk]).float()  # [N, c, V], c = this chunk's positions
         if softcap:
@@ -104,11 +122,15 @@ def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: fl
             logits = logits / temperature
         logp = torch.log_softmax(logits, dim=-1)  # [N, c, V]
         out.append(logp.gather(-1, batch.completion_ids[:, s: s + chunk, None]).squeeze(-1))
+        if sampled_entropy:
+            with torch.no_grad():  # a metric: no graph kept; entr(0) = 0 on suppressed ids
+                out_h.append(torch.special.entr(logp.detach().exp()).sum(-1))  # [N, c]
     mask = batch.completion_mask  # [N, T]
     logprobs = torch.cat(out, dim=1) * mask  # [N, T]
+    h_sampled = torch.cat(out_h, 1) * mask if sampled_entropy else None  # [N, T]
     if stats is None:
-        return logprobs, None, None
-    return logprobs, torch.cat(out_sc, 1) * mask, torch.cat(out_ent, 1) * mask
+        return logprobs, None, None, h_sampled
+    return logprobs, torch.cat(out_sc, 1) * mask, torch.cat(out_ent, 1) * mask, h_sampled
 
 
 def distribution_stats(logits: torch.Tensor, excluded: Sequence[int] = ()

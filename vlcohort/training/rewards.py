@@ -1,17 +1,20 @@
 """Reward sources, registered by name: where an agent's reward comes from.
 
 Two kinds. A *label* source (``REWARD_SOURCES``) maps (agent index, every agent's votes,
-the problems) to that agent's *teacher labels* [B] (None = no label: the prompt gives this
-agent no learning signal); rewards are then 1 / 0 by the one grader (``grading.py``)
-against the label, plus an optional format term. An *intrinsic* source
+the problems) to that agent's *teachers* [B] (:data:`Teacher`: a vote, a gold answer, or
+None = no label: the prompt gives this agent no learning signal); rewards are then 1 / 0:
+for a vote, whether the answer is in the vote's winning class by the vote's own
+clustering rule (``voting.in_winning_class``), so the vote and the reward are one
+decision; for a gold, whether the one grader (``grading.py``) calls it equivalent; plus
+an optional format term. An *intrinsic* source
 (``INTRINSIC_SOURCES``) needs no label and no answer: it maps per-token statistics of the
 agent's own next-token distributions over its completion ([N, T], from
 ``logprobs.completion_token_stats``) to one reward per completion [B, G].
 
 | source         | reward of agent a's completion g on prompt b           | method    |
 |----------------|--------------------------------------------------------|-----------|
-| ``peer_vote``  | 1 if it matches the vote of agent a-1 (ring) or of the other agents | Co-RL |
-| ``self_vote``  | 1 if it matches agent a's own vote                     | TTRL      |
+| ``peer_vote``  | 1 if it is in the winning class of agent a-1's vote (``reward.ring=previous``; a+1: ``next``) or of the other agents' labels (``all_peers``) | Co-RL |
+| ``self_vote``  | 1 if agent a's own vote counted it for the winner      | TTRL      |
 | ``ground_truth`` | 1 if it matches the problem's gold (never shown to the model) | GT-Reward |
 | ``self_certainty`` | mean over its tokens of KL(U || p), U uniform over the vocabulary | INTUITOR (arXiv 2505.19590) |
 | ``entropy``    | minus the mean over its tokens of the entropy H(p)     | RENT (arXiv 2505.22660) |
@@ -22,7 +25,9 @@ log-probs, so the pass costs nothing extra when ``grpo.ppo_epochs > 1``). Whethe
 softmax(logits) or softmax(logits / rollout.temperature) is
 ``reward.intrinsic_temperature_scaled`` (default: unscaled, as INTUITOR's published code).
 Any source may be any agent's (``agents.N.reward_source``): one agent of a cohort can be
-rewarded by self-certainty while another learns from peer votes.
+rewarded by self-certainty while another learns from peer votes. Whatever the source,
+DAPO's soft overlong penalty (:func:`overlong_penalty`, ``reward.overlong_buffer``) can
+be added to the rewards before group normalisation.
 """
 
 from __future__ import annotations
@@ -34,23 +39,29 @@ import torch
 
 from vlcohort.answers.extract import extract_answer
 from vlcohort.data.problems import Problem
-from vlcohort.answers.voting import Vote, majority_vote, teacher_labels
+from vlcohort.answers.voting import Vote, in_winning_class, majority_vote, teacher_votes
 
+#: A prompt's teacher: a :class:`Vote` (a rollout is rewarded iff its answer is in the
+#: vote's winning class, ``voting.in_winning_class``: the vote and the reward are one
+#: decision), a gold answer (rewarded iff the grader calls it equivalent), or None (no
+#: label: no learning signal).
+Teacher = Vote | str | None
+
+#: fn(agent, votes [A][P], problems [P], topology=, tie=, grader=, ring=) -> teachers [P].
 LabelFn = Callable[..., list]
 
 
 def _peer_vote(agent: int, votes: Sequence[Sequence[Vote]], problems: Sequence[Problem],
-               topology: str = "ring", tie: str = "abstain", grader=None) -> list[str | None]:
-    out = []
-    for b, p in enumerate(problems):
-        labels = [votes[a][b].label for a in range(len(votes))]
-        out.append(teacher_labels(labels, topology, p.options, tie=tie, grader=grader)[agent])
-    return out
+               topology: str = "ring", tie: str = "abstain", grader=None,
+               ring: str = "previous") -> list[Vote | None]:
+    return [teacher_votes([votes[a][b] for a in range(len(votes))], topology, p.options,
+                          tie=tie, grader=grader, ring=ring)[agent]
+            for b, p in enumerate(problems)]
 
 
 def _self_vote(agent: int, votes: Sequence[Sequence[Vote]], problems: Sequence[Problem],
-               **_) -> list[str | None]:
-    return [v.label for v in votes[agent]]
+               **_) -> list[Vote]:
+    return list(votes[agent])
 
 
 def _ground_truth(agent: int, votes: Sequence[Sequence[Vote]], problems: Sequence[Problem],
@@ -129,9 +140,12 @@ def extract_all(texts_by_prompt: Sequence[Sequence[str]], style: str = "auto") -
 
 
 def vote_all(answers: Sequence[Sequence[str | None]], problems: Sequence[Problem],
-             tie: str = "abstain", min_share: float = 0.0, grader=None) -> list[Vote]:
-    """One vote per prompt over its G answers."""
-    return [majority_vote(row, p.options, tie=tie, min_share=min_share, grader=grader)
+             tie: str = "abstain", min_share: float = 0.0, grader=None,
+             share_of: str = "all") -> list[Vote]:
+    """One vote per prompt over its G answers (``share_of``: what ``min_share`` divides
+    by, ``voting.SHARE_BASES``)."""
+    return [majority_vote(row, p.options, tie=tie, min_share=min_share, grader=grader,
+                          share_of=share_of)
             for row, p in zip(answers, problems)]
 
 
@@ -146,17 +160,30 @@ class Scored:
         return Scored(self.rewards[idx], self.valid[idx], self.correct[idx])
 
 
-def score(answers: Sequence[Sequence[str | None]], labels: Sequence[str | None],
+def label_of(teacher: Teacher) -> str | None:
+    """The label a teacher stands for: a vote's winning label, or the gold itself."""
+    return teacher.label if isinstance(teacher, Vote) else teacher
+
+
+def score(answers: Sequence[Sequence[str | None]], teachers: Sequence[Teacher],
           problems: Sequence[Problem], grader, format_weight: float = 0.0) -> Scored:
-    """1 / 0 rewards by the grader against each prompt's label, + ``format_weight`` for an
-    extractable answer. A prompt without a label gets reward 0 everywhere and valid=False."""
+    """1 / 0 rewards against each prompt's teacher (:data:`Teacher`), + ``format_weight``
+    for an extractable answer. A vote rewards the answers in its winning class
+    (``voting.in_winning_class``, the rule the vote itself counted by); a gold string, the
+    answers the grader calls equivalent to it. A prompt without a label gets reward 0
+    everywhere and valid=False."""
     B, G = len(answers), len(answers[0]) if answers else 0
     correct = torch.zeros(B, G, dtype=torch.bool)
     parsed = torch.zeros(B, G, dtype=torch.bool)
-    for b, (row, label, p) in enumerate(zip(answers, labels, problems)):
+    labels = [label_of(t) for t in teachers]
+    for b, (row, teacher, label, p) in enumerate(zip(answers, teachers, labels, problems)):
         for g, ans in enumerate(row):
             parsed[b, g] = ans is not None
-            if ans is not None and label is not None:
+            if ans is None or label is None:
+                continue
+            if isinstance(teacher, Vote):
+                correct[b, g] = in_winning_class(ans, teacher, p.options, grader)
+            else:
                 correct[b, g] = bool(grader.is_equivalent(ans, label, p.options))
     valid = torch.tensor([label is not None for label in labels], dtype=torch.bool)
     rewards = correct.float() + format_weight * parsed.float()
@@ -164,15 +191,56 @@ def score(answers: Sequence[Sequence[str | None]], labels: Sequence[str | None],
     return Scored(rewards=rewards, valid=valid, correct=correct)
 
 
-def labels_for(source: str, agent: int, votes: Sequence[Sequence[Vote]],
-               problems: Sequence[Problem], topology: str = "ring", tie: str = "abstain",
-               grader=None) -> list[str | None]:
+def overlong_penalty(lengths: torch.Tensor, max_new_tokens: int, buffer: int,
+                     penalty: float = 1.0) -> torch.Tensor:
+    """DAPO's soft overlong punishment (Yu et al., arXiv 2503.14476, eq. 13; verl's
+    ``overlong_buffer``): with L_max = ``max_new_tokens`` and L_cache = ``buffer``, a
+    completion of L tokens gets 0 while L <= L_max - L_cache, then
+    (L_max - L_cache - L) / L_cache x ``penalty``, falling linearly to -``penalty`` at
+    L_max, and -``penalty`` beyond. A graded fine for running long, instead of the hard
+    cut-off's silent truncation; ``buffer`` 0: no penalty.
+
+    ``lengths`` any shape (completion tokens, stop token included) -> same shape, float32.
+
+    >>> overlong_penalty(torch.tensor([4, 6, 7, 8]), max_new_tokens=8, buffer=4, penalty=0.5)
+    tensor([ 0.0000, -0.2500, -0.3750, -0.5000])
+    """
+    if buffer <= 0:
+        return torch.zeros(lengths.shape, dtype=torch.float32)
+    free = max_new_tokens - buffer  # L_max - L_cache
+    return ((free - lengths.float()) / buffer).clamp(min=-1.0, max=0.0) * penalty
+
+
+def with_overlong_penalty(scored: Scored, lengths: torch.Tensor, max_new_tokens: int,
+                          buffer: int, penalty: float = 1.0) -> Scored:
+    """``scored`` with :func:`overlong_penalty` added to the rewards [P, G] of the prompts
+    that have a reward (valid), before group normalisation, as DAPO adds it to the rule
+    reward. ``lengths`` [P x G], prompt-major. A prompt without a label keeps its zeros:
+    it gives no signal either way."""
+    P, G = scored.rewards.shape
+    shaped = overlong_penalty(lengths.reshape(P, G), max_new_tokens, buffer, penalty)  # [P, G]
+    rewards = scored.rewards + shaped * scored.valid[:, None].float()
+    return Scored(rewards=rewards, valid=scored.valid, correct=scored.correct)
+
+
+def teachers_for(source: str, agent: int, votes: Sequence[Sequence[Vote]],
+                 problems: Sequence[Problem], topology: str = "ring", tie: str = "abstain",
+                 grader=None, ring: str = "previous") -> list[Teacher]:
+    """Agent ``agent``'s teacher [P] of each prompt under label source ``source``."""
     try:
         fn = REWARD_SOURCES[source]
     except KeyError:
         raise ValueError(f"unknown reward source {source!r}; registered: "
                          + ", ".join(REWARD_SOURCES)) from None
-    return fn(agent, votes, problems, topology=topology, tie=tie, grader=grader)
+    return fn(agent, votes, problems, topology=topology, tie=tie, grader=grader, ring=ring)
+
+
+def labels_for(source: str, agent: int, votes: Sequence[Sequence[Vote]],
+               problems: Sequence[Problem], topology: str = "ring", tie: str = "abstain",
+               grader=None, ring: str = "previous") -> list[str | None]:
+    """Agent ``agent``'s teacher labels [P] (None: no label) under label source ``source``."""
+    return [label_of(t) for t in teachers_for(source, agent, votes, problems, topology, tie,
+                                               grader, ring)]
 
 
 def gold_match(answer_or_label: str | None, problem: Problem, grader) -> bool | None:
@@ -203,6 +271,7 @@ class RewardInputs:
     topology: str = "ring"
     tie: str = "abstain"
     format_weight: float = 0.0
+    ring: str = "previous"  # ring direction of peer_vote (voting.RING_DIRECTIONS)
 
 
 @dataclass
@@ -219,8 +288,10 @@ class Reward:
 
 def _label_reward(source: str) -> Callable[[RewardInputs], Reward]:
     def reward(x: RewardInputs) -> Reward:
-        labels = labels_for(source, x.agent, x.votes, x.problems, x.topology, x.tie, x.grader)
-        return Reward(labels, score(x.answers, labels, x.problems, x.grader, x.format_weight))
+        teachers = teachers_for(source, x.agent, x.votes, x.problems, x.topology, x.tie,
+                                x.grader, x.ring)
+        return Reward([label_of(t) for t in teachers],
+                      score(x.answers, teachers, x.problems, x.grader, x.format_weight))
     return reward
 
 

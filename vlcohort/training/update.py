@@ -1,9 +1,11 @@
-"""One agent's GRPO update from a step's rollouts and advantages, and the no-grad token
-statistics pass an intrinsic reward makes before it.
+"""One agent's GRPO update from a step's rollouts and advantages, and the no-grad passes
+that may come before it: an intrinsic reward's token statistics, the reward-side KL
+penalty (``grpo.kl_in_reward``).
 
 Shapes: N sequences (rows of the rollouts, prompt-major: row n belongs to prompt n // G),
 T completion tokens (padded), V vocabulary. The maths is ``grpo.py``; this module feeds it
-micro-batches and steps the optimizer. How gradients are taken and applied differs between
+micro-batches, groups them into mini-batches (one optimizer step each) and steps the
+optimizer. How gradients are taken and applied differs between
 one process (``loss.backward``, clip, ``optimizer.step``) and an agent group trained by
 DeepSpeed ZeRO (the engine's backward / step, group-wide flags and normaliser): that
 difference lives behind :class:`OptimizerStep`, not in the loss loop.
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
@@ -188,49 +190,102 @@ class UpdateBatch:
     advantages: torch.Tensor  # [N]
     rollout_logp: torch.Tensor  # [N, T] the sampler's log-probs
     comp_mask: torch.Tensor  # [N, T] 1 on real completion tokens
-    mask: torch.Tensor  # [N, T] real tokens with a finite rollout log-prob
+    mask: torch.Tensor  # [N, T] the loss's tokens: real, finite rollout log-prob (and not
+    # truncated, with mask_truncated_completions)
     old: torch.Tensor | None  # [N, T] old log-probs (None: on-policy, from each forward)
-    ref: torch.Tensor | None  # [N, T] reference log-probs (None: no KL)
-    denom: torch.Tensor  # the loss normaliser of the whole batch
+    ref: torch.Tensor | None  # [N, T] reference log-probs (None: no KL loss term)
+    mini_batches: list  # [M] lists of indices into ``batches``: one optimizer step each
+    denoms: list  # [M] the loss normaliser of each mini-batch (0-dim tensors)
+    is_weights: grpo.ISWeights | None = None  # the whole batch's IS weights, when the
+    # mode needs them before the first step (``full_batch_is``); None: per micro-batch
+
+
+@dataclass
+class UpdateTotals:
+    """An update's statistics, summed over the optimizer steps it applied: a step skipped
+    for a non-finite loss adds nothing, not even the micro-batches before the bad one."""
+
+    steps: int = 0  # optimizer steps applied
+    skipped: int = 0  # optimizer steps skipped for a non-finite loss
+    sums: dict = field(default_factory=dict)  # stat -> sum over applied steps
+    entropy: float = 0.0  # sum of the policy's token entropies, first epoch's forwards
+    entropy_tokens: float = 0.0  # the completion tokens they cover
+
+    def add_step(self, step: dict[str, float]) -> None:
+        self.steps += 1
+        for k, v in step.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+
+    def means(self) -> dict[str, float]:
+        """Each statistic's mean over the applied steps (nothing when none was applied)."""
+        return {k: v / self.steps for k, v in self.sums.items()} if self.steps else {}
+
+
+#: ``grpo.policy_loss`` statistics an update logs, each the mean over its applied optimizer
+#: steps of the step's sequence-weighted mean over its micro-batches.
+STEP_STATS = ("clip_frac", "clip_frac_low", "clip_frac_high", "ppo_kl", "kl")
+
+
+def kl_in_loss(g: GRPOConfig) -> bool:
+    """Whether the loss holds a KL term: ``kl_coef > 0`` and the KL is not charged to the
+    reward instead (``kl_in_reward``, :func:`kl_reward`)."""
+    return g.kl_coef > 0 and not g.kl_in_reward
+
+
+def trains_without_advantage(g: GRPOConfig) -> bool:
+    """Whether an update whose advantages are all 0 still has a gradient: the KL loss term
+    (the surrogate is 0 on every token, the step pulls the policy towards the reference
+    alone). TRL and verl take that step too: their loss always holds the KL term."""
+    return kl_in_loss(g)
 
 
 def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
                  advantages: torch.Tensor, g: GRPOConfig, temperature: float,
                  length_norm: int, old_logprobs: torch.Tensor | None = None,
                  batches: list | None = None) -> dict[str, float]:
-    """One optimizer step per PPO epoch on this agent's rollouts, then the new weights
-    pushed into the agent's rollout engine; returns its metrics (``weight_push_s``: the
-    push's seconds, a timing the caller moves out of the agent's metrics).
+    """One optimizer step per mini-batch and PPO epoch on this agent's rollouts, then the
+    new weights pushed into the agent's rollout engine; returns its metrics
+    (``weight_push_s``: the push's seconds, a timing the caller moves out of the agent's
+    metrics).
 
-    ``advantages`` [N] per sequence. The "old" log-probs are the policy's before this
-    step's update. With ``ppo_epochs == 1`` the policy has not moved when each micro-batch
-    is first evaluated, so old = logp.detach() of that very forward pass (one model pass
-    saved, as TRL does); with more epochs a no-grad pass computes them first, unless the
-    caller already made one before the update (an intrinsic reward's :func:`token_stats`)
-    and passes its log-probs as ``old_logprobs`` [N, T] (and its ``batches``): the same
-    numbers, no extra pass. The IS weights compare old with the sampler's log-probs.
-    Micro-batch losses use the full batch's normaliser, so their gradients add up to the
-    full-batch gradient. A non-finite loss skips the optimizer step.
+    ``advantages`` [N] per sequence. Each epoch splits the rollouts into mini-batches of
+    ``grpo.mini_batch_seqs`` sequences (0: the whole batch), one optimizer step each,
+    normalised by that mini-batch's own token (or sequence) count, its micro-batches'
+    gradients accumulated (verl's ``ppo_mini_batch_size`` and micro-batches): with M
+    mini-batches the clip acts from the second step on, even at ``ppo_epochs = 1``.
+
+    The "old" log-probs are the policy's before this step's update. With one optimizer
+    step in all (one epoch, one mini-batch) the policy has not moved when each
+    micro-batch is first evaluated, so old = logp.detach() of that very forward pass (one
+    model pass saved, as TRL does); with more steps a no-grad pass computes them before
+    the first, unless the caller already made one (an intrinsic reward's
+    :func:`token_stats`, the reward-side KL's :func:`kl_reward`) and passes its log-probs
+    as ``old_logprobs`` [N, T] (and its ``batches``): the same numbers, no extra pass.
+    The IS weights compare old with the sampler's log-probs. Micro-batch losses use their
+    mini-batch's normaliser, so their gradients add up to the mini-batch gradient. A
+    non-finite loss skips that optimizer step; the logged loss and statistics are means
+    over the steps applied (none applied: only ``skipped_updates``, ``lr`` and the IS
+    statistics are logged). ``policy_entropy``: the token-mean entropy of the policy over
+    the first epoch's forwards (no extra pass).
     """
     opt = optimizer_step(agent, g)
     ub = update_batch(agent, rendered, rollouts, advantages, g, temperature, opt,
                       old_logprobs, batches)
     agent.model.train()
-    totals = {"loss": 0.0, "clip_frac": 0.0, "kl": 0.0, "grad_norm": 0.0, "skipped_updates": 0}
+    totals = UpdateTotals()
     is_parts: list[tuple[dict, float]] = []
     for epoch in range(g.ppo_epochs):
-        epoch_update(agent, ub, g, temperature, length_norm, opt, totals,
-                     is_parts if epoch == 0 else None)
+        for minib, denom in zip(ub.mini_batches, ub.denoms):
+            minibatch_step(agent, ub, minib, denom, g, temperature, length_norm, opt, totals,
+                           is_parts if epoch == 0 else None)
     agent.optimizer.zero_grad(set_to_none=True)
     agent.model.eval()
     pushed = time.perf_counter()
     agent.engine.update_weights(agent.model)
-    out = {"loss": totals["loss"] / g.ppo_epochs, "clip_frac": totals["clip_frac"],
-           "weight_push_s": time.perf_counter() - pushed,
-           "grad_norm": totals["grad_norm"], "skipped_updates": totals["skipped_updates"],
-           "lr": agent.optimizer.param_groups[0]["lr"]}
-    if g.kl_coef > 0:
-        out["kl"] = totals["kl"]
+    out = {**totals.means(), "weight_push_s": time.perf_counter() - pushed,
+           "skipped_updates": totals.skipped, "lr": agent.optimizer.param_groups[0]["lr"]}
+    if totals.entropy_tokens > 0:
+        out["policy_entropy"] = totals.entropy / totals.entropy_tokens
     out.update({f"is/{k.split('/', 1)[-1]}": v for k, v in merge_is_stats(is_parts).items()})
     return out
 
@@ -239,64 +294,186 @@ def update_batch(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
                  advantages: torch.Tensor, g: GRPOConfig, temperature: float,
                  opt: OptimizerStep, old_logprobs: torch.Tensor | None,
                  batches: list | None) -> UpdateBatch:
-    """Micro-batches, masks, and the no-grad old / reference log-probs of an update."""
+    """Micro-batches, mini-batches, masks, the no-grad old / reference log-probs of an
+    update, and each mini-batch's loss normaliser."""
     device = next(agent.model.parameters()).device  # rollouts come on the CPU
     N, T = len(rollouts.completions), rollouts.logprobs.shape[1]
     rollout_logp = rollouts.logprobs.to(device)  # [N, T]
     mbs = batches if batches is not None else micro_batches(agent, rendered, rollouts,
                                                             g.micro_batch_seqs, device)
-    comp_mask = torch.zeros(N, T, device=device)  # [N, T]
-    for rows, tb in mbs:
-        comp_mask[rows] = pad_to(tb.completion_mask.float(), T)
+    comp_mask = completion_mask(mbs, N, T, device)  # [N, T]
     mask = comp_mask * torch.isfinite(rollout_logp).float()  # NaN / inf rollout tokens out
+    if g.mask_truncated_completions:  # cut at max_new_tokens: out of the loss and its
+        finished = torch.tensor(rollouts.finished, dtype=mask.dtype, device=device)  # [N]
+        mask = mask * finished[:, None]  # normaliser (TRL's mask_truncated_completions)
+    minis = mini_batches(mbs, g.mini_batch_seqs or N)
     old = None if old_logprobs is None else old_logprobs.to(device)
     ref = None
     with torch.no_grad(), agent.autocast():
-        if g.ppo_epochs > 1 and old is None:
-            old = torch.cat([pad_to(agent.logprobs(tb, temperature), T) for _, tb in mbs])
-        if g.kl_coef > 0:
-            with agent.reference_context():
-                ref = torch.cat([pad_to(completion_logprobs(
-                    agent.adapter, agent.ref_forward_model, tb, temperature), T) for _, tb in mbs])
-    denom = opt.normaliser(grpo.aggregate_denominator(mask, g.loss_agg))
-    return UpdateBatch(mbs, advantages.to(device), rollout_logp, comp_mask, mask, old, ref, denom)
+        if (g.ppo_epochs * len(minis) > 1 or full_batch_is(g)) and old is None:  # before
+            old = policy_logprobs(agent, mbs, T, temperature)  # the first step
+        if kl_in_loss(g):
+            ref = reference_logprobs(agent, mbs, T, temperature)
+    is_w = None
+    if full_batch_is(g):
+        is_w = grpo.importance_weights(old, rollout_logp, comp_mask, level=g.is_level,
+                                       mode=g.is_mode, cap=g.is_cap, low=g.is_low,
+                                       high=g.is_high, floor=g.is_min, batch_norm=g.is_batch_norm)
+        mask = mask * is_w.keep  # rejected tokens leave the loss and its normalisers
+    denoms = [opt.normaliser(grpo.aggregate_denominator(mask[rows_of(mbs, m)], g.loss_agg))
+              for m in minis]
+    return UpdateBatch(mbs, advantages.to(device), rollout_logp, comp_mask, mask, old, ref,
+                       minis, denoms, is_w)
 
 
-def epoch_update(agent: Agent, ub: UpdateBatch, g: GRPOConfig, temperature: float,
-                 length_norm: int, opt: OptimizerStep, totals: dict,
-                 is_parts: list | None) -> None:
-    """One PPO epoch: a forward and backward per micro-batch, one optimizer step; a
-    non-finite loss on any rank of the update discards the epoch. ``is_parts`` collects
-    the IS statistics (first epoch only)."""
-    N = ub.advantages.shape[0]
+def full_batch_is(g: GRPOConfig) -> bool:
+    """Whether the IS weights must be computed on the whole batch before the first step:
+    ``rejection`` changes the loss normalisers, which the first micro-batch already needs,
+    and ``is_batch_norm`` divides by the whole batch's mean weight. Both then need the old
+    log-probs up front (a no-grad pass, when no earlier pass made them); the other modes
+    weigh each token by itself and take old from each micro-batch's forward."""
+    return g.is_mode != "off" and (g.is_mode == "rejection" or g.is_batch_norm)
+
+
+def completion_mask(mbs: list, N: int, T: int, device) -> torch.Tensor:
+    """[N, T] 1 on the real completion tokens of the micro-batches ``mbs``."""
+    comp_mask = torch.zeros(N, T, device=device)  # [N, T]
+    for rows, tb in mbs:
+        comp_mask[rows] = pad_to(tb.completion_mask.float(), T)
+    return comp_mask
+
+
+def mini_batches(mbs: list, size: int) -> list[list[int]]:
+    """The micro-batches ``mbs`` grouped into mini-batches of ``size`` sequences (their
+    indices, in order): micro-batch k goes to mini-batch ``rows.start // size``
+    (``grpo.mini_batch_seqs`` is a multiple of ``micro_batch_seqs``, config_checks)."""
+    groups: dict[int, list[int]] = {}
+    for k, (rows, _) in enumerate(mbs):
+        groups.setdefault(rows.start // size, []).append(k)
+    return list(groups.values())
+
+
+def rows_of(mbs: list, minib: list[int]) -> slice:
+    """The rows a mini-batch covers (its micro-batches are consecutive)."""
+    return slice(mbs[minib[0]][0].start, mbs[minib[-1]][0].stop)
+
+
+def policy_logprobs(agent: Agent, mbs: list, T: int, temperature: float) -> torch.Tensor:
+    """[N, T] the policy's log-probs of every micro-batch, as it stands (call under no_grad:
+    the "old" log-probs)."""
+    return torch.cat([pad_to(agent.logprobs(tb, temperature), T) for _, tb in mbs])
+
+
+def reference_logprobs(agent: Agent, mbs: list, T: int, temperature: float) -> torch.Tensor:
+    """[N, T] the reference's log-probs of every micro-batch (call under no_grad): the
+    run's starting weights (``training.agent.reference_model``; LoRA: the base model with
+    its adapters disabled)."""
+    with agent.reference_context():
+        return torch.cat([pad_to(completion_logprobs(
+            agent.adapter, agent.ref_forward_model, tb, temperature), T) for _, tb in mbs])
+
+
+@dataclass
+class KLReward:
+    """The reward-side KL penalty of one agent's rollouts (``grpo.kl_in_reward``)."""
+
+    penalty: torch.Tensor  # [N] kl_coef x sum over the completion's tokens of old - ref
+    kl: float  # mean per-token k1 over all completion tokens (logged as ``kl``)
+    for_update: dict  # old_logprobs [N, T] and the encoded batches, reused by the update
+
+
+def kl_reward(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
+              g: GRPOConfig, temperature: float, old_logprobs: torch.Tensor | None = None,
+              batches: list | None = None) -> KLReward:
+    """The KL penalty charged to each completion's reward instead of the loss: the reward
+    becomes r_i - kl_coef x sum_t (old_logp - ref_logp)_t over completion i's tokens,
+    BEFORE group normalisation (verl's ``use_kl_in_reward`` with its default ``kl``
+    estimator, k1; the loss then holds no KL term).
+
+    The SUM over tokens, as verl: it subtracts kl_coef x k1 from every token's reward and
+    its GRPO outcome advantage sums the token rewards (``compute_grpo_outcome_advantage``:
+    ``scores = token_level_rewards.sum(-1)``). The sum of the token log-ratios is the
+    log-ratio of the whole completion, an unbiased estimate of the sequence-level
+    KL(pi || ref) that the KL-regularised objective E[r] - beta KL subtracts; a mean would
+    charge a long completion's divergence at a per-token rate (a length-normalised
+    objective, not that one). A k1 penalty in the reward has the right gradient
+    (REINFORCE on -k1), where k1 as a loss term has none (issue 14, bug 1).
+
+    old_logp: the policy before this step's update, in eval mode and without gradient (a
+    reward is data); ``old_logprobs`` [N, T] and ``batches`` reuse an intrinsic reward's
+    pass. The returned ``for_update`` hands old and the batches to :func:`update_agent`,
+    so the update makes no pass of its own for them.
+    """
+    device = next(agent.model.parameters()).device
+    N, T = len(rollouts.completions), rollouts.logprobs.shape[1]
+    mbs = batches if batches is not None else micro_batches(agent, rendered, rollouts,
+                                                            g.micro_batch_seqs, device)
+    comp_mask = completion_mask(mbs, N, T, device)  # [N, T]
+    with torch.no_grad(), agent.autocast():
+        old = (old_logprobs.to(device) if old_logprobs is not None
+               else policy_logprobs(agent, mbs, T, temperature))  # [N, T]
+        ref = reference_logprobs(agent, mbs, T, temperature)  # [N, T]
+    k1 = grpo.kl_penalty(old, ref, "k1") * comp_mask  # [N, T], 0 on padding
+    penalty = g.kl_coef * k1.sum(dim=1)  # [N]
+    kl = float(k1.sum() / comp_mask.sum().clamp(min=1.0))
+    return KLReward(penalty=penalty.cpu(), kl=kl,
+                    for_update={"old_logprobs": old, "batches": mbs})
+
+
+def minibatch_step(agent: Agent, ub: UpdateBatch, minib: list[int], denom: torch.Tensor,
+                   g: GRPOConfig, temperature: float, length_norm: int, opt: OptimizerStep,
+                   totals: UpdateTotals, is_parts: list | None) -> None:
+    """One optimizer step on one mini-batch (``minib``: indices into ``ub.batches``): a
+    forward and backward per micro-batch with the mini-batch's normaliser ``denom``, then
+    the step; a non-finite loss on any rank of the update discards the step and adds
+    nothing to ``totals``. ``is_parts`` (first epoch only) collects the IS statistics;
+    the first epoch's forwards also give the policy's token entropies."""
+    T = ub.rollout_logp.shape[1]
+    seqs = sum(ub.batches[k][0].stop - ub.batches[k][0].start for k in minib)
+    step: dict[str, float] = {"loss": 0.0}  # this step's statistics, added once applied
     opt.begin()
-    for k, (rows, tb) in enumerate(ub.batches):
+    for j, k in enumerate(minib):
+        rows, tb = ub.batches[k]
         with agent.autocast():
-            logp = pad_to(agent.logprobs(tb, temperature), ub.rollout_logp.shape[1])  # [n, T]
+            if is_parts is not None:
+                logp, entropy = agent.logprobs_and_entropy(tb, temperature)
+                totals.entropy += float((pad_to(entropy, T) * ub.comp_mask[rows]).sum())
+                totals.entropy_tokens += float(ub.comp_mask[rows].sum())
+            else:
+                logp = agent.logprobs(tb, temperature)
+        logp = pad_to(logp, T)  # [n, T]
         old_mb = logp.detach() if ub.old is None else ub.old[rows]  # [n, T]
         weights = None
-        if g.is_mode != "off":
+        if ub.is_weights is not None:  # the whole batch's (update_batch)
+            weights = ub.is_weights.weights[rows]  # [n, T]
+            if is_parts is not None and not is_parts:  # its statistics, once
+                is_parts.append((ub.is_weights.stats, float(ub.comp_mask.sum())))
+        elif g.is_mode != "off":
             weights, st_is = grpo.importance_weights(  # masks and counts NaN/inf itself
                 old_mb, ub.rollout_logp[rows], ub.comp_mask[rows], level=g.is_level,
-                mode=g.is_mode, cap=g.is_cap, low=g.is_low, high=g.is_high)
+                mode=g.is_mode, cap=g.is_cap, low=g.is_low, high=g.is_high, floor=g.is_min)
             if is_parts is not None:
                 is_parts.append((st_is, float(ub.comp_mask[rows].sum())))
         loss, st = grpo.policy_loss(
             logp, old_mb, ub.advantages[rows], ub.mask[rows], clip_low=g.clip_low,
             clip_high=g.clip_high, is_weights=weights,
-            ref_logp=None if ub.ref is None else ub.ref[rows], kl_coef=g.kl_coef,
-            kl_kind=g.kl_kind, agg=g.loss_agg, denom=ub.denom, length_norm=length_norm)
+            ref_logp=None if ub.ref is None else ub.ref[rows],
+            kl_coef=g.kl_coef if kl_in_loss(g) else 0.0,
+            kl_kind=g.kl_kind, agg=g.loss_agg, denom=denom, length_norm=length_norm,
+            loss_kind=g.policy_loss, clip_ratio_c=g.clip_ratio_c)
         if opt.any_rank(not bool(torch.isfinite(loss))):
             opt.discard()
-            totals["skipped_updates"] += 1
+            totals.skipped += 1
             return
-        opt.backward(loss, last=k == len(ub.batches) - 1)
-        share = (rows.stop - rows.start) / N
-        totals["loss"] += float(loss.detach())
-        totals["clip_frac"] += st.get("clip_frac", 0.0) * share / g.ppo_epochs
-        totals["kl"] += st.get("kl", 0.0) * share / g.ppo_epochs
+        opt.backward(loss, last=j == len(minib) - 1)
+        share = (rows.stop - rows.start) / seqs
+        step["loss"] += float(loss.detach())
+        for key in STEP_STATS:
+            if key in st:
+                step[key] = step.get(key, 0.0) + st[key] * share
     norm = opt.finish()
-    totals["grad_norm"] += float(norm if norm is not None else float("nan")) / g.ppo_epochs
+    step["grad_norm"] = float(norm if norm is not None else float("nan"))
+    totals.add_step(step)
 
 
 def merge_is_stats(parts: list[tuple[dict[str, float], float]]) -> dict[str, float]:
