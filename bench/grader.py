@@ -20,8 +20,16 @@ What it does
 3. Reports agreement on the free-form pairs where math-verify parses both sides, the
    verdicts on multiple-choice pairs, and the time of a vote over 64 prompts x 8
    samples with cold caches (target < 5 ms).
+4. Runs the held-out hard-math set (``bench/hard_math.py``: collections, several boxes,
+   left-hand sides, intervals, matrices, number words, text, bare answers; each pair
+   built with its intended verdict): per class, the accuracy of ours (extract, for the
+   pairs that are whole responses, then ``is_equivalent``) and of math-verify's plain
+   ``verify(parse(gold), parse(pred))``, and each one's time per pair; then the speed
+   ratio on plain answers (numbers, letters, fractions, degrees, units), cold caches.
 
-The last line is ``speedup_vs_math_verify=<x>`` (target >= 20 with >= 99% agreement).
+``speedup_vs_math_verify=<x>`` (target >= 20 with >= 99% agreement) is followed by the
+last lines ``plain_speedup_vs_math_verify=<x>`` (target >= 20) and
+``hard_accuracy_ours=<x> hard_accuracy_math_verify=<y>`` (target: ours >= 0.97).
 A benchmark prints ratios against a peer; it is not a timed test.
 """
 
@@ -45,6 +53,10 @@ from eval.benchmarks import split_semicolon_options  # noqa: E402
 from vlcohort.answers import grading  # noqa: E402
 from vlcohort.answers.grading import LETTERS, is_equivalent  # noqa: E402
 from vlcohort.answers.voting import majority_vote  # noqa: E402
+from vlcohort.answers.extract import extract_answer  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from hard_math import CLASSES, hard_cases, plain_pairs  # noqa: E402
 
 DATA = Path(os.environ.get("VLCOHORT_BENCHMARK_DATA") or ROOT.parent / "shared" / "data" / "benchmarks")
 
@@ -199,6 +211,75 @@ def vote_timing(items, rng: random.Random, trials: int = 15) -> tuple[float, flo
     return min(cold), statistics.median(cold), warm
 
 
+def _wrap(s: str) -> str:
+    """An answer span in ``$...$`` for math-verify's parse (bare LaTeX needs it)."""
+    return s if "$" in s else f"${s}$"
+
+
+def hard_verdicts(cases) -> tuple[list[bool], float, list[bool], float]:
+    """(ours, seconds, math-verify's, seconds) on the hard set, ours first with cold caches.
+
+    Ours: a response is extracted (``auto``) and then graded; a span is graded as is.
+    math-verify: plain ``verify(parse(gold), parse(pred))``, the span ``$``-wrapped, a
+    response given whole (its parse extracts from text itself).
+    """
+    from math_verify import parse, verify
+
+    grading.clear_caches()
+    t0 = time.perf_counter()
+    ours = []
+    for c in cases:
+        pred = extract_answer(c.pred) if c.response else c.pred
+        ours.append(pred is not None and is_equivalent(pred, c.gold, c.options))
+    t_ours = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    theirs = [bool(verify(parse(_wrap(c.gold)), parse(c.pred if c.response else _wrap(c.pred))))
+              for c in cases]
+    return ours, t_ours, theirs, time.perf_counter() - t0
+
+
+def hard_report(seed: int) -> tuple[float, float]:
+    """Print the per-class table of the hard set; return (ours, math-verify) accuracy."""
+    cases = hard_cases(seed)
+    ours, t_ours, theirs, t_mv = hard_verdicts(cases)
+    print(f"hard-math set: {len(cases)} pairs, {sum(not c.equal for c in cases)} built not equal")
+    print(f"  {'class':<14} {'pairs':>5} {'ours':>7} {'math-verify':>12}")
+    for klass in CLASSES:
+        idx = [i for i, c in enumerate(cases) if c.klass == klass]
+        a = sum(ours[i] == cases[i].equal for i in idx) / len(idx)
+        b = sum(theirs[i] == cases[i].equal for i in idx) / len(idx)
+        print(f"  {klass:<14} {len(idx):>5} {a:>7.3f} {b:>12.3f}{'' if a >= b else '  (ours below)'}")
+    acc_ours = sum(o == c.equal for o, c in zip(ours, cases)) / len(cases)
+    acc_mv = sum(t == c.equal for t, c in zip(theirs, cases)) / len(cases)
+    print(f"  {'all':<14} {len(cases):>5} {acc_ours:>7.3f} {acc_mv:>12.3f}")
+    wrong = [(c, o) for c, o in zip(cases, ours) if o != c.equal]
+    for c, o in wrong[:8]:
+        print(f"  ours wrong: [{c.klass}] pred={c.pred!r} gold={c.gold!r} ours={o} intended={c.equal}")
+    print(f"hard set per pair: ours {1e6 * t_ours / len(cases):.1f} us, math-verify "
+          f"{1e6 * t_mv / len(cases):.1f} us (target: ours <= 1.2x math-verify)")
+    return acc_ours, acc_mv
+
+
+def plain_speedup(seed: int) -> float:
+    """math-verify's time over ours on plain answers (numbers, letters, fractions, degrees,
+    units), ours with cold caches; also prints each one's accuracy there."""
+    from math_verify import parse, verify
+
+    pairs = plain_pairs(seed)
+    grading.clear_caches()
+    t0 = time.perf_counter()
+    ours = [is_equivalent(p, g, o) for p, g, o, _ in pairs]
+    t_ours = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    theirs = [bool(verify(parse(_wrap(g)), parse(_wrap(p)))) for p, g, _, _ in pairs]
+    t_mv = time.perf_counter() - t0
+    acc = [sum(v == ok for v, (*_, ok) in zip(vs, pairs)) / len(pairs) for vs in (ours, theirs)]
+    print(f"plain answers: {len(pairs)} pairs; ours {1e6 * t_ours / len(pairs):.1f} us/pair "
+          f"(accuracy {acc[0]:.3f}), math-verify {1e6 * t_mv / len(pairs):.1f} us/pair "
+          f"(accuracy {acc[1]:.3f})")
+    return t_mv / t_ours
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=2000, help="pairs to time (sampled, mixed kinds)")
@@ -262,6 +343,9 @@ def main() -> None:
     print(f"vote over 64 prompts x 8 samples, cold caches: {best:.2f} ms best of 15 ({verdict} the 5 ms "
           f"target), {median:.2f} ms median; warm caches: {warm:.2f} ms")
     print(f"speedup_vs_math_verify={t_mv / t_ours:.1f}")
+    acc_ours, acc_mv = hard_report(args.seed)
+    print(f"plain_speedup_vs_math_verify={plain_speedup(args.seed):.1f}")
+    print(f"hard_accuracy_ours={acc_ours:.3f} hard_accuracy_math_verify={acc_mv:.3f}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ from .benchmarks import BENCHMARKS, DEFAULT_BENCHMARKS, BenchmarkError
 # Kept in step with eval.runner.PROMPTS (a test checks); the runner, which pulls in the grader
 # and voting, is imported only when ``eval`` runs, so other subcommands start fast.
 PROMPT_STYLES = ("boxed", "answer_tag", "official")
+# Kept in step with vlcohort.answers.extract.STYLES (a test checks), for the same reason.
+ANSWER_STYLES = ("auto", "answer_tag", "boxed", "phrase", "direct", "last_line", "last_letter",
+                 "last_number")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,6 +35,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, default=1, help="samples per item (1: greedy)")
     p.add_argument("--limit", type=int, default=None, help="first N items per benchmark")
     p.add_argument("--prompt", default="boxed", choices=list(PROMPT_STYLES))
+    p.add_argument("--answer-style", default="auto", choices=list(ANSWER_STYLES),
+                   help="answer extraction: auto (tag, box, phrase, a bare answer-shaped "
+                        "reply), direct (also any short one-line reply), last_line (also a "
+                        "short last line), or one marker / guess by name")
     p.add_argument("--max-new-tokens", type=int, default=1024)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--batch-size", type=int, default=8)
@@ -54,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "score":
             if args.responses is None:
                 raise BenchmarkError("vlcohort eval score needs --responses FILE.jsonl")
-            summary = score_responses(args.benchmark, args.data_dir, args.responses, args.scorer)
+            summary = score_responses(args.benchmark, args.data_dir, args.responses, args.scorer,
+                                      answer_style=args.answer_style)
         else:
             if not args.model:
                 raise BenchmarkError("vlcohort eval needs --model PATH_OR_SPEC (repeatable)")
@@ -63,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                 out=args.out, samples=args.samples, limit=args.limit, prompt=args.prompt,
                 max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                 batch_size=args.batch_size, scorer=args.scorer, progress=not args.no_progress,
-                engine=args.engine, vllm_dtype=args.vllm_dtype))
+                engine=args.engine, vllm_dtype=args.vllm_dtype, answer_style=args.answer_style))
     except BenchmarkError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

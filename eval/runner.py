@@ -81,6 +81,9 @@ class EvalSettings:
     """hf: transformers ``generate``; vllm: a vLLM engine (CUDA build or the CPU build)."""
     vllm_dtype: str = "auto"
     """The vLLM engine's weights dtype (``rollout.vllm.dtype``'s choices)."""
+    answer_style: str = "auto"
+    """How answers are extracted (:data:`vlcohort.answers.extract.STYLES`): ``direct`` or
+    ``last_line`` for a model that answers without a marker (a direct-answer prompt)."""
 
 
 # --------------------------------------------------------------------------- prompts
@@ -104,10 +107,11 @@ def prompt_view(problem: Problem, style: str) -> tuple[Problem, str | None]:
 # --------------------------------------------------------------------------- records
 
 
-def score_record(problem: Problem, response: str | None, grader) -> dict[str, Any]:
-    """The verdict fields of one response: extracted span, canonical key, correct (our
-    grader) and, for MathVista, the official normalisation's verdict."""
-    extracted = extract_answer(response or "")
+def score_record(problem: Problem, response: str | None, grader,
+                 answer_style: str = "auto") -> dict[str, Any]:
+    """The verdict fields of one response: extracted span (by ``answer_style``), canonical
+    key, correct (our grader) and, for MathVista, the official normalisation's verdict."""
+    extracted = extract_answer(response or "", style=answer_style)
     canonical = grader.canonical(extracted, problem.options) if extracted is not None else None
     correct = extracted is not None and grader.is_equivalent(extracted, problem.gold, problem.options)
     out = {"extracted": extracted, "canonical": canonical, "correct": bool(correct)}
@@ -241,7 +245,9 @@ def _generate_items(settings: EvalSettings, spec: str, todo: list, adapter, gene
                        "prompt": settings.prompt, "response": text,
                        **({"instruction": settings.instruction}
                           if settings.instruction is not None else {}),
-                       **score_record(p, text, grader)}
+                       **({"answer_style": settings.answer_style}
+                          if settings.answer_style != "auto" else {}),
+                       **score_record(p, text, grader, settings.answer_style)}
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 written += 1
             f.flush()
@@ -396,7 +402,7 @@ def run(settings: EvalSettings) -> dict[str, Any]:
 
 
 def score_responses(benchmark: str, data_path: Path, responses: Path, scorer: str = "vlcohort",
-                    model: str = "responses") -> dict[str, Any]:
+                    model: str = "responses", answer_style: str = "auto") -> dict[str, Any]:
     """Score saved responses (one JSON object per line: ``id``, ``response``) without a
     model. Ids that the benchmark does not hold are an error that lists them."""
     name = parse_benchmark_names(benchmark)[0]
@@ -413,7 +419,7 @@ def score_responses(benchmark: str, data_path: Path, responses: Path, scorer: st
             raise BenchmarkError(f"{responses}: line {lineno}: no 'response' field.")
         records.append({"benchmark": name, "id": pid, "model": model,
                         "sample": int(obj.get("sample", 0)), "response": obj["response"],
-                        **score_record(problems[pid], obj["response"], grader)})
+                        **score_record(problems[pid], obj["response"], grader, answer_style)})
     if unknown:
         shown = ", ".join(map(repr, unknown[:20])) + (" ..." if len(unknown) > 20 else "")
         raise BenchmarkError(f"{responses}: {len(unknown)} id(s) not in {name} "

@@ -39,6 +39,35 @@ AUTO_CASES = [
     ("D is the midpoint of AC", None),
     ("so it must be 42", None),
     ("A, B or C? Hard to say.", None),
+    # several boxes: the final run of boxes joined by connectors is one answer
+    ("\\boxed{(1, 2)}, \\boxed{(2, 1)}", "(1, 2), (2, 1)"),
+    ("The roots are \\boxed{3} and \\boxed{7}.", "3, 7"),
+    ("$\\boxed{3}$ \\text{ or } $\\boxed{-3}$", "3, -3"),
+    ("\\boxed{2}\n\\boxed{5}", "2, 5"),
+    ("\\boxed{4}, \\boxed{4}", "4"),  # a repeated box is one answer
+    ("so $x = \\boxed{3}$ and $y = \\boxed{4}$", "x = 3, y = 4"),  # names kept, in order
+    ("\\boxed{k = 45}, \\boxed{n = 2}", "k = 45, n = 2"),
+    ("AB = \\boxed{5}, CD = \\boxed{6}", "AB = 5, CD = 6"),
+    ("$x_1 = \\boxed{3}$ and $x_2 = \\boxed{4}$", "x_1 = 3, x_2 = 4"),
+    ("x = \\boxed{3}", "3"),  # one box: the name is not added
+    ("we get \\boxed{1}; since the area is then larger, \\boxed{2}", "2"),  # prose ends a run
+    ("\\boxed{1} and \\boxed{2} \\boxed{", "1, 2"),  # a trailing unclosed box is ignored
+    # an unclosed box is no answer (a truncated completion), never the raw "\\boxed{12"
+    ("the answer is \\boxed{12", None),
+    ("Answer: $\\boxed{\\frac{1}{2}$", None),
+    ("<answer>\\boxed{12</answer>", None),
+    # a bare final answer: the whole completion when it is one answer-shaped token
+    ("A", "A"),
+    ("(C)", "(C)"),
+    ("60", "60"),
+    ("  12 cm.\n", "12 cm"),
+    ("**B**", "B"),
+    ("$\\frac{1}{2}$", "$\\frac{1}{2}$"),
+    ("The answer is:\nA", "A"),  # the phrase ends its line: the next line is the answer
+    ("Answer:\n\n(D)", "(D)"),
+    ("Answer:\nFirst we find the area of the triangle.", None),  # reasoning, not an answer
+    ("Yes", None),  # a word is not answer-shaped: style direct takes it
+    ("We compare both.\n60", None),  # last_line takes it
 ]
 
 
@@ -59,6 +88,19 @@ def test_auto_extraction(text, expected):
         ("AB and CD", "last_letter", None),
         ("it costs 3, then 1,250.5 in total", "last_number", "1,250.5"),
         ("no digits", "last_number", None),
+        ("\\boxed{3} and \\boxed{7}", "boxed", "3, 7"),
+        ("the answer is \\boxed{12", "phrase", None),
+        # direct: markers first, else a short one-line reply of any shape
+        ("Yes", "direct", "Yes"),
+        ("9:30 am.", "direct", "9:30 am"),
+        ("obtuse \\boxed{acute}", "direct", "acute"),
+        ("We compare both.\n60", "direct", None),  # two lines: not a direct reply
+        ("x" * 65, "direct", None),
+        # last_line: markers first, else a short last line after reasoning
+        ("We compare both sides.\nSo the answer must be\n60\n\n", "last_line", "60"),
+        ("We compare both.\n**Yes.**", "last_line", "Yes"),
+        ("We compare both.\n" + "y" * 65, "last_line", None),
+        ("reasoning\n\\boxed{12", "last_line", None),  # a cut-off box is still no answer
     ],
 )
 def test_named_styles(text, style, expected):
@@ -84,14 +126,18 @@ ADVERSARIAL = {
     "100,000 unclosed tags": "<answer>" * 100_000,
     "100,000 closing tags": "</answer>" * 100_000,
     "100,000 answer phrases": "the answer is " * 100_000,
+    "100,000 closed boxes in a run": "\\boxed{1}, " * 100_000,
+    "100,000 boxes apart": "\\boxed{1} then " * 100_000,
+    "100,000 phrases ending lines": "Answer:\n" * 100_000,
 }
 
 
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
-def test_adversarial_text_is_linear(name):
+def test_adversarial_text_is_linear(name, style):
     text = ADVERSARIAL[name]
     started = time.perf_counter()
-    result = extract_answer(text)
+    result = extract_answer(text, style=style)
     assert time.perf_counter() - started < 2.0, name
     assert result is None or isinstance(result, str)
 
@@ -101,6 +147,8 @@ def test_adversarial_results():
     nested = extract_answer(ADVERSARIAL["10,000 nested braces in a box"])
     assert nested is not None and nested.count("{") == 10_000
     assert extract_answer(ADVERSARIAL["200,000 unclosed boxes"]) is None
+    assert extract_answer(ADVERSARIAL["100,000 closed boxes in a run"]) == "1"
+    assert extract_answer(ADVERSARIAL["100,000 boxes apart"]) == "1"
 
 
 def test_non_ascii_is_kept_for_the_grader():

@@ -81,10 +81,27 @@ def test_score_saved_responses(tmp_path, capsys):
 
 
 def test_cli_prompt_styles_match_runner():
-    from eval.cli import PROMPT_STYLES
+    from eval.cli import ANSWER_STYLES, PROMPT_STYLES
     from eval.runner import PROMPTS
+    from vlcohort.answers.extract import STYLES
 
     assert tuple(PROMPTS) == PROMPT_STYLES
+    assert ANSWER_STYLES == STYLES
+
+
+def test_score_bare_replies_with_answer_style(tmp_path, capsys):
+    """A direct-answer reply ("blue", no marker) scores only when a style that reads it is
+    chosen; the answer-shaped "A" already counts under auto."""
+    d = _bench_dir(tmp_path)
+    r = tmp_path / "r.jsonl"
+    r.write_text('{"id": "0", "response": "A"}\n{"id": "1", "response": "blue"}\n')
+    accuracy = {}
+    for style in ("auto", "direct"):
+        assert main(["eval", "score", "--benchmark", "mathvista", "--data", str(d),
+                     "--responses", str(r), "--json", "--answer-style", style]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        accuracy[style] = summary["benchmarks"]["mathvista"]["models"]["responses"]["mean"]
+    assert accuracy["auto"] < accuracy["direct"]
 
 
 @pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is not None,

@@ -454,3 +454,161 @@ def test_plain_integers_compare_exactly_but_decimals_within_tolerance():
     assert not is_equivalent("100000", "100001")
     assert is_equivalent("1,000", "1000") and is_equivalent("5", "5.0")
     assert is_equivalent("3.14159", "3.1416") and is_equivalent("100", "100.0001")
+
+
+# ----------------------------------------------------------------------------- hard math answers (issue 15)
+# One table per class: pairs that must be equivalent and near misses that must not be
+# (a wrong value, a missing element, "<" for "\le"). Each pair is checked both ways.
+
+PMATRIX = "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}"
+HARD = {
+    "unordered collections": (
+        [("(3, 17), (17, 3)", "(17,3),(3,17)"), ("\\{-2, 1\\}", "-2, 1"), ("\\{-2, 1\\}", "1;-2"),
+         ("-2, 1", "1; -2"), ("x = 2 \\text{ or } x = 5", "2, 5"), ("x = 5 \\text{ or } x = 2", "\\{2, 5\\}"),
+         ("4 \\text{ and } 9", "4, 9"), ("$1$ and $2$", "1,2"), ("1, 2, and 3", "3, 2, 1"),
+         ("x_1 = 2, x_2 = 5", "5, 2"), ("(1; 2)", "(1, 2)"), ("x = \\pm 2", "-2, 2"),
+         ("1 \\pm \\sqrt{2}", "1-\\sqrt{2}, 1+\\sqrt{2}"), ("\\frac{1 \\pm \\sqrt{5}}{2}", "\\frac{1-\\sqrt5}{2}, \\frac{1+\\sqrt5}{2}")],
+        [("\\{-2, 1\\}", "\\{-2\\}"), ("x = 2 \\text{ or } x = 5", "2, 6"), ("4 \\text{ and } 9", "4, 9, 16"),
+         ("1; -2", "1, 2"), ("(1; 2)", "(2, 1)"), ("(3, 17), (17, 3)", "(3,17),(17,4)"), ("\\pm 2", "2"),
+         ("1 \\pm \\sqrt{3}", "1 \\pm \\sqrt{2}")],
+    ),
+    "left-hand side": (
+        [("x = 12", "12"), ("AB = 5\\sqrt{2}", "5\\sqrt{2}"), ("a = 3, b = 4", "(3, 4)"), ("b = 4, a = 3", "(3, 4)"),
+         ("x = 3, y = -1", "(3,-1)"), ("x = 3 \\text{ and } y = -1", "(3, -1)"), ("S_1 : S_2 = 7 : 32", "7:32"),
+         ("S_1:S_2=7:32", "7 : 32")],
+        [("a = 3, b = 4", "(4, 3)"), ("S_1 : S_2 = 7 : 32", "32:7"), ("AB = 5\\sqrt{2}", "5\\sqrt{3}"),
+         ("x = 12", "13"), ("x = 2, x = 5", "(2, 5)")],
+    ),
+    "intervals and inequalities": (
+        [("(-3, 10)", "-3 < x < 10"), ("[2, \\infty)", "x \\geq 2"), ("[2, \\infty)", "x >= 2"), ("x \\geq 2", "x >= 2"),
+         ("x \\ge 2", "2 \\le x"), ("x \\neq 3", "x != 3"), ("(-\\infty, 4]", "x \\leq 4"), ("x \\leqslant 4", "x <= 4"),
+         ("10 > x \\geq -3", "[-3, 10)"), ("x \\in [2, 5)", "[2,5)"), ("(\\frac12, 3]", "0.5 < x \\le 3"),
+         ("x < 2 \\text{ or } x > 5", "(-\\infty, 2) \\cup (5, \\infty)"),
+         ("(5,\\infty)\\cup(-\\infty,2)", "(-\\infty, 2) \\cup (5, \\infty)")],
+        [("(2, \\infty)", "x \\geq 2"), ("x < 3", "x \\le 3"), ("(-3, 10)", "-3 \\le x < 10"), ("[2, \\infty)", "x > 2"),
+         ("x \\geq 2", "x \\leq 2"), ("x \\neq 3", "x = 3"), ("(-3, 10)", "-3 < x < 11"),
+         ("x < 2 \\text{ or } x > 5", "(-\\infty, 2) \\cup (6, \\infty)"), ("x \\in [2, 5)", "[2,5]")],
+    ),
+    "matrices and vectors": (
+        [(PMATRIX, "[[1, 2], [3, 4]]"), (PMATRIX.replace("pmatrix", "bmatrix"), PMATRIX),
+         ("\\begin{pmatrix} \\frac12 & 2 \\\\ 3 & 4 \\end{pmatrix}", "[[0.5, 2], [3, 4]]"),
+         ("\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right]", "[[1,2],[3,4]]"),
+         ("\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}", "\\begin{bmatrix}1\\\\-2\\end{bmatrix}")],
+        [(PMATRIX.replace("4", "5"), "[[1, 2], [3, 4]]"), (PMATRIX, PMATRIX.replace("2 \\\\ 3", "3 \\\\ 2")),
+         (PMATRIX, "1, 2, 3, 4"), ("\\begin{pmatrix} 1 & 2 \\end{pmatrix}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}")],
+    ),
+    "number words and large powers": (
+        [("28 percent", "28\\%"), ("28 pct", "28\\%"), ("28 pct", "28"), ("28 pct", "0.28"), ("1,000", "1000"),
+         ("\\frac{3^{1008}}{3^{1009}}", "\\frac13"), ("3 \\cdot 3^{1008}", "3^{1009}"), ("94,4", "94.4"),
+         ("3,1416", "3.1416"), ("-0,75", "-\\frac34"), ("2^{81}", "2417851639229258349412352"),
+         ("\\frac{5^{709}}{5^{710}}", "0.2"), ("1,5", "5, 1")],
+        [("\\frac{3^{1008}-1}{3^{1009}}", "\\frac13"), ("28 pct", "29\\%"), ("1,000", "1"), ("2^{1001}", "2^{1000}"),
+         ("2^{81}", "2417851639229258349412353"), ("\\frac{5^{709}-1}{5^{710}}", "\\frac15"),
+         ("\\frac{5^{709}-1}{5^{710}}", "0.2"), ("94,4", "94.5"), ("1,500", "1.5"), ("1,5", "1, 6"),
+         ("1, 5", "1.5"), ("2,\\ 5", "2.5"), ("x = 1 \\text{ or } x = 5", "1.5")],
+    ),
+    "text answers": (
+        [("\\text{(E) 9:30}", "E"), ("\\text{Yes}", "yes"), ("\\textbf{No}", "NO")],
+        [("\\text{(E) 9:30}", "D"), ("\\text{Yes}", "no")],
+    ),
+}
+
+
+def _hard_cases(which: int):
+    return [pytest.param(a, b, id=f"{cls}: {a} ~ {b}") for cls, tables in HARD.items() for a, b in tables[which]]
+
+
+@pytest.mark.parametrize("a, b", _hard_cases(0))
+def test_hard_forms_equivalent(a, b):
+    assert _quick(is_equivalent, a, b) and _quick(is_equivalent, b, a)
+
+
+@pytest.mark.parametrize("a, b", _hard_cases(1))
+def test_hard_forms_near_misses_not_equivalent(a, b):
+    assert not _quick(is_equivalent, a, b) and not _quick(is_equivalent, b, a)
+
+
+@pytest.mark.parametrize("a, b", _hard_cases(0) + _hard_cases(1))
+def test_hard_form_keys_are_fixed_points(a, b):
+    """The vote re-canonicalises its labels: a key must be its own key, and its answer's equal."""
+    for text in (a, b):
+        key = canonical(text)
+        assert key is not None and canonical(key) == key
+        assert is_equivalent(text, key)
+
+
+def test_hard_forms_share_one_key_where_cheap():
+    """The common spellings meet in the key tier (no symbolic call): one vote, microseconds."""
+    assert canonical("x = 12 \\text{ or } x = 5") == canonical("12; 5") == "12, 5"
+    assert canonical("x = 2 \\text{ or } x = 5 \\text{ or } x = 7") == canonical("2, 5, 7") == "2,5,7"
+    assert canonical("-3 < x < 10") == canonical("(-3, 10)") == "(-3,10)"
+    assert canonical("x >= 2") == canonical("x \\geq 2") == canonical("[2, \\infty)") == "[2,\\infty)"
+    assert canonical("x != 3") == canonical("x \\ne 3") == "x\\neq3"
+    assert canonical(PMATRIX) == canonical("[[1, 2], [3, 4]]") == "[[1,2],[3,4]]"
+    assert canonical("a = 3, b = 4") == "(3,4)" and canonical("28 pct") == "28%"
+    # a tight "1,5" may be 1.5 (two readings); the spaced list "1, 5" may not, so keys differ
+    assert canonical("1,5") == "1{,}5" and canonical("1, 5") == canonical("x = 1 \\text{ or } x = 5") == "1, 5"
+    assert canonical("1, 2, 3") == "1,2,3" and canonical("1,000") == "1000"
+    assert "," not in canonical("domain: all reals and range: y > 0")  # prose is not a list
+    assert not is_equivalent("domain: all reals and range: y > 0", "domain: all reals, range: y > 0")
+
+
+def test_vote_merges_the_hard_spellings_of_one_answer():
+    from vlcohort.answers.voting import majority_vote
+
+    v = majority_vote(["x = 2 \\text{ or } x = 5", "2, 5", "\\{5, 2\\}", "5; 2", "(2, 5)", "2, 6"])
+    assert v.counts == {"2, 5": 4, "(2,5)": 1, "2, 6": 1}
+    v = majority_vote(["-3 < x < 10", "(-3, 10)", "-3 \\le x < 10", "[-3, 10)", "[-3, 10)"])
+    assert v.label == "[-3,10)" and v.counts == {"(-3,10)": 2, "[-3,10)": 3}
+
+
+def test_large_powers_are_decided_under_the_time_limit_not_refused():
+    """Issue 15: the screen refused any 4-digit exponent, so an equal pair was "not equal"."""
+    assert symbolic._symbolic_safe("3^{1009}", limited=True)
+    assert not symbolic._symbolic_safe("3^{1009}")  # no limit outside the main thread: refused
+    # what one uninterruptible C call could spend minutes on stays refused, limit or not
+    for unbounded in ("2^{2^{2^{2^{2^{2}}}}}", "7^{1000000}", "100000!", "(2^{99999})^{99999}",
+                      "2^{9999 \\cdot 9999}", "2^{100!}"):
+        assert not symbolic._symbolic_safe(unbounded, limited=True)
+    grading.clear_caches()
+    assert _quick(is_equivalent, "\\frac{3^{1008}}{3^{1009}}", "\\frac{1}{3}")
+    assert not _quick(is_equivalent, "\\frac{3^{1008}-1}{3^{1009}}", "\\frac{1}{3}")
+
+
+_HARD_PIECES = st.sampled_from(
+    list("0123456789xab ,;()[]=<>-") + ["\\{", "\\}", " and ", " or ", "\\le ", "\\geq ", ">=", "!=", "\\neq ",
+                                        "\\infty", "\\cup", "\\in ", "\\begin{pmatrix}", "\\end{pmatrix}", " & ",
+                                        " \\\\ ", "\\text{ or }", " pct", "^{1008}", "S_1", ":", "\\frac"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_HARD_PIECES, max_size=12).map("".join), st.lists(_HARD_PIECES, max_size=12).map("".join))
+def test_hard_pieces_keys_are_idempotent_and_equivalence_symmetric(text, other):
+    key = canonical(text)
+    if key is not None:
+        assert canonical(key) == key
+        assert is_equivalent(text, key)
+    assert _quick(is_equivalent, text, other) == _quick(is_equivalent, other, text)
+
+
+def test_integer_expressions_are_exact_and_bounded():
+    from vlcohort.answers.latex_eval import MAX_EXACT_BITS, exact_value
+
+    assert exact_value("2^{81}+1") == 2**81 + 1 and exact_value("\\frac{2^{10}}{4}") == 256
+    assert exact_value("(3)(2+1)^{2}") == 27 and exact_value("2^{-3}") == Fraction(1, 8)
+    for not_exact in ("0.5", "2\\sqrt{3}", "x+1", "50%", "\\frac{1}{0}", "2^{\\frac12}", ""):
+        assert exact_value(not_exact) is None, not_exact
+    started = time.perf_counter()
+    assert exact_value(f"7^{{{MAX_EXACT_BITS}}}") is None and exact_value("(2^{9999})^{9999}") is None
+    assert time.perf_counter() - started < 0.1  # refused before computing
+    # the float tier would call these equal (one float); the exact tier does not
+    assert not is_equivalent("2^{81}", str(2**81 + 1)) and is_equivalent("2^{81}", str(2**81))
+    assert is_equivalent("12.0001", "12")  # a decimal keeps its tolerance
+
+
+def test_text_answer_with_option_letter_against_options():
+    times = ["8:00", "8:30", "9:00", "9:15", "9:30"]
+    assert is_equivalent("\\text{(E) 9:30}", "E", times) and is_equivalent("\\text{(E) 9:30}", "9:30", times)
+    assert not is_equivalent("\\text{(E) 9:00}", "E", times)  # letter E, text of C: contradictory
+    assert not is_equivalent("\\text{(D) 9:15}", "E", times)

@@ -306,9 +306,11 @@ class RewardConfig:
     model's own softmax(logits) (false). False matches INTUITOR's published code, which
     computes self-certainty from the raw logits while its log-probs use the temperature."""
     answer_style: str = "auto"
-    """How answers are extracted: auto (answer tag, then \\boxed{}, then "the answer is") |
-    answer_tag | boxed | phrase | last_letter | last_number (the last two only by name:
-    they read a guess into any text)."""
+    """How answers are extracted: auto (answer tag, then the final \\boxed{} run, then "the
+    answer is", then a whole reply that is one answer-shaped token: "A", "(C)", "60") |
+    answer_tag | boxed | phrase | direct (auto, else any short one-line reply) | last_line
+    (auto, else a short last line) | last_letter | last_number (the last four only by name:
+    they read an answer into text that marks none)."""
 
 
 @dataclass

@@ -32,10 +32,22 @@ Without options, free-form answers are compared in tiers, cheapest first:
    ``\\dfrac``, ``\\text{}``, degrees, thousands separators, trailing units, ``x = 3`` ->
    ``3``, ``0.50``/``.5``/``1/2`` -> ``0.5``); equal keys are equivalent. An uppercase
    letter form ("C. Pythagorean theorem") keys as its letter, so a letter gold works
-   without the option texts.
+   without the option texts. Hard math forms meet here too (issue 15), so a vote merges
+   them without a symbolic call: a list however joined (``x = 2 \\text{ or } x = 5``,
+   ``1; -2``, ``4 and 9``, one ``\\pm``) is one set (key ``2, 5``: a two-number list
+   keeps its space, since a tight ``2,5`` may also be the decimal 2.5); values of distinct named
+   variables (``a = 3, b = 4``) the tuple ``(3,4)``; a one-variable inequality with
+   numeric bounds its interval (``-3 < x < 10`` -> ``(-3,10)``, ``x >= 2`` ->
+   ``[2,\\infty)``, strictness kept) and a union of intervals their set; relation
+   spellings one (``!=``, ``\\ne`` -> ``\\neq``); any matrix environment a list of rows
+   (``[[1,2],[3,4]]``); ``pct`` a ``%``.
 2. *Numeric*: both sides evaluate to numbers (``2\\sqrt{3}``, ``\\frac{9\\pi}{4}``):
-   equal within a relative tolerance (default ``1e-4``; set it per benchmark). Lists,
-   tuples, sets and intervals compare element by element; plain words only as text.
+   equal within a relative tolerance (default ``1e-4``; set it per benchmark), except
+   integer expressions, which are exact (``2^{81}`` is not ``2^{81}+1``; values beyond
+   floats, ``\\frac{3^{1008}-1}{3^{1009}}``, are compared exactly). Lists, tuples, sets
+   and intervals compare element by element; plain words only as text. A tight ``94,4``
+   (key ``94{,}4``) has two readings, the decimal ``94.4`` and the list (never for a
+   3-digit group, a thousands separator); it equals what either reading equals.
 3. *Probing*: expressions with variables are evaluated at three fixed pseudo-random
    points; different values prove them different, equal values make them equal
    (``x^2+1`` vs ``1+x^2``) with overwhelming probability.
@@ -69,7 +81,7 @@ from fractions import Fraction
 from typing import Protocol, Sequence
 
 from vlcohort.answers.latex_eval import clear_caches as _clear_latex_eval_caches
-from vlcohort.answers.latex_eval import format_rational, numeric_values, parse_rational, probe_decide
+from vlcohort.answers.latex_eval import exact_value, format_rational, numeric_values, parse_rational, probe_decide
 from vlcohort.answers.symbolic import clear_caches as _clear_symbolic_caches
 from vlcohort.answers.symbolic import symbolic_equal
 
@@ -160,6 +172,7 @@ def _light(text: str) -> str:
             s = s[:-1].rstrip()
         return s
     s = text.translate(_CHAR_MAP)
+    s = _matrices_to_lists(s)
     s = _MATH_DELIMS.sub(" ", s)
     s = _unwrap(s)
     s = _LEFT_RIGHT.sub("", s)
@@ -201,6 +214,38 @@ def _closing_brace(s: str, after_open: int) -> int | None:
             if depth == 0:
                 return i
     return None
+
+
+# pmatrix / bmatrix / Bmatrix / matrix / smallmatrix / array (its column spec dropped);
+# vmatrix is a determinant, a number, and is left alone.
+_MATRIX = re.compile(
+    r"(?:\\left\s*[(\[]\s*)?"  # an array's own brackets
+    r"\\begin\s*\{(?P<env>[pbB]?matrix|smallmatrix|array)\}(?:\s*\{[^{}]*\})?(?P<body>.*?)"
+    r"\\end\s*\{(?P=env)\}(?:\s*\\right\s*[)\]])?",
+    re.S,
+)
+_MATRIX_ROW = re.compile(r"\\\\(?:\s*\[[^\]]*\])?")  # "\\" or "\\[2pt]"
+
+
+def _matrices_to_lists(s: str) -> str:
+    """'\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}' -> '[[1, 2], [3, 4]]'.
+
+    A matrix is an ordered list of rows, which the sequence tier compares element by
+    element; the bracket style of the environment (p, b, B) never changes the matrix, so
+    every style gives one form, the same as a ``[[1, 2], [3, 4]]`` written by hand. It
+    runs before the spacing rules, which would otherwise eat the ``\\\\`` row breaks.
+
+    >>> _matrices_to_lists("\\\\begin{bmatrix} 1 & 0 \\\\\\\\ 0 & 1 \\\\end{bmatrix}")
+    '[[1, 0], [0, 1]]'
+    """
+    if "\\begin" not in s:
+        return s
+
+    def as_list(m: re.Match) -> str:
+        rows = [r for r in _MATRIX_ROW.split(m.group("body")) if r.strip()]
+        return "[" + ", ".join("[" + ", ".join(c.strip() for c in r.split("&")) + "]" for r in rows) + "]"
+
+    return _MATRIX.sub(as_list, s)
 
 
 # --------------------------------------------------------------------------------------
@@ -270,7 +315,7 @@ _DEGREE = re.compile(
     r"\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree|(?<![A-Za-z])degrees?\b)"
     r"(?:\s*T$)?"
 )
-_PERCENT = re.compile(r"\s*(?:\\%|%|(?<![A-Za-z])per\s*cent\b)")
+_PERCENT = re.compile(r"\s*(?:\\%|%|(?<![A-Za-z])(?:per\s*cent|pct)\b)")
 _UNIT_NAMES = frozenset(
     """mm cm dm m km in inch inches ft feet foot yd yard yards mi mile miles nm
     mg g kg gram grams kilogram kilograms lb lbs pound pounds oz ounce ounces t ton tons
@@ -297,7 +342,8 @@ _EQUATION = re.compile(r"^(?P<l>[^=<>!]*?)\s*(?:=|\\approx|\\simeq|\\equiv)\s*(?
 _IDENT = re.compile(
     r"^(?:[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?'?|\\[A-Za-z]+(?:_\{?[A-Za-z0-9]+\}?)?"
     r"|(?:m\s*)?\\angle\s*[A-Za-z]{1,3}|[A-Za-z][A-Za-z .]{1,40}"
-    r"|[A-Za-z]\s*\(\s*[A-Za-z]\s*\)|\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])+\s*\)|)$"
+    r"|[A-Za-z]\s*\(\s*[A-Za-z]\s*\)|\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])+\s*\)"
+    r"|[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?(?:\s*:\s*[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?)+|)$"  # S_1 : S_2
 )
 _TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
 _PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
@@ -326,15 +372,168 @@ def _math_key(s: str) -> str:
     if not _TRIG.search(s):  # "\sin 30^\circ" keeps its degrees
         s = _DEGREE.sub("", s)
     s = _PERCENT.sub("%", s)
+    s = _RELATION.sub(lambda m: f" {_RELATION_NAMES[m.group()]} ", s)
+    s = _joined_list(s)
+    s = _plus_minus(s)
     s = _drop_outer_parens(s.strip())
     atom = _key_atom(s)
     if parse_rational(atom[:-1] if atom.endswith("%") else atom) is not None:
         return atom  # a number, perhaps with thousands separators: "1,000 cm" -> "1000"
+    comma = _DECIMAL_COMMA.match(s)
+    if comma:  # "94,4" written tight: two readings, kept apart from the list "94, 4"
+        return f"{comma.group(1)}{{,}}{comma.group(2)}"
     seq = _split_sequence(s)
     if seq is not None:
         opener, items, closer = seq
-        return opener + ",".join(_key_atom(item) for item in items) + closer
+        named = _named_tuple(items) if not opener else None
+        if named is not None:
+            return named
+        atoms = [_key_atom(item) for item in items]
+        if not opener and _DECIMAL_COMMA.match(",".join(atoms)):
+            return ", ".join(atoms)  # the list "1, 5" keeps its space: "1,5" is also 1.5
+        return opener + ",".join(atoms) + closer
     return _key_atom(s)
+
+
+# Spellings of one relation, mapped to one: ">=" and "\geq" are "\ge", "!=" is "\neq".
+_RELATION = re.compile(r"\\(?:geqslant|leqslant|geq|leq|ge|le|neq|ne|gt|lt)(?![A-Za-z])|>=|<=|!=")
+_RELATION_NAMES = {
+    "\\geqslant": "\\ge", "\\geq": "\\ge", "\\ge": "\\ge", ">=": "\\ge",
+    "\\leqslant": "\\le", "\\leq": "\\le", "\\le": "\\le", "<=": "\\le",
+    "\\neq": "\\neq", "\\ne": "\\neq", "!=": "\\neq", "\\gt": ">", "\\lt": "<",
+}
+# "1 and 2", "x = 2 or x = 5", "1, 2, and 3", "1; -2": the joiners of a list of answers.
+_JOINER = re.compile(r"\s*,?\s*(?<![A-Za-z\\])(?:and|or)(?![A-Za-z])\s*|\s*;\s*")
+_UNION = re.compile(r"\s*\\cup(?![A-Za-z])\s*")
+
+
+def _joined_list(s: str) -> str:
+    """'x = 2 or x = 5' -> 'x = 2, x = 5', '1;-2' -> '1, -2': one list, however joined.
+
+    Only when no part is prose ("domain: ... and range: ..." stays text), and only at
+    the top level (a ";" inside brackets is left alone).
+
+    >>> _joined_list("4 and 9"), _joined_list("1; -2"), _joined_list("left and right")
+    ('4, 9', '1, -2', 'left and right')
+    """
+    if ";" in s and "," not in s:
+        s = s.replace(";", ",")  # "(1; 2)": a semicolon list, where commas are decimal marks
+    if "\\cup" in s:
+        union = _UNION.split(s)
+        if all(_encloses(p.strip()) and "," in p for p in union):
+            return ", ".join(p.strip() for p in union)  # a union of intervals: their set
+    if not _JOINER.search(s):
+        return s
+    parts, start, depth, scanned = [], 0, 0, 0
+    for m in _JOINER.finditer(s):
+        segment = s[scanned : m.start()]  # one pass: depth is carried from joiner to joiner
+        depth += sum(c in _OPEN for c in segment) - sum(c in _CLOSE for c in segment)
+        scanned = m.end()
+        if depth == 0:  # a joiner inside brackets is part of an item
+            parts.append(s[start : m.start()])
+            start = m.end()
+    parts.append(s[start:])
+    if len(parts) < 2 or any(not p.strip() or _has_words(p) for p in parts):
+        return s
+    return ", ".join(p.strip() for p in parts)
+
+
+_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])")
+
+
+def _plus_minus(s: str) -> str:
+    """'x = \\pm 2' -> 'x = +2, x = -2': one ``\\pm`` (or ``\\mp``) is the set of both signs.
+
+    Replacing the sign in place is exactly its meaning, wherever it stands
+    (``\\frac{1 \\pm \\sqrt{5}}{2}`` is the two roots); with two of them, or inside a list,
+    the pairing of signs is not clear, and the answer is left as written.
+
+    >>> _plus_minus("1 \\\\pm \\\\sqrt{2}")
+    '1 +\\\\sqrt{2}, 1 -\\\\sqrt{2}'
+    """
+    found = _PLUS_MINUS.findall(s)
+    if len(found) != 1 or "," in s:
+        return s
+    plus, minus = ("+", "-") if found[0] == "\\pm" else ("-", "+")
+    m = _PLUS_MINUS.search(s)
+    head, tail = s[: m.start()], s[m.end() :].strip()
+    if not tail:
+        return s
+    return f"{head}{plus}{tail}, {head}{minus}{tail}"
+
+
+_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z])\s*=\s*(?P<value>[^=<>]+)$")
+
+
+def _named_tuple(items: list[str]) -> str | None:
+    """'a = 3, b = 4' -> '(3,4)': values given to distinct named variables are a tuple,
+    ordered by name; 'x = 2, x = 5' (one variable, several solutions) stays a set.
+
+    >>> _named_tuple(["b = 4", "a = 3"]), _named_tuple(["x = 2", "x = 5"]) is None
+    ('(3,4)', True)
+    """
+    found = [_ASSIGNMENT.match(item.strip()) for item in items]
+    if not all(found):
+        return None
+    names = [m.group("name") for m in found]
+    if len(set(names)) != len(names):
+        return None
+    ordered = sorted(found, key=lambda m: m.group("name"))
+    return "(" + ",".join(_key_atom(m.group("value")) for m in ordered) + ")"
+
+
+_INEQUALITY_OPS = re.compile(r"\s*(<|>|\\le(?![A-Za-z])|\\ge(?![A-Za-z]))\s*")
+_VARIABLE = re.compile(r"^[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?$")
+_MEMBERSHIP = re.compile(r"^[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?\s*\\in\s*(?=\S)")
+_INFINITY = {"\\infty": "\\infty", "+\\infty": "\\infty", "-\\infty": "-\\infty", "\\infin": "\\infty"}
+
+
+def _bound(text: str) -> str | None:
+    """An interval end: a number ('-3', '\\sqrt{2}', '1/2') or (minus) infinity."""
+    t = text.strip()
+    if t.replace(" ", "") in _INFINITY:
+        return _INFINITY[t.replace(" ", "")]
+    return t if t and _is_number(t) else None
+
+
+def _inequality_interval(s: str) -> str:
+    """'-3 < x < 10' -> '(-3,10)', 'x \\ge 2' -> '[2,\\infty)', 'x \\in [2, 5)' -> '[2, 5)'.
+
+    An inequality in one variable with numeric bounds is the interval of its solutions,
+    so it meets the interval answer in the sequence tier; ``<`` gives an open end and
+    ``\\le`` a closed one, so strictness is kept. Anything else is returned unchanged.
+
+    >>> _inequality_interval("x \\\\ge 2"), _inequality_interval("10 > x \\\\ge -3")
+    ('[2,\\\\infty)', '[-3,10)')
+    """
+    m = _MEMBERSHIP.match(s)
+    if m:
+        return s[m.end() :]
+    if "<" not in s and ">" not in s and "\\le" not in s and "\\ge" not in s:
+        return s
+    pieces = _INEQUALITY_OPS.split(s.strip())
+    if len(pieces) == 3:
+        left, op, right = pieces
+        if _VARIABLE.match(right.strip()):  # "2 \le x" is "x \ge 2"
+            left, right, op = right, left, {"<": ">", ">": "<", "\\le": "\\ge", "\\ge": "\\le"}[op]
+        if not _VARIABLE.match(left.strip()) or (end := _bound(right)) is None:
+            return s
+        if op in ("<", "\\le"):
+            return f"(-\\infty,{end}{')' if op == '<' else ']'}"
+        return f"{'(' if op == '>' else '['}{end},\\infty)"
+    if len(pieces) == 5:
+        low, op1, var, op2, high = pieces
+        if not _VARIABLE.match(var.strip()):
+            return s
+        if op1 in (">", "\\ge") and op2 in (">", "\\ge"):  # "10 > x > -3"
+            low, op1, op2, high = high, {">": "<", "\\ge": "\\le"}[op2], {">": "<", "\\ge": "\\le"}[op1], low
+        if op1 not in ("<", "\\le") or op2 not in ("<", "\\le"):
+            return s
+        a, b = _bound(low), _bound(high)
+        if a is None or b is None:
+            return s
+        return f"{'(' if op1 == '<' else '['}{a},{b}{')' if op2 == '<' else ']'}"
+    return s
 
 
 def _drop_outer_parens(s: str) -> str:
@@ -351,6 +550,7 @@ def _drop_outer_parens(s: str) -> str:
 
 def _key_atom(s: str) -> str:
     s = s.strip()
+    s = _inequality_interval(s)
     s = _strip_lhs(s)
     s = _strip_unit(s)
     s = _SPACE_NOT_BETWEEN_LETTERS.sub("", s)
@@ -468,6 +668,12 @@ def _encloses(t: str) -> bool:
 
 
 _INTEGER = re.compile(r"[+-]?\d+")
+# "94,4" written tight has two readings, as "50%" has: the list {94, 4}, or 94.4 with a
+# decimal comma. Its key is "94{,}4" (a spaced "94, 4" is only a list, key "94,4"), and it
+# equals what either reading equals; never for a group of three digits ("1,000" is a
+# thousand, already in its key).
+_DECIMAL_COMMA = re.compile(r"^([+-]?\d+),(\d{1,2}|\d{4,})$")
+_COMMA_KEY = re.compile(r"^([+-]?\d+)\{,\}(\d{1,2}|\d{4,})$")
 
 
 def _close(a: tuple[float, ...], b: tuple[float, ...], rel_tol: float) -> bool:
@@ -505,13 +711,19 @@ def _fast_decide(a: str, b: str, rel_tol: float) -> bool | None:
     True
     >>> _fast_decide("1,2", "2,1", 1e-4), _fast_decide("(1,2)", "(2,1)", 1e-4)
     (True, False)
-    >>> _fast_decide("x^2+1", "1+x^2", 1e-4), _fast_decide("2\\sqrt{49-x^2}", "\\sqrt{49-x^2}", 1e-4)
+    >>> _fast_decide("x^2+1", "1+x^2", 1e-4), _fast_decide("2\\\\sqrt{49-x^2}", "\\\\sqrt{49-x^2}", 1e-4)
     (True, False)
     >>> _fast_decide("x=2", "2x=4", 1e-4) is None  # same relation up to a factor: sympy decides
     True
     """
     if a == b:
         return True
+    for x, y in ((a, b), (b, a)):
+        comma = _COMMA_KEY.match(x)
+        if comma:  # "94{,}4": equal if either reading is, the decimal or the list
+            whole, part = comma.groups()
+            verdicts = [_fast_decide(f"{whole}.{part}", y, rel_tol), _fast_decide(f"{whole},{part}", y, rel_tol)]
+            return True if True in verdicts else (None if None in verdicts else False)
     sa, sb = _split_sequence(a), _split_sequence(b)
     if sa is not None or sb is not None:
         if sa is None or sb is None:
@@ -519,7 +731,20 @@ def _fast_decide(a: str, b: str, rel_tol: float) -> bool | None:
         return _sequences_equal(sa, sb, rel_tol)
     if _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):
         return int(a) == int(b)  # integer answers are exact: 609880 is not 609939
+    if a in _INFINITY or b in _INFINITY:  # interval ends: decided here, never by sympy
+        return _INFINITY.get(a) == _INFINITY.get(b)
+    ea = exact_value(a) if "." not in a else None
+    eb = exact_value(b) if "." not in b else None
+    if ea is not None and eb is not None:
+        return ea == eb  # integer expressions are exact too: 2^{81} is not 2^{81}+1
     va, vb = numeric_values(a), numeric_values(b)
+    if (ea is not None and va is None) != (eb is not None and vb is None):
+        # one side is exact but beyond floats (5^{710}): the tolerance of the float tier
+        # cannot apply, so compare exactly with the other side's exact value, if it has one
+        exact, other = (ea, b) if ea is not None and va is None else (eb, a)
+        literal = parse_rational(other)
+        if literal is not None:
+            return exact == literal
     if va is not None and vb is not None:
         return _close(va, vb, rel_tol)
     if _is_text(a) or _is_text(b) or _has_words(a) or _has_words(b):

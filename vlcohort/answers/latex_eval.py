@@ -43,6 +43,7 @@ from typing import Callable
 __all__ = [
     "MAX_EXPRESSION_CHARS",
     "clear_caches",
+    "exact_value",
     "format_rational",
     "numeric_values",
     "parse_rational",
@@ -386,7 +387,66 @@ class _Evaluator:
             return _probe_value(name, self.probe)
         raise _NotNumeric
 
+# --------------------------------------------------------------------------------------
+# Exact values of integer expressions: 2^{81}, \frac{5^{709}-1}{5^{710}}.
+# --------------------------------------------------------------------------------------
+
+#: An exact value may have at most this many bits (numerator or denominator), so a
+#: power like ``7^{10^6}`` is refused before it is computed, not after.
+MAX_EXACT_BITS = 1 << 16
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def exact_value(key: str) -> Fraction | None:
+    """The exact rational value of an integer expression, or None.
+
+    Integers combined by ``+ - * / ^`` (integer exponents), ``\\frac`` and brackets. Floats
+    round such numbers: ``2^{81}`` and ``2^{81}+1`` are one float, and ``5^{709}`` is no
+    float at all, so the numeric tier can neither tell them apart nor read them. Decimals
+    (``0.33``, rounded by their writer and compared within a tolerance) and anything
+    irrational give None. Bounded: at most :data:`MAX_EXACT_BITS` bits per value.
+
+    >>> exact_value("\\\\frac{3^{1008}}{3^{1009}}"), exact_value("2^{81}") == 2**81, exact_value("0.5")
+    (Fraction(1, 3), True, None)
+    """
+    if not key or len(key) > MAX_EXPRESSION_CHARS or "." in key:
+        return None
+    try:
+        return _ExactEvaluator(_TOKEN.findall(key), None).run()
+    except (_NotNumeric, ArithmeticError, ValueError, RecursionError):
+        return None
+
+
+class _ExactEvaluator(_Evaluator):
+    """The evaluator over Fractions: integers, ``\\frac``, brackets and integer powers only."""
+
+    def power(self) -> Fraction:
+        base = self.atom()
+        if self.peek() != "^":
+            return base
+        self.take()
+        exponent = self.group() if self.peek() == "{" else self.atom()
+        if exponent.denominator != 1:
+            raise _NotNumeric
+        bits = max(base.numerator.bit_length(), base.denominator.bit_length(), 1)
+        if abs(exponent.numerator) * bits > MAX_EXACT_BITS:
+            raise _NotNumeric
+        return base ** exponent.numerator
+
+    def atom(self) -> Fraction:
+        tok = self.take()
+        if tok.isdigit():
+            return Fraction(int(tok))
+        if tok in ("(", "[", "{"):
+            value = self.expr()
+            self.take({"(": ")", "[": "]", "{": "}"}[tok])
+            return value
+        if tok == r"\frac":
+            return self.argument() / self.argument()
+        raise _NotNumeric
+
+
 def clear_caches() -> None:
     """Forget every cached value and probe (for benchmarks and tests)."""
-    for fn in (numeric_values, _probe):
+    for fn in (numeric_values, _probe, exact_value):
         fn.cache_clear()

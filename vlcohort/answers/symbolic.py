@@ -16,7 +16,11 @@ main thread a CPU-time timer (``setitimer(ITIMER_PROF)``, sub-second, restored
 afterwards; CPU time so that a verdict does not depend on machine load) aborts the call; in
 any other thread no signal can be used, so the limit there rests on an input screen that
 refuses what is known to make sympy slow (long inputs, deep nesting, power towers, huge
-exponents or factorials). A refused or timed-out comparison counts as not equivalent.
+exponents or factorials). Where the limit works the screen is looser (issue 15): a slow
+but bounded input (``\\frac{3^{1008}-1}{3^{1009}}``) is decided within the limit instead
+of refused, and only what one uninterruptible C call could spend minutes on (towers,
+exponents that multiply, 6-digit exponents) is still refused. A refused or timed-out
+comparison counts as not equivalent.
 
 >>> symbolic_equal("(x-1)(x+1)", "x^2-1", 1.0)
 True
@@ -42,20 +46,46 @@ logger = logging.getLogger(__name__)
 SYMBOLIC_MAX_CHARS = 200
 _SYMBOLIC_MAX_DEPTH = 12
 
+# Without a time limit (outside the main thread) the screen is all there is, so it refuses
+# whatever may be slow: power towers, 4-digit exponents, 3-digit factorials.
 _POWER_TOWER = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\{?\s*-?\d{4,}|\^\s*\{?[^{}]*\d{3,}\s*!|\d{3,}\s*!|!\s*!")
+# Under the CPU-time limit only what one C call may spend seconds on is refused (the
+# limit's signal handler runs between bytecodes, not inside a big-integer power): power
+# towers, exponents of 6+ digits, factorials of 5+ digits or inside an exponent, a large
+# exponent that is not a plain literal (``2^{9999 \cdot 9999}``), and a large power
+# raised again (``(2^{9999})^{9999}``): exponents that multiply. ``3^{1008}`` is
+# milliseconds, so refusing it would turn a decidable pair into a silent "not equivalent".
+_UNBOUNDED = re.compile(
+    r"\^\s*\{[^{}]*\^|\^\s*\{?\s*-?\d{6,}|\d{5,}\s*!|!\s*!|\^\s*\{[^{}]*!"
+    r"|\^\s*\{(?!\s*-?\d+\s*\})[^{}]*\d{3}"
+)
+_LARGE_EXPONENT = re.compile(r"\^\s*\{?\s*-?\d{3,}")
+_POWER_OF_GROUP = re.compile(r"[)\]}]\s*\^")
 
 
 class _SymbolicTimeout(BaseException):
     """Raised by our alarm; BaseException so math-verify's ``except Exception`` lets it out."""
 
 
-def _symbolic_safe(key: str) -> bool:
+def _symbolic_safe(key: str, limited: bool = False) -> bool:
     """Refuse inputs known to make sympy slow; the only guard outside the main thread.
+
+    ``limited``: a CPU-time limit guards the call, so only inputs that can block inside
+    one C call are refused (``_UNBOUNDED``), not those that are merely slow.
 
     >>> _symbolic_safe("\\\\frac{1}{x}^{10^{10}}"), _symbolic_safe("x^2+1")
     (False, True)
+    >>> _symbolic_safe("3^{1009}"), _symbolic_safe("3^{1009}", limited=True)
+    (False, True)
     """
-    if len(key) > SYMBOLIC_MAX_CHARS or _POWER_TOWER.search(key):
+    if len(key) > SYMBOLIC_MAX_CHARS:
+        return False
+    if limited:
+        if _UNBOUNDED.search(key):
+            return False
+        if _LARGE_EXPONENT.search(key) and _POWER_OF_GROUP.search(key) and key.count("^") > 1:
+            return False  # (2^{999})^{999}: the exponents multiply
+    elif _POWER_TOWER.search(key):
         return False
     depth = deepest = 0
     for c in key:
@@ -127,11 +157,25 @@ def run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
             signal.setitimer(signal.ITIMER_PROF, remaining, previous_interval)
 
 
-@functools.lru_cache(maxsize=1 << 15)
+def _time_limit_available() -> bool:
+    """Whether :func:`run_with_time_limit` can bound a call here (main thread, setitimer)."""
+    return threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+
+
 def symbolic_equal(a: str, b: str, timeout_s: float) -> bool:
-    """math-verify's ``verify(parse(a), parse(b))`` on two keys, screened and time-limited."""
+    """math-verify's ``verify(parse(a), parse(b))`` on two keys, screened and time-limited.
+
+    Where the time limit works (the main thread) the screen is loose and the limit decides;
+    elsewhere the strict screen refuses. Cached per pair and per kind of guard, so a
+    refusal in a worker thread is never reused where the limit could have decided.
+    """
+    return _symbolic_equal(a, b, timeout_s, _time_limit_available())
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _symbolic_equal(a: str, b: str, timeout_s: float, limited: bool) -> bool:
     mv = _math_verify()
-    if mv is None or not a or not b or not (_symbolic_safe(a) and _symbolic_safe(b)):
+    if mv is None or not a or not b or not (_symbolic_safe(a, limited) and _symbolic_safe(b, limited)):
         return False
 
     def compare() -> bool:
@@ -147,4 +191,4 @@ def symbolic_equal(a: str, b: str, timeout_s: float) -> bool:
 
 def clear_caches() -> None:
     """Forget every cached comparison (for benchmarks and tests)."""
-    symbolic_equal.cache_clear()
+    _symbolic_equal.cache_clear()
