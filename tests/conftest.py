@@ -61,6 +61,36 @@ def vllm_device() -> str:
     pytest.skip(message)
 
 
+@pytest.fixture
+def vllm_env(vllm_device):
+    """A list to append the test's vLLM engines to. vLLM engines set torch.distributed
+    environment variables and vLLM's process-wide parallel state: afterwards the engines
+    are closed, that state destroyed and the environment restored, so the next test can
+    build its own engines in the same process."""
+    import gc
+
+    import torch
+
+    saved = dict(os.environ)
+    engines: list = []
+    yield engines
+    for e in engines:
+        e.close()
+    engines.clear()
+    try:
+        from vllm.distributed.parallel_state import (destroy_distributed_environment,
+                                                     destroy_model_parallel)
+
+        destroy_model_parallel()
+        destroy_distributed_environment()
+    finally:
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def benchmark_dir() -> Path:
     """The folder of real benchmark annotation files (skip or fail when absent)."""

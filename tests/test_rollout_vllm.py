@@ -414,31 +414,6 @@ def test_zero3_shards_are_gathered_module_by_module(tiny_dir, tmp_path):
 # models have 32).
 
 
-@pytest.fixture
-def vllm_env(vllm_device):
-    """Engines set torch.distributed variables and vLLM globals; undo both afterwards."""
-    saved = dict(os.environ)
-    engines: list = []
-    yield engines
-    for e in engines:
-        e.close()
-    engines.clear()
-    try:
-        from vllm.distributed.parallel_state import (destroy_distributed_environment,
-                                                     destroy_model_parallel)
-
-        destroy_model_parallel()
-        destroy_distributed_environment()
-    finally:
-        import gc
-
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 def engine_config(device: str, **kw) -> VLLMConfig:
     base = dict(dtype="float32", enforce_eager=True, gpu_memory_utilization=0.2,
                 sleep_mode=False, max_num_seqs=64, kv_cache_memory_gib=0.25)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import pytest
 import torch
@@ -27,7 +26,7 @@ from vlcohort.rollout.base import SamplingParams
 from vlcohort.training import grpo
 from vlcohort.training.logprobs import completion_logprobs
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.usefixtures("vllm_env")]
 
 # An intrinsic reward (INTUITOR's self-certainty) so that both random tiny agents get
 # varied rewards, hence an update and a push, at every step (a vote or a gold reward of a
@@ -48,20 +47,6 @@ COHORT = ["method=intuitor",
 @pytest.fixture(autouse=True)
 def _tiny_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
-
-
-@pytest.fixture(autouse=True)
-def _restore_env(vllm_device):
-    """Engines set torch.distributed variables and vLLM globals; undo both afterwards."""
-    saved = dict(os.environ)
-    yield
-    from vllm.distributed.parallel_state import (destroy_distributed_environment,
-                                                 destroy_model_parallel)
-
-    destroy_model_parallel()
-    destroy_distributed_environment()
-    os.environ.clear()
-    os.environ.update(saved)
 
 
 def agent_series(records, agent: str, key: str) -> list[float]:
