@@ -434,7 +434,9 @@ SOURCES = Path(__file__).resolve().parents[1] / "vlcohort" / "answers"
 @pytest.mark.parametrize(
     "module, allowed",
     [("extract", set()), ("latex_eval", set()), ("symbolic", set()),
-     ("grading", {"vlcohort.answers.latex_eval", "vlcohort.answers.symbolic"}), ("voting", {"vlcohort.answers.grading"})],
+     ("forms", {"vlcohort.answers.latex_eval"}),
+     ("grading", {"vlcohort.answers.forms", "vlcohort.answers.latex_eval", "vlcohort.answers.symbolic"}),
+     ("voting", {"vlcohort.answers.grading"})],
 )
 def test_imports_point_down_and_never_to_models(module, allowed):
     tree = ast.parse((SOURCES / f"{module}.py").read_text())

@@ -80,6 +80,9 @@ import re
 from fractions import Fraction
 from typing import Protocol, Sequence
 
+from vlcohort.answers.forms import (INFINITY, SPACE_NOT_BETWEEN_LETTERS, THOUSANDS, inequality_interval,
+                                    is_number, matrices_to_lists, one_relation_spelling,
+                                    plus_minus)
 from vlcohort.answers.latex_eval import clear_caches as _clear_latex_eval_caches
 from vlcohort.answers.latex_eval import exact_value, format_rational, numeric_values, parse_rational, probe_decide
 from vlcohort.answers.symbolic import clear_caches as _clear_symbolic_caches
@@ -172,7 +175,7 @@ def _light(text: str) -> str:
             s = s[:-1].rstrip()
         return s
     s = text.translate(_CHAR_MAP)
-    s = _matrices_to_lists(s)
+    s = matrices_to_lists(s)
     s = _MATH_DELIMS.sub(" ", s)
     s = _unwrap(s)
     s = _LEFT_RIGHT.sub("", s)
@@ -216,36 +219,7 @@ def _closing_brace(s: str, after_open: int) -> int | None:
     return None
 
 
-# pmatrix / bmatrix / Bmatrix / matrix / smallmatrix / array (its column spec dropped);
-# vmatrix is a determinant, a number, and is left alone.
-_MATRIX = re.compile(
-    r"(?:\\left\s*[(\[]\s*)?"  # an array's own brackets
-    r"\\begin\s*\{(?P<env>[pbB]?matrix|smallmatrix|array)\}(?:\s*\{[^{}]*\})?(?P<body>.*?)"
-    r"\\end\s*\{(?P=env)\}(?:\s*\\right\s*[)\]])?",
-    re.S,
-)
-_MATRIX_ROW = re.compile(r"\\\\(?:\s*\[[^\]]*\])?")  # "\\" or "\\[2pt]"
 
-
-def _matrices_to_lists(s: str) -> str:
-    """'\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}' -> '[[1, 2], [3, 4]]'.
-
-    A matrix is an ordered list of rows, which the sequence tier compares element by
-    element; the bracket style of the environment (p, b, B) never changes the matrix, so
-    every style gives one form, the same as a ``[[1, 2], [3, 4]]`` written by hand. It
-    runs before the spacing rules, which would otherwise eat the ``\\\\`` row breaks.
-
-    >>> _matrices_to_lists("\\\\begin{bmatrix} 1 & 0 \\\\\\\\ 0 & 1 \\\\end{bmatrix}")
-    '[[1, 0], [0, 1]]'
-    """
-    if "\\begin" not in s:
-        return s
-
-    def as_list(m: re.Match) -> str:
-        rows = [r for r in _MATRIX_ROW.split(m.group("body")) if r.strip()]
-        return "[" + ", ".join("[" + ", ".join(c.strip() for c in r.split("&")) + "]" for r in rows) + "]"
-
-    return _MATRIX.sub(as_list, s)
 
 
 # --------------------------------------------------------------------------------------
@@ -347,9 +321,7 @@ _IDENT = re.compile(
 )
 _TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
 _PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
-_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _PLAIN_TEXT = re.compile(r"^[^\W\d_]+(?:[ '\-][^\W\d_]+)*$")
-_SPACE_NOT_BETWEEN_LETTERS = re.compile(r"(?<![A-Za-z])\s+|\s+(?![A-Za-z])")
 _COMMAND = re.compile(r"\\[A-Za-z]+")
 
 
@@ -372,9 +344,9 @@ def _math_key(s: str) -> str:
     if not _TRIG.search(s):  # "\sin 30^\circ" keeps its degrees
         s = _DEGREE.sub("", s)
     s = _PERCENT.sub("%", s)
-    s = _RELATION.sub(lambda m: f" {_RELATION_NAMES[m.group()]} ", s)
+    s = one_relation_spelling(s)
     s = _joined_list(s)
-    s = _plus_minus(s)
+    s = plus_minus(s)
     s = _drop_outer_parens(s.strip())
     atom = _key_atom(s)
     if parse_rational(atom[:-1] if atom.endswith("%") else atom) is not None:
@@ -395,13 +367,6 @@ def _math_key(s: str) -> str:
     return _key_atom(s)
 
 
-# Spellings of one relation, mapped to one: ">=" and "\geq" are "\ge", "!=" is "\neq".
-_RELATION = re.compile(r"\\(?:geqslant|leqslant|geq|leq|ge|le|neq|ne|gt|lt)(?![A-Za-z])|>=|<=|!=")
-_RELATION_NAMES = {
-    "\\geqslant": "\\ge", "\\geq": "\\ge", "\\ge": "\\ge", ">=": "\\ge",
-    "\\leqslant": "\\le", "\\leq": "\\le", "\\le": "\\le", "<=": "\\le",
-    "\\neq": "\\neq", "\\ne": "\\neq", "!=": "\\neq", "\\gt": ">", "\\lt": "<",
-}
 # "1 and 2", "x = 2 or x = 5", "1, 2, and 3", "1; -2": the joiners of a list of answers.
 _JOINER = re.compile(r"\s*,?\s*(?<![A-Za-z\\])(?:and|or)(?![A-Za-z])\s*|\s*;\s*")
 _UNION = re.compile(r"\s*\\cup(?![A-Za-z])\s*")
@@ -438,30 +403,6 @@ def _joined_list(s: str) -> str:
     return ", ".join(p.strip() for p in parts)
 
 
-_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])")
-
-
-def _plus_minus(s: str) -> str:
-    """'x = \\pm 2' -> 'x = +2, x = -2': one ``\\pm`` (or ``\\mp``) is the set of both signs.
-
-    Replacing the sign in place is exactly its meaning, wherever it stands
-    (``\\frac{1 \\pm \\sqrt{5}}{2}`` is the two roots); with two of them, or inside a list,
-    the pairing of signs is not clear, and the answer is left as written.
-
-    >>> _plus_minus("1 \\\\pm \\\\sqrt{2}")
-    '1 +\\\\sqrt{2}, 1 -\\\\sqrt{2}'
-    """
-    found = _PLUS_MINUS.findall(s)
-    if len(found) != 1 or "," in s:
-        return s
-    plus, minus = ("+", "-") if found[0] == "\\pm" else ("-", "+")
-    m = _PLUS_MINUS.search(s)
-    head, tail = s[: m.start()], s[m.end() :].strip()
-    if not tail:
-        return s
-    return f"{head}{plus}{tail}, {head}{minus}{tail}"
-
-
 _ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z])\s*=\s*(?P<value>[^=<>]+)$")
 
 
@@ -482,60 +423,6 @@ def _named_tuple(items: list[str]) -> str | None:
     return "(" + ",".join(_key_atom(m.group("value")) for m in ordered) + ")"
 
 
-_INEQUALITY_OPS = re.compile(r"\s*(<|>|\\le(?![A-Za-z])|\\ge(?![A-Za-z]))\s*")
-_VARIABLE = re.compile(r"^[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?$")
-_MEMBERSHIP = re.compile(r"^[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?\s*\\in\s*(?=\S)")
-_INFINITY = {"\\infty": "\\infty", "+\\infty": "\\infty", "-\\infty": "-\\infty", "\\infin": "\\infty"}
-
-
-def _bound(text: str) -> str | None:
-    """An interval end: a number ('-3', '\\sqrt{2}', '1/2') or (minus) infinity."""
-    t = text.strip()
-    if t.replace(" ", "") in _INFINITY:
-        return _INFINITY[t.replace(" ", "")]
-    return t if t and _is_number(t) else None
-
-
-def _inequality_interval(s: str) -> str:
-    """'-3 < x < 10' -> '(-3,10)', 'x \\ge 2' -> '[2,\\infty)', 'x \\in [2, 5)' -> '[2, 5)'.
-
-    An inequality in one variable with numeric bounds is the interval of its solutions,
-    so it meets the interval answer in the sequence tier; ``<`` gives an open end and
-    ``\\le`` a closed one, so strictness is kept. Anything else is returned unchanged.
-
-    >>> _inequality_interval("x \\\\ge 2"), _inequality_interval("10 > x \\\\ge -3")
-    ('[2,\\\\infty)', '[-3,10)')
-    """
-    m = _MEMBERSHIP.match(s)
-    if m:
-        return s[m.end() :]
-    if "<" not in s and ">" not in s and "\\le" not in s and "\\ge" not in s:
-        return s
-    pieces = _INEQUALITY_OPS.split(s.strip())
-    if len(pieces) == 3:
-        left, op, right = pieces
-        if _VARIABLE.match(right.strip()):  # "2 \le x" is "x \ge 2"
-            left, right, op = right, left, {"<": ">", ">": "<", "\\le": "\\ge", "\\ge": "\\le"}[op]
-        if not _VARIABLE.match(left.strip()) or (end := _bound(right)) is None:
-            return s
-        if op in ("<", "\\le"):
-            return f"(-\\infty,{end}{')' if op == '<' else ']'}"
-        return f"{'(' if op == '>' else '['}{end},\\infty)"
-    if len(pieces) == 5:
-        low, op1, var, op2, high = pieces
-        if not _VARIABLE.match(var.strip()):
-            return s
-        if op1 in (">", "\\ge") and op2 in (">", "\\ge"):  # "10 > x > -3"
-            low, op1, op2, high = high, {">": "<", "\\ge": "\\le"}[op2], {">": "<", "\\ge": "\\le"}[op1], low
-        if op1 not in ("<", "\\le") or op2 not in ("<", "\\le"):
-            return s
-        a, b = _bound(low), _bound(high)
-        if a is None or b is None:
-            return s
-        return f"{'(' if op1 == '<' else '['}{a},{b}{')' if op2 == '<' else ']'}"
-    return s
-
-
 def _drop_outer_parens(s: str) -> str:
     """'((1,3))' -> '(1,3)', '(3)' -> '3': brackets around one item change nothing."""
     for _ in range(8):
@@ -550,12 +437,12 @@ def _drop_outer_parens(s: str) -> str:
 
 def _key_atom(s: str) -> str:
     s = s.strip()
-    s = _inequality_interval(s)
+    s = inequality_interval(s)
     s = _strip_lhs(s)
     s = _strip_unit(s)
-    s = _SPACE_NOT_BETWEEN_LETTERS.sub("", s)
+    s = SPACE_NOT_BETWEEN_LETTERS.sub("", s)
     s = _WS.sub(" ", s)
-    if _THOUSANDS.match(s):
+    if THOUSANDS.match(s):
         s = s.replace(",", "")
     percent = s.endswith("%")
     number = parse_rational(s[:-1] if percent else s)
@@ -574,7 +461,7 @@ def _strip_lhs(s: str) -> str:
     lhs, rhs = m.group("l").strip(), m.group("r").strip()
     if _IDENT.match(lhs):
         return rhs
-    if _IDENT.match(rhs) and _is_number(lhs):
+    if _IDENT.match(rhs) and is_number(lhs):
         return lhs
     return s
 
@@ -591,26 +478,18 @@ def _strip_unit(s: str) -> str:
         if m.group("word").lower() in _SPACED_ONLY_UNITS and not spaced:
             return s
         lead = raw_lead.strip()
-        if lead and _is_number(lead):
+        if lead and is_number(lead):
             return lead
     m = _CJK_UNIT.match(s)
     if m:
         lead = m.group("lead").strip()
-        if lead and _is_number(lead):
+        if lead and is_number(lead):
             return lead
     return s
 
 
 def _is_unit(word: str) -> bool:
     return word.lower() in _UNIT_NAMES
-
-
-def _is_number(text: str) -> bool:
-    """Whether ``text`` evaluates to a number ('1,000', '9 \\pi', '2\\sqrt{3}')."""
-    t = _SPACE_NOT_BETWEEN_LETTERS.sub("", text)
-    if _THOUSANDS.match(t):
-        t = t.replace(",", "")
-    return numeric_values(t) is not None
 
 
 _OPEN = {"(": ")", "[": "]", "{": "}", "⦃": "⦄"}
@@ -731,8 +610,8 @@ def _fast_decide(a: str, b: str, rel_tol: float) -> bool | None:
         return _sequences_equal(sa, sb, rel_tol)
     if _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):
         return int(a) == int(b)  # integer answers are exact: 609880 is not 609939
-    if a in _INFINITY or b in _INFINITY:  # interval ends: decided here, never by sympy
-        return _INFINITY.get(a) == _INFINITY.get(b)
+    if a in INFINITY or b in INFINITY:  # interval ends: decided here, never by sympy
+        return INFINITY.get(a) == INFINITY.get(b)
     ea = exact_value(a) if "." not in a else None
     eb = exact_value(b) if "." not in b else None
     if ea is not None and eb is not None:
