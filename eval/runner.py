@@ -29,8 +29,8 @@ from vlcohort.answers.voting import majority_vote
 
 from .benchmarks import (BenchmarkData, BenchmarkError, load_benchmark, parse_benchmark_names,
                          read_jsonl)
-from .scoring import (group_accuracy, mathvision_correct, mathvision_extract, mathvista_correct,
-                      mathvista_normalize, wemath_metrics)
+from .official import JudgeNeeded, official_verdict, protocol_note
+from .scoring import group_accuracy, wemath_metrics
 
 PROMPTS = {
     "boxed": "Please reason step by step, and put your final answer within \\boxed{}.",
@@ -108,23 +108,22 @@ def prompt_view(problem: Problem, style: str) -> tuple[Problem, str | None]:
 
 
 def score_record(problem: Problem, response: str | None, grader,
-                 answer_style: str = "auto") -> dict[str, Any]:
+                 answer_style: str = "auto", judged: dict[str, str] | None = None,
+                 use_judge: bool = False) -> dict[str, Any]:
     """The verdict fields of one response: extracted span (by ``answer_style``), canonical
-    key, correct (our grader) and, for MathVista, the official normalisation's verdict."""
+    key, correct (our grader) and, where the benchmark has an official protocol, its
+    ``official_*`` fields (:func:`eval.official.official_verdict`). A protocol step that
+    still needs the judge leaves ``official_pending`` (the step) instead."""
     extracted = extract_answer(response or "", style=answer_style)
     canonical = grader.canonical(extracted, problem.options) if extracted is not None else None
     correct = extracted is not None and grader.is_equivalent(extracted, problem.gold, problem.options)
-    out = {"extracted": extracted, "canonical": canonical, "correct": bool(correct)}
-    if problem.source == "mathvision":
-        official = mathvision_extract(response or "")
-        out["official_prediction"] = official
-        out["official_correct"] = mathvision_correct(official, problem.gold, problem.options)
-    if problem.source == "mathvista":
-        m = problem.meta
-        pred = mathvista_normalize(extracted, problem.options, m.get("question_type"),
-                                   m.get("answer_type"), m.get("precision"))
-        out["official_prediction"] = pred
-        out["official_correct"] = mathvista_correct(pred, problem.gold)
+    out = {"extracted": extracted, "canonical": canonical, "correct": bool(correct),
+           "rule": "grader" if extracted is not None else "no_extraction"}
+    official = official_verdict(problem, response, extracted, judged, use_judge)
+    if isinstance(official, JudgeNeeded):
+        out["official_pending"] = official.step
+    elif official is not None:
+        out.update(official)
     return out
 
 
@@ -263,15 +262,15 @@ def _generate_items(settings: EvalSettings, spec: str, todo: list, adapter, gene
 
 def _item_verdicts(recs: list[dict], problem: Problem, grader, official: bool) -> dict[str, float]:
     """mean@k and maj@k of one item's samples (from one model, or pooled)."""
-    field_ = ("official_correct" if official and problem.source in ("mathvista", "mathvision")
+    field_ = ("official_correct" if official and any("official_correct" in r for r in recs)
               else "correct")
     mean = sum(bool(r.get(field_, r["correct"])) for r in recs) / len(recs)
     if len(recs) == 1:
         return {"mean": mean, "maj": mean}
-    if field_ == "official_correct" and problem.source == "mathvision":
-        # the official protocol has no vote: the most common official answer (first on a
-        # tie), right when the official rules accept it
-        answers = [r.get("official_prediction") or "" for r in recs]
+    if field_ == "official_correct":
+        # the official protocols have no vote: the most common official prediction (first
+        # on a tie), right when the official rules accept it
+        answers = [str(r.get("official_prediction") or "") for r in recs]
         top = max(answers, key=lambda a: (answers.count(a), -answers.index(a)))
         return {"mean": mean, "maj": float(bool(recs[answers.index(top)].get(field_)))}
     vote = majority_vote([r.get("extracted") for r in recs], problem.options, tie="first",
@@ -297,7 +296,7 @@ def summarize(data: dict[str, BenchmarkData], records: Iterable[dict], models: S
     summary: dict[str, Any] = {"scorer": scorer, "benchmarks": {}, "notes": {}}
     columns = list(models) + (["ensemble"] if len(models) > 1 else [])
     for name, d in data.items():
-        summary["notes"][name] = JUDGE_NOTES.get(name, "")
+        summary["notes"][name] = (protocol_note(name) if official else "") or JUDGE_NOTES.get(name, "")
         bench: dict[str, Any] = {"n_items": len(d.problems), "skipped": d.skipped_by_reason(),
                                  "skipped_ids": [s.id for s in d.skipped][:50], "models": {}}
         for col in columns:
