@@ -11,7 +11,10 @@ Each benchmark module (``mathvista``, ``mathverse``, ``mathvision``, ``wemath``)
   When the protocol needs a judge output it does not have yet and ``use_judge`` is true, it
   returns :class:`JudgeNeeded` (the step and the exact prompt); the caller batches those
   over all records, asks the judge, and calls again with the outputs. A returned dict has
-  ``official_prediction``, ``official_correct`` and ``official_rule`` (which rule decided).
+  ``official_prediction``, ``official_correct`` and ``official_rule`` (which rule decided);
+- optionally ``report(rows) -> dict``: the benchmark's headline (``headline``, named by
+  ``headline_name``: the number papers report) and tables, from ``[(problem, {"maj",
+  "mean"})]`` per item (:func:`eval.runner.benchmark_report`).
 
 :func:`official_verdict` wraps that: any exception inside a protocol counts the item wrong
 with the reason recorded (as the official scripts, which catch everything), never a
@@ -45,8 +48,7 @@ def protocol_module(benchmark: str):
     """The official protocol module of ``benchmark``, or None when it has none."""
     if benchmark not in OFFICIAL_BENCHMARKS:
         return None
-    mod = importlib.import_module(f"eval.official.{benchmark}")
-    return mod if hasattr(mod, "verdict") else None
+    return importlib.import_module(f"eval.official.{benchmark}")
 
 
 def protocol_note(benchmark: str) -> str:
@@ -61,7 +63,7 @@ def official_verdict(problem, response: str | None, extracted: str | None,
     protocol); a protocol that raises gives ``official_correct: False`` with
     ``official_rule: "error"`` and the exception in ``official_error``."""
     mod = protocol_module(problem.source)
-    if mod is None:
+    if mod is None or not hasattr(mod, "verdict"):
         return None
     try:
         out = mod.verdict(problem, response or "", extracted, dict(judged or {}), use_judge)

@@ -50,3 +50,12 @@ def wemath_metrics(verdicts: Mapping[str, Mapping[str, bool]]) -> dict[str, floa
         "score_strict": (n - 0.5 * ig - rm_s - ik) / denom,
         "score_loose": (n - 0.5 * ig - rm_l - ik) / denom,
     }
+
+
+def report(rows) -> dict:
+    """The We-Math tables from per-row verdicts (``[(problem, {"maj", "mean"})]``): the
+    four-dimensional metrics under ``wemath``."""
+    steps: dict[str, dict[str, bool]] = {}
+    for p, v in rows:
+        steps.setdefault(str(p.meta["ID"]), {})[str(p.meta["key"])] = v["maj"] >= 0.5
+    return {"wemath": wemath_metrics(steps)}

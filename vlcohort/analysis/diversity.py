@@ -486,7 +486,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _model_answer_sets(args: argparse.Namespace, pset: ProblemSet) -> list[AnswerSet]:
     """Each ``--model`` answers every problem greedily; answers already in
     ``<out>/items.jsonl`` (same problem set, id and model) are reused, not generated."""
-    from eval.runner import EvalSettings, read_items, run_generation
+    from eval.generation import run_generation
+    from eval.runner import EvalSettings, read_items
     from eval.benchmarks import BenchmarkData
 
     items = args.out / "items.jsonl"
