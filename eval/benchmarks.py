@@ -311,22 +311,50 @@ WEMATH_PROMPT = (
     "<Answer>: <<your option>>")
 
 
+#: Where MathVista's official prompts (``data/query.json``: pid -> query) may sit, beside
+#: the annotation file: the official name, the shared data's name, a ``mathvista/`` folder.
+MATHVISTA_QUERY_FILES = ("query.json", "mathvista_query_testmini_and_test.json",
+                         "mathvista_query.json", "mathvista/query.json", "data/query.json")
+
+
+def mathvista_queries(path: Path) -> dict[str, str]:
+    """The official queries (pid -> prompt) from the first query file beside ``path``, or
+    {} when there is none. The annotation file itself carries no query (the hub parquet
+    does, in its ``query`` column, which wins); ``--prompt official`` needs one."""
+    base = path if path.is_dir() else path.parent
+    for name in MATHVISTA_QUERY_FILES:
+        f = base / name
+        if f.is_file():
+            data = read_json(f)
+            if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+                raise BenchmarkError(f"{f}: expected the official MathVista query file (a dict "
+                                     "pid -> query string); move or rename this file.")
+            return {str(k): v for k, v in data.items()}
+    return {}
+
+
 def _mathvista(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData:
     """MathVista: gold of a multiple-choice item is the option text; ``precision`` and
-    ``answer_type`` drive the official normalisation, so they are kept in ``meta``."""
+    ``answer_type`` drive the official normalisation, so they are kept in ``meta``, with
+    the metadata fields the official score file breaks accuracy down by."""
     roots = _image_roots(path, ("mathvista_images",))
+    queries = mathvista_queries(path)
     problems, skipped = [], []
     for row in rows:
         pid = str(row["pid"])
         choices = _maybe_literal(row.get("choices"))
         metadata = _maybe_literal(row.get("metadata")) or {}
+        skills = metadata.get("skills")  # a list (a numpy array from parquet)
         p = Problem(
             id=pid, text=row["question"], options=[str(c) for c in choices] if choices else None,
             gold=str(row["answer"]), source="mathvista",
             meta={"question_type": row.get("question_type"), "answer_type": row.get("answer_type"),
                   "precision": row.get("precision"), "unit": row.get("unit"),
                   "category": metadata.get("category"), "task": metadata.get("task"),
-                  "official_query": row.get("query")})
+                  "context": metadata.get("context"), "grade": metadata.get("grade"),
+                  "skills": [str(x) for x in (skills if skills is not None else [])],
+                  "language": metadata.get("language"), "source_dataset": metadata.get("source"),
+                  "official_query": row.get("query") or queries.get(pid)})
         rels = image_refs(row, "decoded_image", "image")
         if (p := _with_images(p, rels, roots, skipped, need_images)) is not None:
             problems.append(p)
@@ -340,16 +368,21 @@ def _mathverse(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData
     roots = _image_roots(path, ("mathverse_images",))
     problems, skipped = [], []
     for row in rows:
-        stem, options = split_choices_block(row["question"])
+        question = row.get("question") or ""  # "" in every Vision Only record: it is in the image
+        stem, options = split_choices_block(question)
         is_mc = row.get("question_type") == "multi-choice"
         p = Problem(
-            id=str(row["sample_index"]), text=stem if (options and is_mc) else row["question"],
+            id=str(row["sample_index"]), text=stem if (options and is_mc) else question,
             options=options if is_mc else None, gold=str(row["answer"]).strip(),
             source="mathverse",
             meta={"problem_index": str(row.get("problem_index")),
                   "problem_version": row.get("problem_version"),
                   "question_type": row.get("question_type"),
                   "subject": (row.get("metadata") or {}).get("subject"),
+                  "subfield": (row.get("metadata") or {}).get("subfield"),
+                  # the official judge prompt quotes the published question and answer as is
+                  "official_question": question,
+                  "official_answer": str(row["answer"]),
                   "official_query": row.get("query_cot")})
         rels = image_refs(row, "image")
         if (p := _with_images(p, rels, roots, skipped, need_images)) is not None:
@@ -461,7 +494,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
     "mathverse": BenchmarkSpec("mathverse", _mathverse, (
         "mathverse_testmini.json", "mathverse/testmini.json", "mathverse/data/testmini.json",
         "mathverse_testmini_text_only.json", "mathverse/testmini_text_only.json",
-        "mathverse_testmini.parquet"), ("sample_index", "question", "answer"),
+        "mathverse_testmini.parquet"), ("sample_index", "answer"),  # Vision Only: question ""
         folders=("mathverse", "MathVerse")),
     "mathvision": BenchmarkSpec("mathvision", _mathvision, (
         "mathvision_testmini.jsonl", "mathvision/testmini.jsonl", "mathvision/data/testmini.jsonl",

@@ -2,11 +2,14 @@
 
     vlcohort eval --model ckpt/ --benchmark mathvista,wemath --data-dir bench/ --out runs/eval
     vlcohort eval score --benchmark mathvista --data bench/ --responses r.jsonl --json
+    vlcohort eval score --data bench/ --out runs/eval --judge https://api.openai.com/v1 \
+        --judge-model gpt-4o-2024-08-06 --scorer official   # re-score items.jsonl, judged
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -31,7 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "vision-language ones; gsm8k and math500 are text-only)")
     p.add_argument("--data-dir", "--data", dest="data_dir", type=Path, default=Path("."),
                    help="folder of the official annotation files (or one file, for score)")
-    p.add_argument("--out", type=Path, default=Path("runs/eval"), help="output folder")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output folder (run: default runs/eval; score: where items.jsonl and "
+                        "the summary go, and, without --responses, the items.jsonl re-scored)")
     p.add_argument("--samples", type=int, default=1, help="samples per item (1: greedy)")
     p.add_argument("--limit", type=int, default=None, help="first N items per benchmark")
     p.add_argument("--prompt", default="boxed", choices=list(PROMPT_STYLES))
@@ -49,31 +54,90 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default="hf", choices=["hf", "vllm"],
                    help="generation engine: hf (transformers generate) or vllm (vLLM's CUDA "
                         "build on a GPU, or its CPU build)")
-    p.add_argument("--vllm-dtype", default="auto",
+    p.add_argument("--vllm-dtype", default=None,
                    choices=["auto", "bfloat16", "float16", "float32"],
-                   help="--engine vllm: the engine's weights dtype")
+                   help="deprecated alias of --dtype")
+    p.add_argument("--device", default="auto",
+                   help="auto (cuda when a GPU is visible, else cpu) | cpu | cuda | cuda:N")
+    p.add_argument("--dtype", default=None, choices=["auto", "bfloat16", "float16", "float32"],
+                   help="weights dtype, both engines (default auto: hf the checkpoint's on a "
+                        "GPU, float32 on CPU; vllm the checkpoint's)")
+    p.add_argument("--data-parallel", default="1", metavar="N|auto",
+                   help="worker processes, one device each (a GPU of its own), each taking a "
+                        "shard of the items (default 1; auto: one per visible GPU)")
+    add_judge_arguments(p)
+
+
+def add_judge_arguments(p: argparse.ArgumentParser) -> None:
+    """The judge for the steps the official pipelines run through GPT (eval/judge.py)."""
+    p.add_argument("--judge", default=None, metavar="URL_OR_PATH",
+                   help="judge for the official GPT steps (MathVista extraction, MathVerse "
+                        "extraction and scoring): an OpenAI-compatible API root "
+                        "(http(s)://.../v1) or a local model (folder, hub id, tiny: spec); "
+                        "its outputs are cached in items.jsonl, and the summary reports the "
+                        "judged verdicts beside the rule-based ones")
+    p.add_argument("--judge-model", default=None, metavar="NAME",
+                   help="the model a URL judge asks for (required with a URL)")
+    p.add_argument("--judge-max-tokens", type=int, default=1024,
+                   help="most tokens per judge output")
+    p.add_argument("--judge-concurrency", type=int, default=8,
+                   help="parallel requests to a URL judge (a local judge's batch size)")
+    p.add_argument("--judge-retries", type=int, default=3,
+                   help="URL judge: retries of a failed connection, timeout, 429 or 5xx "
+                        "(exponential backoff from 1 s)")
+    p.add_argument("--judge-timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="URL judge: seconds one request may take")
+    p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                   help="environment variable holding the URL judge's API key (sent when set)")
+
+
+def make_judge(args: argparse.Namespace):
+    """The judge the flags name, or None."""
+    if args.judge is None:
+        return None
+    from .judge import make_judge as make
+
+    return make(args.judge, args.judge_model, max_tokens=args.judge_max_tokens,
+                concurrency=args.judge_concurrency, api_key_env=args.judge_api_key_env,
+                retries=args.judge_retries, timeout_s=args.judge_timeout)
 
 
 def run(args: argparse.Namespace) -> int:
-    from .runner import EvalSettings, markdown_table, run as run_eval, score_responses
+    from .judge import JudgeError
+    from .runner import markdown_table
 
     try:
-        if args.action == "score":
-            if args.responses is None:
-                raise BenchmarkError("vlcohort eval score needs --responses FILE.jsonl")
-            summary = score_responses(args.benchmark, args.data_dir, args.responses, args.scorer,
-                                      answer_style=args.answer_style)
-        else:
-            if not args.model:
-                raise BenchmarkError("vlcohort eval needs --model PATH_OR_SPEC (repeatable)")
-            summary = run_eval(EvalSettings(
-                models=args.model, benchmarks=args.benchmark.split(","), data_dir=args.data_dir,
-                out=args.out, samples=args.samples, limit=args.limit, prompt=args.prompt,
-                max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                batch_size=args.batch_size, scorer=args.scorer, progress=not args.no_progress,
-                engine=args.engine, vllm_dtype=args.vllm_dtype, answer_style=args.answer_style))
-    except BenchmarkError as e:
+        # stdout carries the summary only (``--json`` is parsed by scripts): what libraries
+        # print while models load (DeepSpeed's accelerator line, ...) goes to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            summary = _work(args)
+    except (BenchmarkError, JudgeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps(summary, indent=2) if args.json else markdown_table(summary))
     return 0
+
+
+def _work(args: argparse.Namespace) -> dict:
+    from .runner import EvalSettings, run as run_eval, score_responses
+
+    judge = make_judge(args)
+    if args.action == "score":
+        if args.responses is None and args.out is None:
+            raise BenchmarkError("vlcohort eval score needs --responses FILE.jsonl, or "
+                                 "--out DIR holding an items.jsonl to re-score")
+        summary = score_responses(args.benchmark, args.data_dir, args.responses, args.scorer,
+                                  answer_style=args.answer_style, judge=judge, out=args.out)
+    else:
+        if not args.model:
+            raise BenchmarkError("vlcohort eval needs --model PATH_OR_SPEC (repeatable)")
+        summary = run_eval(EvalSettings(
+            models=args.model, benchmarks=args.benchmark.split(","), data_dir=args.data_dir,
+            out=args.out or Path("runs/eval"), samples=args.samples, limit=args.limit,
+            prompt=args.prompt,
+            max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+            batch_size=args.batch_size, scorer=args.scorer, progress=not args.no_progress,
+            engine=args.engine, vllm_dtype=args.vllm_dtype or "auto",
+            answer_style=args.answer_style, device=args.device,
+            dtype=args.dtype or "auto", data_parallel=args.data_parallel), judge=judge)
+    return summary

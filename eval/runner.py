@@ -9,6 +9,13 @@ Why the per-item file is the source of truth: a run killed after hours resumes w
 stopped (lines already there are not generated again), and ``vlcohort eval score`` can
 re-score saved responses with another scorer without a model.
 
+With a judge (``--judge``, :mod:`eval.judge`), the steps the official pipelines run
+through GPT (MathVista's extraction, MathVerse's extraction and scoring) are asked of it
+after generation (:func:`judge_pass`); each output is cached in its record under the
+prompt's hash and the judge's id, so re-scoring asks only what the cache lacks. Records
+keep the rule-based ``official_*`` verdicts beside the judged ``judged_*`` ones, and the
+summary reports both.
+
 Reported numbers: ``mean@k`` (average correctness over samples) and ``maj@k`` (the
 majority vote over the k extracted answers, through the one grader); with several models,
 ``ensemble`` pools all models' samples into one vote (the matched-budget comparison).
@@ -16,28 +23,25 @@ majority vote over the k extracted answers, through the one grader); with severa
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from vlcohort.answers.extract import extract_answer
 from vlcohort.answers.grading import get_grader
 from vlcohort.data.problems import Problem
 from vlcohort.answers.voting import majority_vote
 
 from .benchmarks import (BenchmarkData, BenchmarkError, load_benchmark, parse_benchmark_names,
                          read_jsonl)
+from .items import (PROMPTS, EvalSettings, _key, prompt_view, read_items,  # noqa: F401
+                    score_record)
 from .official import JudgeNeeded, official_verdict, protocol_note
+from .judge import JudgeError
 from .scoring import group_accuracy
 
-PROMPTS = {
-    "boxed": "Please reason step by step, and put your final answer within \\boxed{}.",
-    "answer_tag": ("Think step by step, then give your final answer inside <answer></answer>, "
-                   "e.g. <answer>C</answer> or <answer>12</answer>."),
-    "official": None,  # the benchmark's own query replaces the question
-}
 #: What each benchmark is grouped by in the tables.
 GROUP_BY = {"mathvista": ("task",), "mathverse": ("problem_version",),
             "mathvision": ("subject", "level"), "wemath": ("key",),
@@ -46,110 +50,160 @@ JUDGE_NOTES = {
     "mathvista": "official extraction is a GPT call: scorer 'official' applies the official "
                  "normalisation (letter->option, nearest option, int/float/precision) to our "
                  "extracted answer",
-    "mathverse": "official judge is GPT: numbers use our extraction and grader",
+    "mathverse": "our extraction and grader, per version; headline = the five testmini "
+                 "versions pooled (Text Only apart, as an ablation); the official extraction "
+                 "and 0/1 scoring are GPT calls: scorer 'official' with a judge sends the "
+                 "official prompts",
     "mathvision": "our extraction and grader; scorer 'official' reproduces MATH-Vision's "
                   "rule-based scorer (answer phrase / \\boxed extraction, latex/sympy equality "
                   "at 2 decimals, gold letter or option text)",
-    "wemath": "four-dimensional metrics (IK, IG, CM, RM) from our per-question verdicts",
+    "wemath": "our grader per question; headline = the strict four-dimensional score "
+              "(IK, IG, CM, RM; S1/S2/S3 beside); scorer 'official' uses the official "
+              "'Answer' string match instead of our grader",
     "gsm8k": "our extraction and grader; gold is the number after '####'",
     "math500": "our extraction and grader (per subject and level)",
 }
 
 
-@dataclass
-class EvalSettings:
-    """Everything one ``vlcohort eval`` run needs (the CLI fills it)."""
-
-    models: list[str]
-    benchmarks: list[str]
-    data_dir: Path
-    out: Path
-    samples: int = 1
-    limit: int | None = None
-    prompt: str = "boxed"
-    max_new_tokens: int = 1024
-    temperature: float = 1.0
-    batch_size: int = 8
-    scorer: str = "vlcohort"
-    system_prompt: str | None = "You are a helpful assistant."
-    seed: int = 0
-    progress: bool = True
-    instruction: str | None = None
-    """When set, replaces the prompt style's answer instruction (e.g. the training
-    config's ``prompt.instruction``, so a checkpoint is asked the way it was trained)."""
-    engine: str = "hf"
-    """hf: transformers ``generate``; vllm: a vLLM engine (CUDA build or the CPU build)."""
-    vllm_dtype: str = "auto"
-    """The vLLM engine's weights dtype (``rollout.vllm.dtype``'s choices)."""
-    answer_style: str = "auto"
-    """How answers are extracted (:data:`vlcohort.answers.extract.STYLES`): ``direct`` or
-    ``last_line`` for a model that answers without a marker (a direct-answer prompt)."""
+JUDGE_STAGES = 4
+#: Prompts per judge call: outputs are stored in the records chunk by chunk, so a judge
+#: that fails mid-pass loses at most one chunk (the caller still writes the records).
+JUDGE_CHUNK = 64
 
 
-# --------------------------------------------------------------------------- prompts
+def prompt_sha256(prompt: str) -> str:
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()
 
 
-def prompt_view(problem: Problem, style: str) -> tuple[Problem, str | None]:
-    """(the problem as the model sees it, the instruction). ``official`` swaps the text for
-    the benchmark's own query, which already lists the options, so options are not added."""
-    if style not in PROMPTS:
-        raise BenchmarkError(f"unknown prompt style {style!r}; known: {', '.join(PROMPTS)}")
-    if style == "official" and problem.meta.get("official_query"):
-        query = problem.meta["official_query"]
-        if problem.images and "<image" not in query and "<image" in problem.text:
-            query = "<image1>\n" + query if len(problem.images) == 1 else query
-        view = Problem(id=problem.id, text=query, images=problem.images, options=None,
-                       gold=None, source=problem.source, meta=problem.meta)
-        return view, None
-    return problem, PROMPTS[style] if style != "official" else PROMPTS["boxed"]
-
-
-# --------------------------------------------------------------------------- records
-
-
-def score_record(problem: Problem, response: str | None, grader,
-                 answer_style: str = "auto", judged: dict[str, str] | None = None,
-                 use_judge: bool = False) -> dict[str, Any]:
-    """The verdict fields of one response: extracted span (by ``answer_style``), canonical
-    key, correct (our grader) and, where the benchmark has an official protocol, its
-    ``official_*`` fields (:func:`eval.official.official_verdict`). A protocol step that
-    still needs the judge leaves ``official_pending`` (the step) instead."""
-    extracted = extract_answer(response or "", style=answer_style)
-    canonical = grader.canonical(extracted, problem.options) if extracted is not None else None
-    correct = extracted is not None and grader.is_equivalent(extracted, problem.gold, problem.options)
-    out = {"extracted": extracted, "canonical": canonical, "correct": bool(correct),
-           "rule": "grader" if extracted is not None else "no_extraction"}
-    official = official_verdict(problem, response, extracted, judged, use_judge)
-    if isinstance(official, JudgeNeeded):
-        out["official_pending"] = official.step
-    elif official is not None:
-        out.update(official)
+def judged_verdict(problem: Problem, rec: dict, judge_id: str):
+    """The protocol's verdict with the judge, from ``rec["judge"]`` alone: a cached step
+    output is used only when the protocol asks that step with the same prompt (its
+    SHA-256) and the same judge wrote it, so a changed prompt or judge asks again.
+    Returns the verdict dict, None (no protocol) or the :class:`JudgeNeeded` still open."""
+    cache = rec.get("judge") or {}
+    judged: dict[str, str] = {}
+    for _ in range(JUDGE_STAGES + 1):
+        out = official_verdict(problem, rec.get("response"), rec.get("extracted"), judged,
+                               use_judge=True)
+        if not isinstance(out, JudgeNeeded):
+            return out
+        hit = cache.get(out.step)
+        if (out.step in judged or not isinstance(hit, dict) or hit.get("judge") != judge_id
+                or hit.get("prompt_sha256") != prompt_sha256(out.prompt)):
+            return out
+        judged[out.step] = str(hit.get("output", ""))
     return out
 
 
-def read_items(path: Path) -> list[dict]:
-    """The per-item JSONL written so far (empty when absent); bad lines name the line."""
-    return [obj for _, obj in read_jsonl(path)] if Path(path).is_file() else []
+def _set_judged(rec: dict, verdict) -> None:
+    """``judged_*`` fields from a verdict's ``official_*`` ones (none without a protocol)."""
+    for k in [k for k in rec if k.startswith("judged_")]:
+        del rec[k]
+    if isinstance(verdict, JudgeNeeded):
+        rec.update(judged_prediction=None, judged_correct=False, judged_rule="error",
+                   judged_error=f"judge step {verdict.step!r} still pending after "
+                                f"{JUDGE_STAGES} stages")
+    elif verdict is not None:
+        rec.update({"judged_" + k[len("official_"):]: v for k, v in verdict.items()
+                    if k.startswith("official_")})
 
 
-def _key(rec: dict) -> tuple:
-    return rec["benchmark"], str(rec["id"]), rec["model"], int(rec.get("sample", 0))
+def judge_pass(records: list[dict], problems: dict[tuple[str, str], Problem], judge,
+               log=None) -> int:
+    """Fill every record's judged verdict (``judged_*``), asking ``judge`` only for steps
+    its cache lacks: each stage gathers the open steps of all records, asks the judge
+    once per chunk of distinct prompts, and stores each output in the record's cache
+    ``rec["judge"][step] = {prompt_sha256, judge, output}``; a protocol with two steps
+    (MathVerse) takes two stages. Records of benchmarks not in ``problems`` are left as
+    they are. Returns the number of prompts sent (0 when the cache had everything)."""
+    todo = [(rec, problems[(rec["benchmark"], str(rec["id"]))]) for rec in records
+            if (rec["benchmark"], str(rec["id"])) in problems]
+    sent = 0
+    for stage in range(JUDGE_STAGES + 1):
+        pending = []
+        for rec, p in todo:
+            v = judged_verdict(p, rec, judge.id)
+            if isinstance(v, JudgeNeeded) and stage < JUDGE_STAGES:
+                pending.append((rec, p, v))
+            else:
+                _set_judged(rec, v)
+        if not pending:
+            break
+        by_prompt: dict[str, list[tuple[dict, str]]] = {}
+        for rec, _, v in pending:
+            by_prompt.setdefault(v.prompt, []).append((rec, v.step))
+        prompts = list(by_prompt)
+        if log is not None:
+            log(f"judge {judge.id}: stage {stage + 1}: {len(prompts)} prompt(s) for "
+                f"{len(pending)} record(s)")
+        for start in range(0, len(prompts), JUDGE_CHUNK):
+            chunk = prompts[start:start + JUDGE_CHUNK]
+            outputs = judge.complete(chunk)
+            if len(outputs) != len(chunk):
+                raise JudgeError(f"judge {judge.id}: {len(outputs)} outputs for "
+                                   f"{len(chunk)} prompts")
+            sent += len(chunk)
+            for prompt, output in zip(chunk, outputs):
+                entry = {"prompt_sha256": prompt_sha256(prompt), "judge": judge.id,
+                         "output": output}
+                for rec, step in by_prompt[prompt]:
+                    rec.setdefault("judge", {})[step] = dict(entry)
+        todo = [(rec, p) for rec, p, _ in pending]
+    return sent
+
+
+def write_items(path: Path, records: Iterable[dict]) -> None:
+    """Rewrite ``items.jsonl`` atomically (a temporary sibling, then ``os.replace``), so
+    a crash mid-write never leaves a half file where hours of responses were."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for rec in records:
+            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def judge_and_save(records: list[dict], data: dict[str, BenchmarkData], judge,
+                   items_path: Path | None, all_records: list[dict] | None = None) -> int:
+    """:func:`judge_pass` over ``records`` (those of ``data``'s problems), then
+    ``items.jsonl`` rewritten with ``all_records`` (default: ``records``; the same dicts,
+    updated in place), also when the judge fails midway: what it answered is kept, so
+    the rerun asks only the rest."""
+    problems = {(name, p.id): p for name, d in data.items() for p in d.problems}
+    try:
+        return judge_pass(records, problems, judge, log=lambda m: print(m, file=sys.stderr))
+    finally:
+        if items_path is not None:
+            write_items(items_path, records if all_records is None else all_records)
 
 
 # --------------------------------------------------------------------------- summary
 
 
-def _item_verdicts(recs: list[dict], problem: Problem, grader, official: bool) -> dict[str, float]:
-    """mean@k and maj@k of one item's samples (from one model, or pooled)."""
-    field_ = ("official_correct" if official and any("official_correct" in r for r in recs)
-              else "correct")
+#: Which record fields a summary counts, by verdict kind: (correct, prediction).
+VERDICT_FIELDS = {"grader": ("correct", None),
+                  "official": ("official_correct", "official_prediction"),
+                  "judged": ("judged_correct", "judged_prediction")}
+
+
+def _item_verdicts(recs: list[dict], problem: Problem, grader, official: bool | str) -> dict[str, float]:
+    """mean@k and maj@k of one item's samples (from one model, or pooled). ``official``:
+    True / "official" counts the rule-based official verdicts (our grader's where the
+    benchmark has none), "judged" the verdicts with the judge, False our grader's."""
+    kind = {True: "official", False: "grader"}.get(official, official)
+    field_, pred = VERDICT_FIELDS[kind]
+    if kind == "official" and not any(field_ in r for r in recs):
+        field_, pred = VERDICT_FIELDS["grader"]
     mean = sum(bool(r.get(field_, r["correct"])) for r in recs) / len(recs)
     if len(recs) == 1:
         return {"mean": mean, "maj": mean}
-    if field_ == "official_correct":
+    if pred is not None:
         # the official protocols have no vote: the most common official prediction (first
         # on a tie), right when the official rules accept it
-        answers = [str(r.get("official_prediction") or "") for r in recs]
+        answers = [str(r.get(pred) or "") for r in recs]
         top = max(answers, key=lambda a: (answers.count(a), -answers.index(a)))
         return {"mean": mean, "maj": float(bool(recs[answers.index(top)].get(field_)))}
     vote = majority_vote([r.get("extracted") for r in recs], problem.options, tie="first",
@@ -177,46 +231,64 @@ def benchmark_report(name: str, rows: list[tuple[Problem, dict[str, float]]],
     return out
 
 
+def _column_result(name: str, rows: list[tuple[Problem, dict[str, float]]]) -> dict[str, Any]:
+    """One model column of one benchmark: overall maj@k / mean@k, groups, the report."""
+    res: dict[str, Any] = {
+        "n_scored": len(rows),
+        "maj": sum(v["maj"] for _, v in rows) / len(rows),
+        "mean": sum(v["mean"] for _, v in rows) / len(rows),
+        "groups": group_accuracy((g, v["maj"] >= 0.5) for p, v in rows for g in _groups(p, name)),
+    }
+    res.update(benchmark_report(name, rows, res["maj"]))
+    return res
+
+
+def _average(benchmarks: dict[str, Any], columns: Sequence[str], judged: bool) -> dict[str, float]:
+    """Per column, the mean of the benchmarks' headlines (only where every benchmark has
+    that column; ``judged``: the judged blocks' headlines)."""
+    pick = (lambda b, c: b["models"].get(c, {}).get("judged")) if judged else (
+        lambda b, c: b["models"].get(c))
+    return {c: sum(pick(b, c)["headline"] for b in benchmarks.values()) / len(benchmarks)
+            for c in columns
+            if benchmarks and all(pick(b, c) is not None for b in benchmarks.values())}
+
+
 def summarize(data: dict[str, BenchmarkData], records: Iterable[dict], models: Sequence[str],
-              scorer: str = "vlcohort") -> dict[str, Any]:
+              scorer: str = "vlcohort", judge_id: str | None = None) -> dict[str, Any]:
     """The summary JSON: per benchmark, per model (and ``ensemble``), overall and per group
     accuracy (maj@k; mean@k beside it), We-Math's four-dimensional metrics, and the
-    average of the benchmarks' overall numbers."""
+    average of the benchmarks' overall numbers. Where records carry verdicts with the
+    judge (``judged_*``), each column has a ``judged`` block beside the rule-based one
+    (same shape) and ``judged_average`` the average of those; ``judge`` names the judge."""
     grader = get_grader()
     official = scorer == "official"
     by_item: dict[tuple, list[dict]] = {}
     for r in records:
         by_item.setdefault((r["benchmark"], str(r["id"]), r["model"]), []).append(r)
-    summary: dict[str, Any] = {"scorer": scorer, "benchmarks": {}, "notes": {}}
+    summary: dict[str, Any] = {"scorer": scorer, "judge": judge_id, "benchmarks": {}, "notes": {}}
     columns = list(models) + (["ensemble"] if len(models) > 1 else [])
     for name, d in data.items():
         summary["notes"][name] = (protocol_note(name) if official else "") or JUDGE_NOTES.get(name, "")
         bench: dict[str, Any] = {"n_items": len(d.problems), "skipped": d.skipped_by_reason(),
                                  "skipped_ids": [s.id for s in d.skipped][:50], "models": {}}
         for col in columns:
-            rows: list[tuple[Problem, dict[str, float]]] = []
+            rows, judged_rows = [], []
             for p in d.problems:
                 recs = ([r for m in models for r in by_item.get((name, p.id, m), [])]
                         if col == "ensemble" else by_item.get((name, p.id, col), []))
                 if recs:
                     rows.append((p, _item_verdicts(recs, p, grader, official)))
+                    if judge_id is not None and all("judged_correct" in r for r in recs):
+                        judged_rows.append((p, _item_verdicts(recs, p, grader, "judged")))
             if not rows:
                 continue
-            res: dict[str, Any] = {
-                "n_scored": len(rows),
-                "maj": sum(v["maj"] for _, v in rows) / len(rows),
-                "mean": sum(v["mean"] for _, v in rows) / len(rows),
-                "groups": group_accuracy((g, v["maj"] >= 0.5) for p, v in rows for g in _groups(p, name)),
-            }
-            res.update(benchmark_report(name, rows, res["maj"]))
-            bench["models"][col] = res
+            bench["models"][col] = _column_result(name, rows)
+            if judged_rows:
+                bench["models"][col]["judged"] = _column_result(name, judged_rows)
         summary["benchmarks"][name] = bench
-    summary["average"] = {
-        col: sum(b["models"][col]["headline"] for b in summary["benchmarks"].values())
-        / len(summary["benchmarks"])
-        for col in columns
-        if summary["benchmarks"] and all(col in b["models"] for b in summary["benchmarks"].values())
-    }
+    summary["average"] = _average(summary["benchmarks"], columns, judged=False)
+    if judge_id is not None:
+        summary["judged_average"] = _average(summary["benchmarks"], columns, judged=True)
     return summary
 
 
@@ -225,35 +297,59 @@ def markdown_table(summary: dict[str, Any]) -> str:
     benchmark, and the average over benchmarks."""
     cols: list[str] = []
     for b in summary["benchmarks"].values():
-        cols += [c for c in b["models"] if c not in cols]
+        for c, m in b["models"].items():
+            cols += [x for x in [c] + ([c + JUDGED_SUFFIX] if "judged" in m else [])
+                     if x not in cols]
     head = "| benchmark | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols) + "\n"
     lines = []
     for name, b in summary["benchmarks"].items():
-        cell = lambda c: (f"{100 * b['models'][c]['maj']:.1f} ({100 * b['models'][c]['mean']:.1f})"
-                          if c in b["models"] else "-")
+        cell = lambda c: (f"{100 * _cell(b, c)['maj']:.1f} ({100 * _cell(b, c)['mean']:.1f})"
+                          if _cell(b, c) else "-")
         lines.append(f"| **{name}** | " + " | ".join(cell(c) for c in cols) + " |")
         groups = sorted({g for m in b["models"].values() for g in m["groups"]})
         for g in groups:
-            vals = [f"{100 * b['models'][c]['groups'][g]['acc']:.1f}"
-                    if c in b["models"] and g in b["models"][c]["groups"] else "-" for c in cols]
+            vals = [f"{100 * _cell(b, c)['groups'][g]['acc']:.1f}"
+                    if g in (_cell(b, c) or {}).get("groups", {}) else "-" for c in cols]
             lines.append(f"| &nbsp; {name} {g} | " + " | ".join(vals) + " |")
-        for metric in ("score_strict", "score_loose"):
-            if any("wemath" in m for m in b["models"].values()):
-                vals = [f"{100 * b['models'][c]['wemath'][metric]:.1f}" if c in b["models"] else "-"
-                        for c in cols]
+        for metric in ("score_strict", "score_loose", "S1", "S2", "S3", "IK", "IG", "CM_strict",
+                       "RM_strict_rate"):
+            if any(metric in m.get("wemath", {}) for m in b["models"].values()):
+                vals = [f"{100 * b['models'][c]['wemath'][metric]:.1f}"
+                        if metric in b["models"].get(c, {}).get("wemath", {}) else "-" for c in cols]
                 lines.append(f"| &nbsp; {name} {metric} | " + " | ".join(vals) + " |")
-    avg = summary.get("average", {})
+    avg = dict(summary.get("average", {}))
+    avg.update({c + JUDGED_SUFFIX: v for c, v in (summary.get("judged_average") or {}).items()})
     lines.append("| **average** | " + " | ".join(
         f"{100 * avg[c]:.1f}" if c in avg else "-" for c in cols) + " |")
     notes = "\n".join(f"- {k}: {v}" for k, v in summary.get("notes", {}).items())
-    return (f"Scorer: {summary['scorer']}. Cells: maj@k (mean@k); groups: maj@k.\n\n"
+    judge = (f" Judge for the GPT steps: {summary['judge']} (columns '{JUDGED_SUFFIX.strip()}'; "
+             "the others are rule-based)." if summary.get("judge") else "")
+    return (f"Scorer: {summary['scorer']}.{judge} Cells: maj@k (mean@k); groups: maj@k.\n\n"
             + head + "\n".join(lines) + "\n\n" + notes + "\n")
 
 
+#: The markdown column of a model's verdicts with the judge.
+JUDGED_SUFFIX = " (judged)"
+
+
+def _cell(bench: dict[str, Any], col: str) -> dict[str, Any] | None:
+    """The result block a markdown column shows: a model's, or its ``judged`` block."""
+    if col.endswith(JUDGED_SUFFIX):
+        return bench["models"].get(col[:-len(JUDGED_SUFFIX)], {}).get("judged")
+    return bench["models"].get(col)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def write_outputs(out: Path, summary: dict[str, Any]) -> None:
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "summary.md").write_text(markdown_table(summary))
+    _write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    _write_atomic(out / "summary.md", markdown_table(summary))
 
 
 # --------------------------------------------------------------------------- entry points
@@ -270,8 +366,10 @@ def load_all(names: Sequence[str], data_dir: Path, limit: int | None,
     return data
 
 
-def run(settings: EvalSettings) -> dict[str, Any]:
-    """Generate (resuming), score and write the outputs; returns the summary."""
+def run(settings: EvalSettings, judge=None) -> dict[str, Any]:
+    """Generate (resuming), score, run the judge pass when a judge is given
+    (:mod:`eval.judge`; its outputs cached in ``items.jsonl``), and write the outputs;
+    returns the summary."""
     names = parse_benchmark_names(settings.benchmarks)
     if settings.samples < 1:
         raise BenchmarkError(f"--samples must be >= 1, got {settings.samples}")
@@ -287,15 +385,33 @@ def run(settings: EvalSettings) -> dict[str, Any]:
 
     written = run_generation(settings, data, items_path)
     print(f"generated {written} new responses -> {items_path}", file=sys.stderr)
-    summary = summarize(data, read_items(items_path), settings.models, settings.scorer)
+    records = read_items(items_path)
+    if judge is not None:
+        judge_and_save([r for r in records if r["model"] in settings.models], data, judge,
+                       items_path, all_records=records)
+    summary = summarize(data, records, settings.models, settings.scorer,
+                        judge.id if judge is not None else None)
     write_outputs(settings.out, summary)
     return summary
 
 
-def score_responses(benchmark: str, data_path: Path, responses: Path, scorer: str = "vlcohort",
-                    model: str = "responses", answer_style: str = "auto") -> dict[str, Any]:
+def score_responses(benchmark: str, data_path: Path, responses: Path | None,
+                    scorer: str = "vlcohort", model: str = "responses",
+                    answer_style: str = "auto", *, judge=None,
+                    out: Path | None = None) -> dict[str, Any]:
     """Score saved responses (one JSON object per line: ``id``, ``response``) without a
-    model. Ids that the benchmark does not hold are an error that lists them."""
+    model. Ids that the benchmark does not hold are an error that lists them.
+
+    ``judge``: also the verdicts with the judge (:func:`judge_pass`). ``out``: write
+    ``items.jsonl`` and the summary there; records already in its ``items.jsonl`` with
+    the same key and response lend their judge cache (a re-score asks nothing again),
+    and its other records are kept. ``responses`` None re-scores ``out``'s items.jsonl
+    (:func:`rescore_items`)."""
+    if responses is None:
+        if out is None:
+            raise BenchmarkError("vlcohort eval score needs --responses FILE.jsonl, or --out "
+                                 "DIR holding an items.jsonl to re-score")
+        return rescore_items(out, data_path, scorer, answer_style, judge=judge)
     name = parse_benchmark_names(benchmark)[0]
     data = load_all([name], data_path, None, need_images=False)
     problems = {p.id: p for p in data[name].problems}
@@ -317,4 +433,84 @@ def score_responses(benchmark: str, data_path: Path, responses: Path, scorer: st
                              f"({data[name].path}): {shown}")
     answered = {r["id"] for r in records}
     data[name].problems = [p for p in data[name].problems if p.id in answered]
-    return summarize(data, records, [model], scorer)
+    everything = records
+    if out is not None and (Path(out) / "items.jsonl").is_file():
+        everything = _merge_saved(read_items(Path(out) / "items.jsonl"), records)
+    return _finish(data, records, everything, [model], scorer, judge, out)
+
+
+def _merge_saved(saved: list[dict], new: list[dict]) -> list[dict]:
+    """``new`` records in place of saved ones with the same key (taking over the saved
+    judge cache when the response is the same), the other saved records kept."""
+    by_key = {_key(r): r for r in new}
+    merged = []
+    for old in saved:
+        rec = by_key.pop(_key(old), None) if "benchmark" in old else None
+        if rec is None:
+            merged.append(old)
+            continue
+        if old.get("response") == rec["response"] and isinstance(old.get("judge"), dict):
+            rec["judge"] = old["judge"]
+        merged.append(rec)
+    return merged + [r for r in new if _key(r) in by_key]
+
+
+ITEM_FIELDS = ("benchmark", "id", "model", "response")
+
+
+def rescore_items(out: Path, data_path: Path, scorer: str = "vlcohort",
+                  answer_style: str = "auto", judge=None) -> dict[str, Any]:
+    """Re-score ``out/items.jsonl`` (from ``vlcohort eval`` or ``score --out``) against the
+    benchmark files in ``data_path``: our verdicts and the rule-based official ones are
+    recomputed; with ``judge`` the judged ones too, from the cache where it holds the
+    step (without a judge the ``judged_*`` fields are dropped, the cache kept). Each
+    record's own ``answer_style`` is used unless another than ``auto`` is given."""
+    items_path = Path(out) / "items.jsonl"
+    if not items_path.is_file():
+        raise BenchmarkError(f"{items_path}: not found; give --responses FILE.jsonl, or --out "
+                             "a folder written by vlcohort eval / eval score --out")
+    records = []
+    for lineno, rec in read_jsonl(items_path):
+        missing = [k for k in ITEM_FIELDS if k not in rec]
+        if missing:
+            raise BenchmarkError(f"{items_path}: line {lineno}: no {missing[0]!r} field "
+                                 f"(each line needs {', '.join(ITEM_FIELDS)}).")
+        records.append(rec)
+    if not records:
+        raise BenchmarkError(f"{items_path}: holds no records to re-score")
+    names = parse_benchmark_names(list(dict.fromkeys(r["benchmark"] for r in records)))
+    data = load_all(names, data_path, None, need_images=False)
+    problems = {(n, p.id): p for n, d in data.items() for p in d.problems}
+    unknown = [f"{r['benchmark']}:{r['id']}" for r in records
+               if (r["benchmark"], str(r["id"])) not in problems]
+    if unknown:
+        shown = ", ".join(map(repr, unknown[:20])) + (" ..." if len(unknown) > 20 else "")
+        raise BenchmarkError(f"{items_path}: {len(unknown)} record(s) whose id is not in the "
+                             f"benchmark files under {data_path}: {shown}")
+    grader = get_grader()
+    for rec in records:
+        style = answer_style if answer_style != "auto" else rec.get("answer_style", "auto")
+        for k in [k for k in rec if k.startswith(("official_", "judged_"))]:
+            del rec[k]
+        rec.update(score_record(problems[(rec["benchmark"], str(rec["id"]))], rec["response"],
+                                grader, style))
+    for n, d in data.items():
+        answered = {str(r["id"]) for r in records if r["benchmark"] == n}
+        d.problems = [p for p in d.problems if p.id in answered]
+    models = list(dict.fromkeys(r["model"] for r in records))
+    return _finish(data, records, records, models, scorer, judge, out)
+
+
+def _finish(data: dict[str, BenchmarkData], records: list[dict], everything: list[dict],
+            models: Sequence[str], scorer: str, judge, out: Path | None) -> dict[str, Any]:
+    """The judge pass (when a judge is given), ``items.jsonl`` (``everything``) and the
+    summary written to ``out`` (when given); returns the summary of ``records``."""
+    items_path = Path(out) / "items.jsonl" if out is not None else None
+    if judge is not None:
+        judge_and_save(records, data, judge, items_path, all_records=everything)
+    elif items_path is not None:
+        write_items(items_path, everything)
+    summary = summarize(data, records, models, scorer, judge.id if judge is not None else None)
+    if out is not None:
+        write_outputs(Path(out), summary)
+    return summary

