@@ -293,8 +293,10 @@ def summarize(data: dict[str, BenchmarkData], records: Iterable[dict], models: S
 
 
 def markdown_table(summary: dict[str, Any]) -> str:
-    """Benchmark x model table (maj@k, mean@k in brackets), the per-group rows under each
-    benchmark, and the average over benchmarks."""
+    """Benchmark x model table (maj@k, mean@k in brackets), the headline row where a
+    benchmark's reported number is not its accuracy (We-Math's strict score, MathVerse's
+    five-version overall), the per-group rows under each benchmark, and the average of
+    the headlines."""
     cols: list[str] = []
     for b in summary["benchmarks"].values():
         for c, m in b["models"].items():
@@ -306,6 +308,12 @@ def markdown_table(summary: dict[str, Any]) -> str:
         cell = lambda c: (f"{100 * _cell(b, c)['maj']:.1f} ({100 * _cell(b, c)['mean']:.1f})"
                           if _cell(b, c) else "-")
         lines.append(f"| **{name}** | " + " | ".join(cell(c) for c in cols) + " |")
+        names = {m.get("headline_name") for m in b["models"].values()} - {None, "accuracy"}
+        if names:  # the number papers report, when it is not the plain accuracy above
+            vals = [f"{100 * _cell(b, c)['headline']:.1f}" if "headline" in (_cell(b, c) or {})
+                    else "-" for c in cols]
+            lines.append(f"| &nbsp; {name} headline: {', '.join(sorted(names))} | "
+                         + " | ".join(vals) + " |")
         groups = sorted({g for m in b["models"].values() for g in m["groups"]})
         for g in groups:
             vals = [f"{100 * _cell(b, c)['groups'][g]['acc']:.1f}"
@@ -324,7 +332,8 @@ def markdown_table(summary: dict[str, Any]) -> str:
     notes = "\n".join(f"- {k}: {v}" for k, v in summary.get("notes", {}).items())
     judge = (f" Judge for the GPT steps: {summary['judge']} (columns '{JUDGED_SUFFIX.strip()}'; "
              "the others are rule-based)." if summary.get("judge") else "")
-    return (f"Scorer: {summary['scorer']}.{judge} Cells: maj@k (mean@k); groups: maj@k.\n\n"
+    return (f"Scorer: {summary['scorer']}.{judge} Cells: maj@k (mean@k); groups: maj@k; "
+            "average: of the headlines.\n\n"
             + head + "\n".join(lines) + "\n\n" + notes + "\n")
 
 

@@ -200,3 +200,4 @@ def test_summary_headline_and_table(wemath, tmp_path, benchmark_file):
     table = markdown_table(summary)
     assert f"wemath score_strict | {100 * res['wemath']['score_strict']:.1f}" in table
     assert f"wemath S1 | {100 * res['wemath']['S1']:.1f}" in table
+    assert f"wemath headline: score_strict | {100 * res['headline']:.1f} |" in table
