@@ -20,23 +20,34 @@ from .qwen2_5_vl import Qwen2_5_VLAdapter
 from .text_lm import TextLMAdapter
 from .tiny import is_tiny_spec, tiny_model_path
 
-ADAPTERS: dict[str, type[Adapter]] = {}
+from .family import ADAPTERS, register_adapter as register  # noqa: F401 - the public names
 
 
 class UnknownFamilyError(ValueError):
     """The checkpoint's ``model_type`` has no registered adapter."""
 
 
-def register(cls: type[Adapter]) -> type[Adapter]:
-    for mt in cls.model_types:
-        if mt in ADAPTERS and ADAPTERS[mt] is not cls:
-            raise ValueError(f"model_type {mt!r} is already served by {ADAPTERS[mt].__name__}")
-        ADAPTERS[mt] = cls
-    return cls
-
-
 for _cls in (Qwen2_5_VLAdapter, InternVLAdapter, Gemma3Adapter, TextLMAdapter):
     register(_cls)
+
+#: Modules of the package that are infrastructure, not families.
+_CORE_MODULES = {"base", "family", "images", "registry", "tiny"}
+
+
+def discover_families() -> list[str]:
+    """Import every family module of ``processors/`` (each registers its adapters and tiny
+    builders by decorator), so adding a family is adding its module. Returns their names."""
+    import importlib
+    import pkgutil
+
+    names = [m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
+             if m.name not in _CORE_MODULES and not m.name.startswith("_")]
+    for name in names:
+        importlib.import_module(f"{__package__}.{name}")
+    return names
+
+
+discover_families()
 
 
 def resolve_model_path(spec: str | os.PathLike) -> str:

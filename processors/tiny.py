@@ -33,9 +33,8 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from .family import TINY_BUILDERS, TinySpec
 
 TINY_PREFIX = "tiny:"
 # Bump when a builder changes, so that cached folders from an older builder are not reused.
@@ -448,24 +447,16 @@ def _publish_siglip_layout(folder: Path) -> None:
         index.write_text(json.dumps(data, indent=2))
 
 
-@dataclass(frozen=True)
-class TinySpec:
-    """One buildable tiny model: its builder and the family's ``model_type`` it yields."""
-
-    name: str
-    model_type: str
-    build: Callable[[Path, int], None]
-
-
-TINY_MODELS: dict[str, TinySpec] = {
-    s.name: s
-    for s in (
-        TinySpec("qwen2_5_vl", "qwen2_5_vl", _build_qwen2_5_vl),
-        TinySpec("internvl3_5", "internvl", _build_internvl3_5),
-        TinySpec("gemma3", "gemma3", _build_gemma3),
-        TinySpec("qwen2", "qwen2", _build_qwen2),
-    )
-}
+#: tiny name -> spec: the builders above, and every family module's ``@tiny_builder``
+#: (registered when :mod:`processors.registry` imports the family modules).
+TINY_MODELS: dict[str, TinySpec] = TINY_BUILDERS
+for _spec in (
+    TinySpec("qwen2_5_vl", "qwen2_5_vl", _build_qwen2_5_vl, module=__name__),
+    TinySpec("internvl3_5", "internvl", _build_internvl3_5, module=__name__),
+    TinySpec("gemma3", "gemma3", _build_gemma3, module=__name__),
+    TinySpec("qwen2", "qwen2", _build_qwen2, module=__name__),
+):
+    TINY_BUILDERS.setdefault(_spec.name, _spec)
 
 
 def is_tiny_spec(spec: str | os.PathLike) -> bool:
@@ -485,6 +476,8 @@ def tiny_model_path(spec: str, seed: int = 0, cache_dir: str | os.PathLike | Non
     """
     import transformers
 
+    # (the family modules' builders are registered: importing processors.tiny first runs
+    # the package's __init__, whose registry import discovers the family modules)
     name = spec[len(TINY_PREFIX):] if is_tiny_spec(spec) else spec
     if name not in TINY_MODELS:
         raise ValueError(
