@@ -64,10 +64,14 @@ def checkpoint_to_resume(run_dir: Path, resume: str | Path | None) -> Path | Non
     none), else None."""
     if resume is None:
         return None
-    folder = ckpt.latest_checkpoint(run_dir)
+    folder, skipped = ckpt.resumable_checkpoint(run_dir)
     if folder is None:
+        damaged = f"; damaged: {'; '.join(skipped[:5])}" if skipped else ""
         raise TrainingError(f"--resume {run_dir}: no complete checkpoint in "
-                            f"{run_dir / ckpt.CHECKPOINTS}")
+                            f"{run_dir / ckpt.CHECKPOINTS}{damaged}")
+    if skipped:
+        print(f"warning: resuming from {folder.name}, the newest intact checkpoint; passed "
+              f"over: {'; '.join(skipped[:5])}", file=sys.stderr)
     return folder
 
 

@@ -20,7 +20,14 @@ with any ``ranks_per_agent`` (the optimizer state is whole), stages 1-3 with the
 
 A checkpoint is built in a hidden temporary folder and renamed into place only when
 complete; ``latest`` is replaced atomically after that. A crash mid-save leaves the
-previous checkpoint intact and no half-written one visible.
+previous checkpoint intact and no half-written one visible; the hidden folder it leaves
+is removed at the next save or resume (:func:`remove_stale_temporaries`).
+
+Resuming never runs code from a checkpoint: ``trainer_state.pt`` and ``rng.pt`` load with
+``torch.load(weights_only=True)`` (tensors and plain containers; numpy's RNG state is
+stored as a tensor), so a planted pickle is refused. ``manifest.json`` lists every file's
+size at save; :func:`verify_checkpoint` checks it and each safetensors header, and
+:func:`resumable_checkpoint` falls back to the newest checkpoint that passes.
 """
 
 from __future__ import annotations
@@ -47,21 +54,118 @@ class CheckpointError(RunError):
     """A checkpoint that cannot be loaded in this launch (the message says why and what to do)."""
 
 
+MANIFEST = "manifest.json"
+_TMP_PREFIX = ".step-"
+
+
 def rng_state() -> dict[str, Any]:
+    """torch / python / numpy RNG states as tensors and plain containers only (what
+    ``torch.load(weights_only=True)`` accepts): numpy's key array becomes an int64 tensor."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
     return {"torch": torch.get_rng_state(), "python": random.getstate(),
-            "numpy": np.random.get_state()}
+            "numpy": [str(kind), torch.from_numpy(keys.astype(np.int64)), int(pos),
+                      int(has_gauss), float(cached)]}
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]) if isinstance(py, list) else py)
+    nps = state["numpy"]
+    if isinstance(nps, (list, tuple)) and isinstance(nps[1], torch.Tensor):
+        nps = (nps[0], nps[1].numpy().astype(np.uint32), nps[2], nps[3], nps[4])
+    np.random.set_state(nps)
+
+
+def _load_data(path: Path) -> Any:
+    """A checkpoint's ``.pt`` file, as data only: ``weights_only=True`` refuses any object
+    whose unpickling would run code (a planted ``__reduce__``). numpy arrays of older
+    checkpoints' RNG state are allowed by name (numpy's array reconstructors only)."""
+    safe = [np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+    try:
+        safe.append(np._core.multiarray._reconstruct)  # numpy 2
+    except AttributeError:  # pragma: no cover - numpy 1
+        safe.append(np.core.multiarray._reconstruct)
+    try:
+        with torch.serialization.safe_globals(safe):
+            return torch.load(path, weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: missing from the checkpoint; resume from another "
+                              "checkpoint (delete this one) or start a new run") from None
+    except Exception as e:  # noqa: BLE001 - UnpicklingError, RuntimeError (truncated zip)
+        raise CheckpointError(
+            f"{path}: refused to load ({type(e).__name__}: {str(e).splitlines()[0][:300]}). "
+            "A checkpoint's state files hold only tensors and plain data; this one holds "
+            "something else (a pickle that would run code, or a damaged file). Do not resume "
+            "from a run folder you do not trust; delete this checkpoint to resume from the "
+            "previous one") from e
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def remove_stale_temporaries(root: Path) -> list[Path]:
+    """Remove the hidden ``.step-N-xxxx`` folders that saves killed mid-way left behind
+    (never a complete checkpoint: those are ``step-N``); returns what was removed."""
+    removed = []
+    if Path(root).is_dir():
+        for p in Path(root).glob(_TMP_PREFIX + "*"):
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+    return removed
+
+
+def write_manifest(folder: Path) -> None:
+    """``manifest.json``: every file's size, so a truncated file is caught on resume."""
+    files = {str(p.relative_to(folder)): p.stat().st_size
+             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    (folder / MANIFEST).write_text(json.dumps({"files": files}, indent=0))
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why a safetensors file is unreadable (header length, JSON, data size), or None."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            if n <= 0 or 8 + n > size:
+                return f"{path}: safetensors header length {n} does not fit a {size}-byte file"
+            header = json.loads(f.read(n))
+    except (OSError, ValueError) as e:
+        return f"{path}: unreadable safetensors header ({e})"
+    ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+    if 8 + n + max(ends, default=0) != size:
+        return (f"{path}: {size} bytes, but its header describes {8 + n + max(ends, default=0)} "
+                "(truncated or damaged)")
+    return None
+
+
+def verify_checkpoint(folder: Path) -> list[str]:
+    """What is wrong with a complete-looking checkpoint (empty: nothing found): files the
+    manifest lists that are missing or of another size, unreadable safetensors files."""
+    folder = Path(folder)
+    problems = []
+    manifest = folder / MANIFEST
+    if manifest.is_file():
+        try:
+            files = json.loads(manifest.read_text())["files"]
+        except (ValueError, KeyError) as e:
+            return [f"{manifest}: unreadable ({e})"]
+        for rel, size in files.items():
+            p = folder / rel
+            if not p.is_file():
+                problems.append(f"{p}: missing (the manifest lists it)")
+            elif p.stat().st_size != size:
+                problems.append(f"{p}: {p.stat().st_size} bytes, {size} when saved (truncated "
+                                "or changed)")
+    for p in sorted(folder.rglob("*.safetensors")):
+        if (why := _safetensors_problem(p)) is not None and not any(str(p) in q for q in problems):
+            problems.append(why)
+    return problems
 
 
 def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: list,
@@ -77,8 +181,9 @@ def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: li
         return _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layout)
     root = Path(run_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(root)
     final = root / f"step-{step}"
-    tmp = Path(tempfile.mkdtemp(prefix=f".step-{step}-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{step}-", dir=root))
     try:
         for agent, opt, sched in zip(agents, optimizers, schedulers):
             folder = tmp / agent.name
@@ -88,6 +193,7 @@ def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: li
                         "scheduler": sched.state_dict() if sched is not None else None},
                        folder / "trainer_state.pt")
         torch.save(rng_state(), tmp / "rng.pt")
+        write_manifest(tmp)
         (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
         if final.exists():  # re-saving the same step (e.g. Ctrl-C right after a save)
             shutil.rmtree(final)
@@ -107,7 +213,8 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
     tmp = None
     if layout.is_logger:
         root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".step-{step}-", dir=root))
+        remove_stale_temporaries(root)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{step}-", dir=root))
     tmp = Path(layout.broadcast(str(tmp) if tmp else None, "the checkpoint folder"))
     try:
         for agent, sched in zip(agents, schedulers):
@@ -124,6 +231,7 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
         layout.barrier("the checkpoint's agent folders")
         if layout.is_logger:
             torch.save(rng_state(), tmp / "rng.pt")
+            write_manifest(tmp)
             (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
             if final.exists():
                 shutil.rmtree(final)
@@ -181,8 +289,26 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return root / f"step-{max(steps)}" if steps else None
 
 
+def resumable_checkpoint(run_dir: str | Path) -> tuple[Path | None, list[str]]:
+    """The newest complete checkpoint that passes :func:`verify_checkpoint`, and the
+    problems of the newer ones passed over (for a warning). Stale temporaries go first."""
+    root = Path(run_dir) / CHECKPOINTS
+    remove_stale_temporaries(root)
+    skipped: list[str] = []
+    first = latest_checkpoint(run_dir)
+    candidates = ([first] if first is not None else []) + [
+        root / f"step-{n}" for n in sorted(_complete_steps(root), reverse=True)
+        if first is None or root / f"step-{n}" != first]
+    for folder in candidates:
+        problems = verify_checkpoint(folder)
+        if not problems:
+            return folder, skipped
+        skipped += problems
+    return None, skipped
+
+
 def load_trainer_state(folder: Path, agent_name: str) -> dict[str, Any]:
-    return torch.load(folder / agent_name / "trainer_state.pt", weights_only=False)
+    return _load_data(folder / agent_name / "trainer_state.pt")
 
 
 def load_state(folder: Path) -> dict[str, Any]:
@@ -190,4 +316,4 @@ def load_state(folder: Path) -> dict[str, Any]:
 
 
 def load_rng(folder: Path) -> dict[str, Any]:
-    return torch.load(folder / "rng.pt", weights_only=False)
+    return _load_data(folder / "rng.pt")
