@@ -129,3 +129,40 @@ def test_stale_temporary_folders_are_removed_at_resume_and_at_save(run2):
     assert main(["train", "--resume", str(run2), "run.steps=3"]) == 0
     assert not list(root.glob(".step-*"))
     assert (root / "step-2/state.json").is_file() and (root / "step-3/state.json").is_file()
+
+
+def test_resume_refuses_changes_it_cannot_continue_and_lists_the_others(run2, capsys):
+    assert main(["train", "--resume", str(run2), "run.steps=3",
+                 "agents=[{name: A, path: 'tiny:gemma3'}]", "run.seed=5"]) == 1
+    err = capsys.readouterr().err
+    assert "agents.0.path ('tiny:qwen2_5_vl' -> 'tiny:gemma3')" in err and "run.seed" in err
+    assert "Start a new run" in err
+    assert not (run2 / "checkpoints/step-3").exists()
+    assert main(["train", "--resume", str(run2), "run.steps=3", "optim.lr=0.0005"]) == 0
+    err = capsys.readouterr().err
+    assert "resume: run.steps: 2 -> 3 (harmless)" in err
+    assert "resume: optim.lr: 0.001 -> 0.0005 (the run no longer equals a straight run)" in err
+
+
+def test_a_folder_held_by_a_live_run_is_refused(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    from vlcohort.recipes import runlock
+
+    run = tmp_path / "run"
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        run.mkdir()
+        (run / runlock.LOCK).write_text(json.dumps({"pid": live.pid,
+                                                     "host": __import__("socket").gethostname()}))
+        assert main(["train", *FAST, "run.steps=1", f"run.output_dir={run}"]) == 1
+        err = capsys.readouterr().err
+        assert f"pid {live.pid}" in err and "another run is writing" in err
+        assert not (run / "config.yaml").exists() and not (run / "metrics.jsonl").exists()
+    finally:
+        live.kill()
+        live.wait()
+    # the holder is gone: its lock is stale and taken over; a finished run leaves none
+    assert main(["train", *FAST, "run.steps=1", f"run.output_dir={run}"]) == 0
+    assert not (run / runlock.LOCK).exists()

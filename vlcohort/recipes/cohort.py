@@ -46,7 +46,8 @@ from processors import adapter_for
 from vlcohort.analysis.dynamics import STOP_HINTS, Monitor
 from vlcohort.analysis.metrics import MetricsLogger, summary_line
 from vlcohort.answers.grading import get_grader
-from vlcohort.config import Config, load_config, save_resolved
+from vlcohort.recipes import runlock
+from vlcohort.config import Config, load_config, save_resolved, to_dict
 from vlcohort.data.problems import Problem
 from vlcohort.data.sources import load_eval_problems, load_problems
 from vlcohort.data.stream import ProblemStream
@@ -82,6 +83,7 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
     run_dir = Path(resume) if resume is not None else Path(cfg.run.output_dir)
     seed_everything(cfg.run.seed)
     if layout.is_logger:
+        runlock.acquire(run_dir)  # before anything is written there
         save_resolved(cfg, run_dir)
     problems = load_problems(cfg)
     stream = ProblemStream(problems, seed=cfg.run.seed, shuffle=cfg.data.shuffle)
@@ -252,11 +254,58 @@ def run_cohort(cfg: Config, resume: str | Path | None = None, layout: dist_.Layo
     return drive(run, recipe(run))
 
 
+#: Keys a resume cannot change: the checkpoint holds these agents' weights and the data
+#: stream's position, so another value could not continue the run (a new run from the
+#: checkpoint's weights can: ``agents.N.path=<checkpoint>/<agent>``).
+FIXED_ON_RESUME = ("agents", "method", "data", "distributed", "warmup", "run.seed")
+#: Keys a resume may change without touching what is trained: length, logging, saving,
+#: evaluation and the monitor. Any other change (a learning rate, a reward rule) is
+#: allowed but listed: the run then no longer equals a straight run.
+HARMLESS_ON_RESUME = ("run.steps", "run.threads", "run.output_dir", "log", "checkpoint",
+                      "eval", "monitor", "arms")
+
+
+def config_changes(before: Any, after: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """``[(dotted key, old, new)]`` where two config dicts differ (lists of dicts are
+    compared element-wise, so ``agents.0.path`` is named rather than ``agents``)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for k in sorted(set(before) | set(after), key=str):
+            out += config_changes(before.get(k), after.get(k), f"{prefix}{k}.")
+        return out
+    if (isinstance(before, list) and isinstance(after, list) and len(before) == len(after)
+            and all(isinstance(x, dict) for x in before + after)):
+        return [c for i, (x, y) in enumerate(zip(before, after))
+                for c in config_changes(x, y, f"{prefix}{i}.")]
+    return [] if before == after else [(prefix.rstrip("."), before, after)]
+
+
+def _under(key: str, prefixes: tuple[str, ...]) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
 def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """The saved config of a run folder, with overrides (e.g. ``run.steps=12`` to extend)."""
+    """The saved config of a run folder, with overrides (e.g. ``run.steps=12`` to extend).
+
+    An override of a key in :data:`FIXED_ON_RESUME` is refused, naming the keys; the
+    other changes are printed (harmless ones as such)."""
     saved = Path(run_dir) / "config.yaml"
     if not saved.is_file():
         raise TrainingError(f"--resume {run_dir}: no config.yaml there; is it a run folder?")
     cfg = load_config(saved, overrides)
     cfg.run.output_dir = str(run_dir)
+    before = load_config(saved)
+    before.run.output_dir = str(run_dir)
+    changes = config_changes(to_dict(before), to_dict(cfg))
+    refused = [c for c in changes if _under(c[0], FIXED_ON_RESUME)]
+    if refused:
+        raise TrainingError(
+            f"--resume {run_dir}: a resume continues the same run, so it cannot change "
+            + "; ".join(f"{k} ({old!r} -> {new!r})" for k, old, new in refused)
+            + ". Start a new run instead, from the checkpoint's weights if you like "
+            "(agents.N.path=<run>/checkpoints/step-N/<agent>)")
+    for key, old, new in changes:
+        kind = ("harmless" if _under(key, HARMLESS_ON_RESUME)
+                else "the run no longer equals a straight run")
+        print(f"resume: {key}: {old!r} -> {new!r} ({kind})", file=sys.stderr)
     return cfg

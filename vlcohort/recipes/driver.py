@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from vlcohort.errors import RunError
 from vlcohort.training import checkpoint as ckpt
+from vlcohort.recipes import runlock
 
 
 class TrainingError(RunError):
@@ -137,15 +138,18 @@ def drive(run, recipe: Recipe) -> int:
     """The step loop, then cleanup; exit code 0. On Ctrl-C: save a checkpoint (when a step
     was done and ``recipe.save_on_interrupt``), say how to resume, exit code 130."""
     try:
-        loop(run, recipe)
-    except KeyboardInterrupt:
-        if run.step > 0 and recipe.save_on_interrupt:
-            print(f"\ninterrupted: saved {recipe.save(run)}; continue with "
-                  f"`vlcohort train --resume {run.dir}`", file=sys.stderr)
-        run.logger.close()
-        return 130
-    recipe.cleanup(run)
-    return 0
+        try:
+            loop(run, recipe)
+        except KeyboardInterrupt:
+            if run.step > 0 and recipe.save_on_interrupt:
+                print(f"\ninterrupted: saved {recipe.save(run)}; continue with "
+                      f"`vlcohort train --resume {run.dir}`", file=sys.stderr)
+            run.logger.close()
+            return 130
+        recipe.cleanup(run)
+        return 0
+    finally:
+        runlock.release(run.dir)
 
 
 def loop(run, recipe: Recipe) -> None:

@@ -98,6 +98,7 @@ from processors.base import IMAGE_PLACEHOLDER
 
 from vlcohort.analysis.metrics import MetricsLogger
 from vlcohort.answers.grading import Grader, get_grader
+from vlcohort.recipes import runlock
 from vlcohort.config import Config, save_resolved
 from vlcohort.config_checks import self_play_roles
 from vlcohort.data.problems import Problem, split_options
@@ -551,6 +552,7 @@ def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
         torch.set_num_threads(cfg.run.threads)
     run_dir = Path(resume) if resume is not None else Path(cfg.run.output_dir)
     seed_everything(cfg.run.seed)
+    runlock.acquire(run_dir)  # before anything is written there
     save_resolved(cfg, run_dir)
     challenger, solver = self_play_roles(cfg)
     pool = labelled_pool(cfg)
