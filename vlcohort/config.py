@@ -171,6 +171,11 @@ class DataConfig:
     always names the same colour / kind)."""
     shuffle: bool = True
     """Shuffle the order each epoch (seeded by run.seed and the epoch)."""
+    max_bad_fraction: float = 0.5
+    """file or hub: stop before training when more than this share of the rows read are
+    skipped as bad (malformed lines, missing questions or answers, missing images, duplicate
+    ids); below it the bad ones are skipped, counted and named in the load summary. 1.0:
+    never stop while one record is usable."""
 
 
 @dataclass

@@ -120,10 +120,31 @@ def agent_reward_source(cfg: "Config", i: int) -> str:
     return cfg.agents[i].reward_source or cfg.reward.source
 
 
+def _check_processor_settings(cfg: "Config") -> None:
+    """``agents.N.processor``: the family's own settings, checked against the adapter's
+    declared fields (``Adapter.settings``) as soon as the family is known without loading
+    anything (a ``tiny:`` spec, a local folder's config.json); otherwise the adapter checks
+    them when it is built."""
+    from processors.base import FamilySettingsError, family_settings
+    from processors.registry import adapter_class_for
+
+    for i, a in enumerate(cfg.agents):
+        if not a.processor:
+            continue
+        cls = adapter_class_for(a.path)
+        if cls is None:
+            continue
+        try:
+            family_settings(cls.settings, a.processor, cls.family, where=f"agents.{i}.processor")
+        except FamilySettingsError as e:
+            raise ConfigError(str(e)) from None
+
+
 def validate(cfg: "Config") -> None:
     """Checks that need more than one field, and choice fields; fills derived fields
     (``reward.source`` from ``method``)."""
     _check_choice("method", cfg.method)
+    _check_processor_settings(cfg)
     if cfg.method in RECIPE_METHODS:
         return _validate_self_play(cfg)
     for i, a in enumerate(cfg.agents):
@@ -202,6 +223,9 @@ def validate(cfg: "Config") -> None:
     _validate_loss_and_is(g)
     if not 0 <= cfg.reward.min_share <= 1:
         raise ConfigError(f"reward.min_share: must be in [0, 1], got {cfg.reward.min_share}")
+    if not 0 <= cfg.data.max_bad_fraction <= 1:
+        raise ConfigError(f"data.max_bad_fraction: must be in [0, 1], got "
+                          f"{cfg.data.max_bad_fraction}")
     _validate_vote_and_sampling(cfg)
     o = cfg.optim
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):

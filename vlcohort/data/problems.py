@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -231,10 +231,15 @@ class LoadReport:
     max_examples: int = 5
     filtered: int = 0  # rows left out on purpose by data.where (not bad records)
 
-    def skip(self, reason: str, row: int, fld: str, message: str) -> None:
+    def skip(self, reason: str, row: int, fld: str, message: str, unit: str = "row") -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
         if len(self.examples) < self.max_examples:
-            self.examples.append(f"{self.source}, row {row}, field {fld!r}: {message}")
+            where = f"field {fld!r}: " if fld != "*" else ""
+            self.examples.append(f"{self.source}, {unit} {row}, {where}{message}")
+
+    @property
+    def bad_fraction(self) -> float:
+        return sum(self.skipped.values()) / self.rows if self.rows else 0.0
 
     def summary(self) -> str:
         lines = [f"{self.source}: {self.rows} rows read, {self.loaded} problems loaded"]
@@ -264,8 +269,11 @@ def image_feature_no_decode(ft):
     return ft
 
 
-def open_dataset(path: str, *, source: str = "file", split: str = "train"):
+def open_dataset(path: str, *, source: str = "file", split: str = "train",
+                 bad_lines: list[tuple[int, str]] | None = None):
     """A ``datasets.Dataset`` and the folder relative image paths are resolved against.
+
+    A JSONL file's lines that are not JSON objects are skipped and listed in ``bad_lines``.
 
     ``source=file``: a parquet / JSON / JSONL file, a saved dataset folder
     (``save_to_disk``), or a folder of data files (e.g. a downloaded hub snapshot).
@@ -307,13 +315,49 @@ def open_dataset(path: str, *, source: str = "file", split: str = "train"):
         if kind is None:
             raise DataError(f"data.path: {p}: unknown file type {p.suffix!r}; use .parquet, "
                             ".json or .jsonl (or a dataset folder)")
-        try:
-            ds = datasets.load_dataset(kind, data_files=str(p), split="train")
-        except Exception as e:  # noqa: BLE001 - malformed JSON, broken parquet
-            raise DataError(f"data.path: {p}: cannot be read as {kind}: {e}") from e
+        if p.suffix.lower() == ".jsonl":
+            ds = _jsonl_dataset(p, bad_lines)
+        else:
+            try:
+                ds = datasets.load_dataset(kind, data_files=str(p), split="train")
+            except Exception as e:  # noqa: BLE001 - malformed JSON, broken parquet
+                raise DataError(f"data.path: {p}: cannot be read as {kind}: {e}") from e
     ds = ds.cast(datasets.Features({k: image_feature_no_decode(v)
                                     for k, v in ds.features.items()}))
     return ds, base
+
+
+def _jsonl_dataset(path: Path, bad_lines: list[tuple[int, str]] | None):
+    """A JSONL file as a dataset, a line that is not one JSON object skipped and recorded
+    in ``bad_lines`` as ``(line number, why)`` (DESIGN rule 8: one bad record never costs
+    the file). ``datasets``' own JSON reader refuses the whole file for one bad line."""
+    import datasets
+
+    rows: list[dict] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                why = f"not JSON ({e.msg} at column {e.colno})"
+            else:
+                if isinstance(obj, dict):
+                    rows.append(obj)
+                    continue
+                why = f"a JSON {type(obj).__name__}, not an object"
+            if bad_lines is not None:
+                bad_lines.append((lineno, why))
+    if not rows:
+        raise DataError(f"data.path: {path}: no line is a JSON object"
+                        + (f" (line {bad_lines[0][0]}: {bad_lines[0][1]})" if bad_lines else "")
+                        + "; each line must be one record")
+    try:
+        return datasets.Dataset.from_list(rows)
+    except Exception as e:  # noqa: BLE001 - columns of mixed types across lines
+        raise DataError(f"data.path: {path}: the records do not share one schema ({e}); "
+                        "give each column one type in every line") from e
 
 
 def _is_blank(v: Any) -> bool:
@@ -389,8 +433,11 @@ def load_problems_from(path: str, *, source: str = "file", preset: str = "generi
     if preset not in PRESETS:
         raise DataError(f"data.preset: {preset!r} is not one of: {', '.join(PRESETS)}")
     cols = columns or PRESETS[preset]
-    ds, base = open_dataset(path, source=source, split=split)
+    bad_lines: list[tuple[int, str]] = []
+    ds, base = open_dataset(path, source=source, split=split, bad_lines=bad_lines)
     names = set(ds.column_names)
+    if cols.images not in names and cols.images == "images" and "image" in names:
+        cols = replace(cols, images="image")  # one image per record, as many files name it
     where_text = f"{path}" + (f" [{split}]" if source == "hub" or (base is not None and Path(path).is_dir()) else "")
     if cols.question not in names:
         raise DataError(f"data.columns.question: column {cols.question!r} is not in {where_text} "
@@ -404,6 +451,9 @@ def load_problems_from(path: str, *, source: str = "file", preset: str = "generi
     if limit and limit < len(ds):
         ds = ds.select(range(limit))
     report = LoadReport(source=where_text, filtered=filtered)
+    for lineno, why in bad_lines:
+        report.rows += 1
+        report.skip("malformed_line", lineno, "*", why, unit="line")
     name = Path(path).stem if source == "file" else path
     seen: set[str] = set()
     problems: list[Problem] = []

@@ -52,6 +52,12 @@ def load_problems(cfg: Config) -> list[Problem]:
     print(report.summary(), file=sys.stderr if report.skipped else sys.stdout)
     if not problems:
         raise ConfigError(f"data.path: no usable record in {d.path} (see the summary above)")
+    if report.bad_fraction > d.max_bad_fraction:
+        raise ConfigError(
+            f"data.path: {report.bad_fraction:.0%} of the {report.rows} rows of {d.path} are "
+            f"bad (skipped: {report.skipped}), over data.max_bad_fraction="
+            f"{d.max_bad_fraction}; fix the file (the summary above names the first ones) or "
+            "raise data.max_bad_fraction")
     return problems
 
 

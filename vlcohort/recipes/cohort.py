@@ -257,7 +257,7 @@ def run_cohort(cfg: Config, resume: str | Path | None = None, layout: dist_.Layo
 #: Keys a resume cannot change: the checkpoint holds these agents' weights and the data
 #: stream's position, so another value could not continue the run (a new run from the
 #: checkpoint's weights can: ``agents.N.path=<checkpoint>/<agent>``).
-FIXED_ON_RESUME = ("agents", "method", "data", "distributed", "warmup", "run.seed")
+FIXED_ON_RESUME = ("agents", "method", "data", "distributed", "run.seed")
 #: Keys a resume may change without touching what is trained: length, logging, saving,
 #: evaluation and the monitor. Any other change (a learning rate, a reward rule) is
 #: allowed but listed: the run then no longer equals a straight run.
