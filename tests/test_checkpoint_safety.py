@@ -133,7 +133,7 @@ def test_stale_temporary_folders_are_removed_at_resume_and_at_save(run2):
 
 def test_resume_refuses_changes_it_cannot_continue_and_lists_the_others(run2, capsys):
     assert main(["train", "--resume", str(run2), "run.steps=3",
-                 "agents=[{name: A, path: 'tiny:gemma3'}]", "run.seed=5"]) == 1
+                 "agents=[{name: A, path: 'tiny:gemma3'}]", "run.seed=5"]) == 2
     err = capsys.readouterr().err
     assert "agents.0.path ('tiny:qwen2_5_vl' -> 'tiny:gemma3')" in err and "run.seed" in err
     assert "Start a new run" in err

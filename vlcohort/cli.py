@@ -134,7 +134,10 @@ def train(cfg: Config, resume: str | None = None) -> int:
     (challenger / solver phases); ``arms`` runs the cohort recipe once per method from
     shared warm-ups; every other method is the cohort recipe with its reward source."""
     from vlcohort.recipes.driver import TrainingError
+    from vlcohort.recipes.preflight import preflight
     from vlcohort.training.distributed import launched_rank, launched_world_size
+
+    preflight(cfg)  # models and data findable, before anything is printed, built or trained
 
     if launched_world_size() == 1 or launched_rank() == 0:
         print(resolved_text(cfg))

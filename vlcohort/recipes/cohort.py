@@ -47,6 +47,7 @@ from vlcohort.analysis.dynamics import STOP_HINTS, Monitor
 from vlcohort.analysis.metrics import MetricsLogger, summary_line
 from vlcohort.answers.grading import get_grader
 from vlcohort.recipes import runlock
+from vlcohort.typed_yaml import ConfigError
 from vlcohort.config import Config, load_config, save_resolved, to_dict
 from vlcohort.data.problems import Problem
 from vlcohort.data.sources import load_eval_problems, load_problems
@@ -291,7 +292,8 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
     other changes are printed (harmless ones as such)."""
     saved = Path(run_dir) / "config.yaml"
     if not saved.is_file():
-        raise TrainingError(f"--resume {run_dir}: no config.yaml there; is it a run folder?")
+        raise ConfigError(f"--resume {run_dir}: no config.yaml there; is it a run folder? "
+                          "Give the folder a run wrote (its run.output_dir)")
     cfg = load_config(saved, overrides)
     cfg.run.output_dir = str(run_dir)
     before = load_config(saved)
@@ -299,7 +301,7 @@ def resume_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = 
     changes = config_changes(to_dict(before), to_dict(cfg))
     refused = [c for c in changes if _under(c[0], FIXED_ON_RESUME)]
     if refused:
-        raise TrainingError(
+        raise ConfigError(
             f"--resume {run_dir}: a resume continues the same run, so it cannot change "
             + "; ".join(f"{k} ({old!r} -> {new!r})" for k, old, new in refused)
             + ". Start a new run instead, from the checkpoint's weights if you like "
