@@ -298,14 +298,14 @@ def length_order(lengths: Sequence[int]) -> list[int]:
 
 def prompt_tokens(adapter, rendered) -> int:
     """Prompt tokens of a rendered prompt: its text's tokens plus each image's (the
-    family's rule, :meth:`~processors.base.Adapter.image_token_count`), without running
-    the image processor: a sort key, exact to the few placeholder tokens."""
+    family's rule for the whole prompt's images,
+    :meth:`~processors.base.Adapter.prompt_image_token_counts`), without running the image
+    processor: a sort key, exact to the few placeholder tokens."""
     n = len(adapter.tokenizer(rendered.text, add_special_tokens=False)["input_ids"])
-    for image in rendered.images:
-        try:
-            n += adapter.image_token_count(*image.size)
-        except NotImplementedError:  # a family without the rule: sorted by text alone
-            break
+    try:
+        n += sum(adapter.prompt_image_token_counts(rendered.images))
+    except NotImplementedError:  # a family without the rule: sorted by text alone
+        pass
     return n
 
 

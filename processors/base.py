@@ -14,11 +14,15 @@ owns, for that family:
                             (``vlcohort/training/logprobs.py``: the maths itself)
 - ``stop_token_ids()``      the end-of-turn ids generation must stop at
 - ``vllm_request(...)``     the prompt + ``multi_modal_data`` form of ``vllm.LLM.generate``
-- ``image_token_count``     how many prompt tokens an image of a given size costs
+- ``image_token_count``     how many image pad tokens an image of a given size costs
+                            (``prompt_image_token_counts``: for a whole prompt's images)
+- ``extend_per_token``      how a family per-token tensor continues over the completion
+- ``settings``              the family's own ``agents.N.processor: {...}`` settings
 
 Most of the work is the same for every family (transformers' processors are uniform
 enough); a family module overrides only what differs. Adding a family = one module with a
-subclass and one ``register`` line (see README, "Adding a model family").
+subclass decorated by ``processors.family.register_adapter`` and its tiny builder (see
+README, "Adding a model family").
 
 Dimension letters (DESIGN.md): N sequences (B prompts x G rollouts), L tokens per
 sequence (L = P + T: P prompt tokens, T completion tokens), V vocabulary, H hidden size.
@@ -27,7 +31,9 @@ sequence (L = P + T: P prompt tokens, T completion tokens), V vocabulary, H hidd
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+import types
+import typing
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
@@ -75,6 +81,9 @@ class AdapterOptions:
     """Refuse an image with a side shorter than this (a 1x1 image is a broken export)."""
     logprob_chunk_tokens: int = 256
     """Completion positions per chunk when computing log-probs ([N, chunk, V] at a time)."""
+    processor: dict[str, Any] = field(default_factory=dict)
+    """Family settings, free-form: checked against the adapter's own declared settings
+    (``Adapter.settings``); an unknown key is an error that lists what the family accepts."""
 
     @property
     def image_limits(self) -> ImageLimits:
@@ -85,7 +94,97 @@ class AdapterOptions:
     def of(cls, settings) -> "AdapterOptions":
         """The options part of anything that carries these fields (a ``ModelConfig``): a
         plain, separate copy, so the adapter does not see later edits of the config."""
-        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
+        values = {f.name: getattr(settings, f.name) for f in fields(cls)}
+        values["processor"] = dict(values["processor"] or {})
+        return cls(**values)
+
+
+class FamilySettingsError(ValueError):
+    """A key or value of ``agents.N.processor`` the family does not accept."""
+
+
+def family_settings(settings_cls: type | None, values: dict | None, family: str,
+                    where: str = "processor"):
+    """``values`` (the free-form ``processor`` mapping) checked against the family's
+    settings dataclass and built into it; unknown keys and wrong types raise
+    :class:`FamilySettingsError` naming the key (``<where>.<key>``) and, for an unknown
+    key, every setting the family accepts with its type, default and docstring."""
+    values = dict(values or {})
+    if settings_cls is None:
+        if values:
+            raise FamilySettingsError(
+                f"{where}.{sorted(values)[0]}: unknown setting; {family} takes no family "
+                "settings (accepts: none).")
+        return None
+    known = {f.name: f for f in fields(settings_cls)}
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise FamilySettingsError(
+            f"{where}.{unknown[0]}: unknown setting for {family}. {family} accepts: "
+            + describe_settings(settings_cls))
+    hints = typing.get_type_hints(settings_cls)
+    return settings_cls(**{k: _checked(hints[k], v, f"{where}.{k}", family)
+                           for k, v in values.items()})
+
+
+def describe_settings(settings_cls: type | None) -> str:
+    """``name (type, default ...): docstring; ...`` for each declared family setting."""
+    if settings_cls is None:
+        return "none"
+    docs = _field_docstrings(settings_cls)
+    hints = typing.get_type_hints(settings_cls)
+    parts = []
+    for f in fields(settings_cls):
+        default = f.default if f.default is not MISSING else (
+            f.default_factory() if f.default_factory is not MISSING else None)
+        tp = getattr(hints[f.name], "__name__", None) or str(hints[f.name])
+        doc = docs.get(f.name, "")
+        parts.append(f"{f.name} ({tp}, default {default!r})" + (f": {doc}" if doc else ""))
+    return "; ".join(parts)
+
+
+def _field_docstrings(cls) -> dict[str, str]:
+    """The string literal right under each field in the bodies of a dataclass and of its
+    dataclass bases (a subclass's own wins; the convention of this project's settings;
+    source unavailable: no docs)."""
+    import ast
+    import dataclasses
+    import inspect
+    import textwrap
+
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
+        except (OSError, TypeError):
+            continue
+        docs.update({node.target.id: " ".join(nxt.value.value.split())
+                     for node, nxt in zip(body, body[1:])
+                     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                     and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                     and isinstance(nxt.value.value, str)})
+    return docs
+
+
+def _checked(tp, value, key: str, family: str):
+    """``value`` when it is of type ``tp`` (bool, int, float, str, Optional of one,
+    or anything else unchecked); an int is accepted for a float."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        tp = args[0]
+    ok = {bool: lambda v: isinstance(v, bool),
+          int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          str: lambda v: isinstance(v, str)}.get(tp)
+    if ok is not None and not ok(value):
+        raise FamilySettingsError(
+            f"{key}: expected {tp.__name__} for {family}, got {value!r} "
+            f"({type(value).__name__})")
+    return float(value) if tp is float else value
 
 
 @dataclass
@@ -168,11 +267,29 @@ class Adapter:
     takes_video: ClassVar[bool] = False
     """The family's model also takes videos (vLLM then reserves memory for them unless
     told that prompts carry none)."""
+    image_token: ClassVar[str] = ""
+    """The image pad token's text, when the processor's ``image_token_id`` is not it (e.g.
+    Gemma-3's processor names its begin-of-image placeholder so) or names nothing."""
+    settings: ClassVar[type | None] = None
+    """The family's own settings: a dataclass whose fields (defaults, docstrings) are the
+    keys ``agents.N.processor: {...}`` accepts. A new family's settings need no core edit;
+    the adapter reads them as ``self.family_settings``."""
+    vllm_tested: ClassVar[bool] = False
+    """``vllm_request`` was checked against a real vLLM engine: ``tests/test_rollout_vllm.py``
+    runs this family's tiny models. Read through :meth:`vllm_checked`, which takes it from
+    the class's own body only: a new family subclassing a checked one starts unchecked."""
+
+    @classmethod
+    def vllm_checked(cls) -> bool:
+        """This class itself declares ``vllm_tested = True`` (not inherited)."""
+        return bool(vars(cls).get("vllm_tested", False))
 
     def __init__(self, path: str | Path, options: AdapterOptions | None = None,
                  processor: Any | None = None):
         self.path = str(path)
         self.options = options or AdapterOptions()
+        self.family_settings = family_settings(self.settings, self.options.processor,
+                                               self.family or type(self).__name__)
         self.processor = processor if processor is not None else self._load_processor()
 
     # ----------------------------------------------------------------------- loading
@@ -265,9 +382,32 @@ class Adapter:
         return image
 
     def image_token_count(self, width: int, height: int) -> int:
-        """*Family hook*: prompt tokens one image of this (already prepared) size costs,
-        delimiters included. Derived from the family's rules and the processor config."""
+        """*Family hook*: image pad tokens (``image_token_id``) one image of this (already
+        prepared) size costs in the prompt; delimiters, row breaks and other markup are not
+        counted. Derived from the family's rules and the processor config."""
         raise NotImplementedError
+
+    def prompt_image_token_counts(self, images: Sequence[Any]) -> list[int]:
+        """*Family hook*: image pad tokens of each image of one prompt, seeing all of them
+        (a family whose cost depends on how many images share the prompt overrides it);
+        by default :meth:`image_token_count` per image."""
+        return [self.image_token_count(*im.size) for im in images]
+
+    @property
+    def image_token_id(self) -> int | None:
+        """Id of the image pad token (the one :meth:`image_token_count` counts): the
+        tokenizer's id of :attr:`image_token` when the family sets it, else the processor's
+        ``image_token_id``, else the tokenizer's; None for a text model."""
+        if not self.is_multimodal:
+            return None
+        if self.image_token:
+            return int(self.tokenizer.convert_tokens_to_ids(self.image_token))
+        for owner in (self.processor, self.tokenizer):
+            value = getattr(owner, "image_token_id", None)
+            if isinstance(value, int):
+                return int(value)
+        raise NotImplementedError(f"{self.family}: no image_token_id on the processor or "
+                                  "tokenizer; set the adapter's image_token")
 
     def processor_image_kwargs(self) -> dict:
         """*Family hook*: extra keyword arguments for the processor's image preprocessing."""
@@ -288,7 +428,7 @@ class Adapter:
         else:
             inputs = self.tokenizer(texts, **kwargs)
         inputs = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-        counts = [[self.image_token_count(*im.size) for im in r.images] for r in rendered]
+        counts = [self.prompt_image_token_counts(r.images) for r in rendered]
         return PromptBatch(inputs=inputs, problem_ids=[r.problem_id for r in rendered],
                            image_token_counts=counts)
 
@@ -298,8 +438,9 @@ class Adapter:
 
         Row i of ``prompts`` pairs with ``completions[i]``; for G rollouts per prompt,
         encode each rendered prompt G times (``encode_prompts([r for r in rs for _ in
-        range(G)])``), which keeps every family's per-image tensors in step. Completions are right-padded to
-        the longest; per-token family tensors are extended with zeros.
+        range(G)])``), which keeps every family's per-image tensors in step. Completions are
+        right-padded to the longest; per-token family tensors are extended over the
+        completion by :meth:`extend_per_token` (zeros, unless the family says otherwise).
         """
         ids = prompts.inputs["input_ids"]  # [N, P]
         N = ids.shape[0]
@@ -318,10 +459,18 @@ class Adapter:
         inputs["attention_mask"] = torch.cat([prompts.inputs["attention_mask"], comp_mask], 1)
         for key in self.per_token_keys:
             if key in inputs:
-                t = inputs[key]  # [N, P]
-                inputs[key] = torch.cat([t, torch.zeros((N, T), dtype=t.dtype)], dim=1)
+                inputs[key] = self.extend_per_token(key, inputs[key], T)
         return TrainingBatch(inputs=inputs, completion_ids=comp, completion_mask=comp_mask,
                              prompt_len=prompts.prompt_len)
+
+    def extend_per_token(self, key: str, tensor: torch.Tensor, n_completion: int) -> torch.Tensor:
+        """*Family hook*: per-token input ``key`` ([N, P, ...]) continued over
+        ``n_completion`` completion positions (dim 1) -> [N, P + T, ...]. Default: zeros
+        (a completion token is text, not image). A family whose tensor means something else
+        overrides it (e.g. a cross-attention mask [N, P, images, tiles] repeats its last row:
+        completion tokens see the images the last prompt token sees)."""
+        shape = (tensor.shape[0], n_completion, *tensor.shape[2:])
+        return torch.cat([tensor, tensor.new_zeros(shape)], dim=1)
 
     def pad_token_id(self) -> int:
         tok = self.tokenizer

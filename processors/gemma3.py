@@ -13,9 +13,14 @@ the model in training batches: image tokens attend bidirectionally to each other
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import dataclass
+from pathlib import Path
 
 from .base import Adapter
+from .family import FamilyFacts, register_adapter, tiny_builder
+from .tiny import train_gemma_bpe
 
 
 def pan_and_scan_crops(width: int, height: int, min_crop: int, max_crops: int,
@@ -33,12 +38,30 @@ def pan_and_scan_crops(width: int, height: int, min_crop: int, max_crops: int,
     return n
 
 
+@dataclass
+class Gemma3Settings:
+    """``agents.N.processor`` keys of Gemma-3 (``pan_and_scan`` is also a top-level key;
+    either one true turns it on)."""
+
+    pan_and_scan: bool = False
+    """Extra crops (2-4) for elongated images (ratio >= the checkpoint's minimum)."""
+
+
+@register_adapter
 class Gemma3Adapter(Adapter):
     family = "Gemma-3"
     model_types = ("gemma3",)
     placeholder_tokens = ("<image_soft_token>", "<start_of_image>", "<end_of_image>")
     stop_tokens = ("<end_of_turn>", "<eos>")
     per_token_keys = ("token_type_ids",)
+    image_token = "<image_soft_token>"  # the processor's image_token_id is <start_of_image>
+    settings = Gemma3Settings
+    vllm_tested = True
+
+    @property
+    def pan_and_scan(self) -> bool:
+        """Pan-and-scan is on (the top-level option or ``processor.pan_and_scan``)."""
+        return bool(self.options.pan_and_scan or self.family_settings.pan_and_scan)
 
     def pan_and_scan_settings(self) -> dict:
         """The checkpoint image processor's pan-and-scan constants, passed explicitly.
@@ -53,12 +76,12 @@ class Gemma3Adapter(Adapter):
         return {k: getattr(ip, k, None) or defaults[k] for k in keys}
 
     def processor_image_kwargs(self) -> dict:
-        if not self.options.pan_and_scan:
+        if not self.pan_and_scan:
             return {"do_pan_and_scan": False}
         return {"do_pan_and_scan": True, **self.pan_and_scan_settings()}
 
     def crops_for(self, width: int, height: int) -> int:
-        if not self.options.pan_and_scan:
+        if not self.pan_and_scan:
             return 0
         s = self.pan_and_scan_settings()
         return pan_and_scan_crops(width, height, int(s["pan_and_scan_min_crop_size"]),
@@ -68,9 +91,136 @@ class Gemma3Adapter(Adapter):
     def image_token_count(self, width: int, height: int) -> int:
         return int(self.processor.image_seq_length) * (1 + self.crops_for(width, height))
 
-    @property
-    def image_token_id(self) -> int:
-        return int(self.tokenizer.image_token_id)
-
     def vllm_processor_kwargs(self) -> dict:
-        return self.processor_image_kwargs() if self.options.pan_and_scan else {}
+        return self.processor_image_kwargs() if self.pan_and_scan else {}
+
+
+# --------------------------------------------------------------------------- tiny model
+
+def gemma3_chat_template() -> str:
+    """Gemma-3's published template: system text folded into the first user turn."""
+    return (
+        "{{ bos_token }}"
+        "{%- if messages[0]['role'] == 'system' -%}"
+        "{%- if messages[0]['content'] is string -%}"
+        "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}"
+        "{%- else -%}{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}"
+        "{%- endif -%}{%- set loop_messages = messages[1:] -%}"
+        "{%- else -%}{%- set first_user_prefix = '' -%}{%- set loop_messages = messages -%}{%- endif -%}"
+        "{%- for message in loop_messages -%}"
+        "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+        "{%- endif -%}"
+        "{%- if (message['role'] == 'assistant') -%}{%- set role = 'model' -%}"
+        "{%- else -%}{%- set role = message['role'] -%}{%- endif -%}"
+        "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
+        "{%- if message['content'] is string -%}{{ message['content'] | trim }}"
+        "{%- elif message['content'] is iterable -%}"
+        "{%- for item in message['content'] -%}"
+        "{%- if item['type'] == 'image' -%}{{ '<start_of_image>' }}"
+        "{%- elif item['type'] == 'text' -%}{{ item['text'] | trim }}{%- endif -%}"
+        "{%- endfor -%}"
+        "{%- else -%}{{ raise_exception('Invalid content type') }}{%- endif -%}"
+        "{{ '<end_of_turn>\n' }}"
+        "{%- endfor -%}"
+        "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
+    )
+
+
+GEMMA3_SPECIALS = ["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>",
+                   "<image_soft_token>"]
+
+
+
+# Tiny Gemma-3 (56 px canvas pooled to 4 tokens; real: 896 px, 256 tokens). Without
+# pan-and-scan every image is resized to the canvas and costs 4 tokens, whatever its size:
+#  100 x 60 -> 4;  250 x 60 -> 4;  56 x 56 -> 4
+GEMMA3_FACTS = FamilyFacts(
+    model_class="Gemma3ForConditionalGeneration",
+    processor_class="Gemma3Processor",
+    turn_pattern=(r"^<bos><start_of_turn>user\nYou are a helpful assistant\.\n\n.*"
+                  r"<end_of_turn>\n<start_of_turn>model\n$"),
+    stop_tokens=("<end_of_turn>", "<eos>"),
+    image_token_cases=((100, 60, 4), (250, 60, 4), (56, 56, 4)),
+    notes=("no system role: the system prompt is folded into the first user turn "
+           "(as the published template does)"),
+)
+
+
+@tiny_builder("gemma3", "gemma3", facts=GEMMA3_FACTS)
+def build_tiny_gemma3(out: Path, seed: int) -> None:
+    """Gemma3ForConditionalGeneration (SigLIP tower) + Gemma3Processor on a 56 px canvas
+    pooled to 4 tokens, a Gemma BPE tokenizer with byte fallback, tiny dims."""
+    import torch
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3ImageProcessor,
+        Gemma3Processor,
+    )
+
+    canvas = 56  # real checkpoints: 896 (see module docstring)
+    tokenizer = train_gemma_bpe(GEMMA3_SPECIALS, {
+        "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
+        "image_token": "<image_soft_token>",
+    })
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in GEMMA3_SPECIALS}
+    mm_tokens = 4  # real: 256 = 16 x 16 pooled from 64 x 64 patches
+    config = Gemma3Config(
+        text_config=dict(
+            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+            max_position_embeddings=4096, sliding_window=512,
+            bos_token_id=tokenizer.bos_token_id, eos_token_id=[tokenizer.eos_token_id, ids["<end_of_turn>"]],
+            pad_token_id=tokenizer.pad_token_id,
+        ),
+        vision_config=dict(
+            model_type="siglip_vision_model", hidden_size=32, intermediate_size=64,
+            num_hidden_layers=2, num_attention_heads=2, image_size=canvas, patch_size=14,
+        ),
+        mm_tokens_per_image=mm_tokens,
+        boi_token_index=ids["<start_of_image>"], eoi_token_index=ids["<end_of_image>"],
+        image_token_index=ids["<image_soft_token>"],
+    )
+    torch.manual_seed(seed)
+    model = Gemma3ForConditionalGeneration(config)
+    image_processor = Gemma3ImageProcessor(
+        size={"height": canvas, "width": canvas}, image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5], pan_and_scan_min_crop_size=28,
+    )
+    processor = Gemma3Processor(
+        image_processor=image_processor, tokenizer=tokenizer,
+        chat_template=gemma3_chat_template(), image_seq_length=mm_tokens,
+    )
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, ids["<end_of_turn>"]]
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    _publish_siglip_layout(out)
+    processor.save_pretrained(out)
+
+
+def _publish_siglip_layout(folder: Path) -> None:
+    """Rewrite a Gemma-3 checkpoint built from scratch into the published file layout.
+
+    transformers 5 saves a model it built itself with SigLIP directly under
+    ``vision_tower.`` but published Gemma-3 files (and vLLM's Gemma-3 loader) have
+    ``vision_tower.vision_model.``. transformers loads both; a model it loaded from the
+    published layout is saved back in that layout (the rename is recorded at load and
+    reverted on save), so warm-up and training checkpoints of the tiny model keep it too."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    for f in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as h:
+            metadata = h.metadata() or {"format": "pt"}
+            tensors = {(k.replace("vision_tower.", "vision_tower.vision_model.", 1)
+                        if k.startswith("vision_tower.") and "vision_model." not in k else k):
+                       h.get_tensor(k) for k in h.keys()}
+        save_file(tensors, str(f), metadata=metadata)
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        data = json.loads(index.read_text())
+        data["weight_map"] = {(k.replace("vision_tower.", "vision_tower.vision_model.", 1)
+                               if k.startswith("vision_tower.") and "vision_model." not in k
+                               else k): v for k, v in data["weight_map"].items()}
+        index.write_text(json.dumps(data, indent=2))

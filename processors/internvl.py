@@ -15,22 +15,40 @@ convert them or use the ``-HF`` repositories (e.g. ``OpenGVLab/InternVL3_5-1B-HF
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from .base import Adapter
+from .family import FamilyFacts, register_adapter, tiny_builder
+from .tiny import INTERNVL_SPECIALS, internvl_chat_template, train_byte_level_bpe
 
 
+@dataclass
+class InternVLSettings:
+    """``agents.N.processor`` keys of InternVL (the same as the top-level ``max_tiles``;
+    a top-level value wins)."""
+
+    max_tiles: int | None = None
+    """Most tiles per image; None: the checkpoint's."""
+
+
+@register_adapter
 class InternVLAdapter(Adapter):
     family = "InternVL3.5"
     model_types = ("internvl",)
     placeholder_tokens = ("<IMG_CONTEXT>", "<img>", "</img>", "<video>")
     stop_tokens = ("<|im_end|>", "<|endoftext|>")
     takes_video = True
+    settings = InternVLSettings
+    vllm_tested = True
 
     @property
     def _ip(self):
         return self.processor.image_processor
 
     def max_tiles(self) -> int:
-        return int(self.options.max_tiles or self._ip.max_patches)
+        return int(self.options.max_tiles or self.family_settings.max_tiles
+                   or self._ip.max_patches)
 
     def processor_image_kwargs(self) -> dict:
         return {"max_patches": self.max_tiles()}
@@ -43,12 +61,85 @@ class InternVLAdapter(Adapter):
     def image_token_count(self, width: int, height: int) -> int:
         return self.tiles_for(width, height) * int(self.processor.image_seq_length)
 
-    @property
-    def image_token_id(self) -> int:
-        return int(self.processor.image_token_id)
-
     def vllm_processor_kwargs(self) -> dict:
         """vLLM serves the ``-HF`` format (``InternVLForConditionalGeneration``) with
         transformers' own ``InternVLProcessor``, so the kwarg is the HF image processor's
         ``max_patches`` (``max_dynamic_patch`` is the remote-code format's name)."""
         return {"max_patches": self.max_tiles()}
+
+
+# --------------------------------------------------------------------------- tiny model
+
+# Tiny InternVL3.5 (56 px tiles, 4 tokens per tile = (56/14)^2 * 0.5^2; real: 448 px, 256).
+# Grid = the cols x rows with 1 <= cols*rows <= max_tiles (12) whose ratio is nearest the
+# image's; a thumbnail tile is added when the grid has more than one tile.
+#   56 x 56  : ratio 1 -> 1x1 -> 1 tile, no thumbnail -> 4 tokens
+#  100 x 60  : ratio 1.667 -> 3x2 (1.5, off by 0.167; 5x3 = 15 tiles is over 12; 2x1 is
+#              off by 0.333) -> 6 + 1 thumbnail = 7 tiles -> 28 tokens
+#   60 x 250 : ratio 0.24 -> 1x4 (0.25, off by 0.01) -> 4 + 1 = 5 tiles -> 20 tokens
+INTERNVL3_5_FACTS = FamilyFacts(
+    model_class="InternVLForConditionalGeneration",
+    processor_class="InternVLProcessor",
+    turn_pattern=(r"^<\|im_start\|>system\nYou are a helpful assistant\.<\|im_end\|>\n"
+                  r"<\|im_start\|>user\n.*<\|im_end\|>\n<\|im_start\|>assistant\n$"),
+    stop_tokens=("<|im_end|>",),
+    image_token_cases=((56, 56, 4), (100, 60, 28), (60, 250, 20)),
+    notes=("only the transformers-native `-HF` checkpoints; the remote-code "
+           "`InternVLChatModel` format is not supported"),
+)
+
+
+@tiny_builder("internvl3_5", "internvl", facts=INTERNVL3_5_FACTS)
+def build_tiny_internvl3_5(out: Path, seed: int) -> None:
+    """InternVLForConditionalGeneration (Qwen3 text model) + InternVLProcessor with
+    GotOcr2 tiling on 56 px tiles, tiny dims."""
+    import torch
+    from transformers import (
+        GotOcr2ImageProcessor,
+        InternVLConfig,
+        InternVLForConditionalGeneration,
+        InternVLProcessor,
+        InternVLVideoProcessor,
+    )
+
+    tile = 56  # real checkpoints: 448 (see module docstring)
+    # The names InternVLProcessor reads off the tokenizer (as in the -HF checkpoints).
+    named = {
+        "start_image_token": "<img>", "end_image_token": "</img>",
+        "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>",
+    }
+    tokenizer = train_byte_level_bpe(["<|endoftext|>"] + INTERNVL_SPECIALS, named)
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.pad_token = "<|endoftext|>"
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in INTERNVL_SPECIALS}
+    image_seq_length = (tile // 14) ** 2 // 4  # patches per tile, pixel-shuffled by 0.5
+    config = InternVLConfig(
+        vision_config=dict(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            image_size=[tile, tile], patch_size=[14, 14], use_mean_pooling=True,
+        ),
+        text_config=dict(
+            model_type="qwen3", vocab_size=len(tokenizer), hidden_size=64,
+            intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+            num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,
+            bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+            eos_token_id=ids["<|im_end|>"], pad_token_id=tokenizer.pad_token_id,
+        ),
+        image_token_id=ids["<IMG_CONTEXT>"], image_seq_length=image_seq_length,
+        downsample_ratio=0.5, tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = InternVLForConditionalGeneration(config)
+    image_processor = GotOcr2ImageProcessor(
+        size={"height": tile, "width": tile}, crop_to_patches=True, min_patches=1,
+        max_patches=12, image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225],
+    )
+    processor = InternVLProcessor(
+        image_processor=image_processor, tokenizer=tokenizer,
+        video_processor=InternVLVideoProcessor(), image_seq_length=image_seq_length,
+        chat_template=internvl_chat_template(),
+    )
+    model.generation_config.eos_token_id = [ids["<|im_end|>"]]
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    processor.save_pretrained(out)

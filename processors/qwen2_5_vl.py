@@ -14,12 +14,29 @@ same grid.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from PIL import Image
 
 from .base import Adapter
+from .family import FamilyFacts, register_adapter, tiny_builder
 from .images import ImageInputError
+from .tiny import QWEN_VL_SPECIALS, qwen_chat_template, train_byte_level_bpe
 
 
+@dataclass
+class Qwen2_5_VLSettings:
+    """``agents.N.processor`` keys of Qwen2.5-VL (the same as the top-level
+    ``min_pixels`` / ``max_pixels``; a top-level value wins)."""
+
+    min_pixels: int | None = None
+    """Per-image lower pixel budget; None: the checkpoint's."""
+    max_pixels: int | None = None
+    """Per-image upper pixel budget; None: the checkpoint's."""
+
+
+@register_adapter
 class Qwen2_5_VLAdapter(Adapter):
     family = "Qwen2.5-VL"
     model_types = ("qwen2_5_vl",)
@@ -28,6 +45,8 @@ class Qwen2_5_VLAdapter(Adapter):
     stop_tokens = ("<|im_end|>", "<|endoftext|>")
     per_token_keys = ("mm_token_type_ids", "token_type_ids")
     takes_video = True
+    settings = Qwen2_5_VLSettings
+    vllm_tested = True
 
     @property
     def _ip(self):
@@ -40,8 +59,11 @@ class Qwen2_5_VLAdapter(Adapter):
     def pixel_budget(self) -> tuple[int, int]:
         """(min_pixels, max_pixels): the options' values, else the checkpoint processor's."""
         size = self._ip.size
-        lo = self.options.min_pixels or size.get("shortest_edge") or size.get("min_pixels")
-        hi = self.options.max_pixels or size.get("longest_edge") or size.get("max_pixels")
+        own = self.family_settings
+        lo = (self.options.min_pixels or own.min_pixels or size.get("shortest_edge")
+              or size.get("min_pixels"))
+        hi = (self.options.max_pixels or own.max_pixels or size.get("longest_edge")
+              or size.get("max_pixels"))
         if lo > hi:
             raise ValueError(f"min_pixels={lo} is larger than max_pixels={hi}; "
                              "set model.min_pixels <= model.max_pixels")
@@ -72,10 +94,78 @@ class Qwen2_5_VLAdapter(Adapter):
         patch = int(self._ip.patch_size)
         return (height // patch) * (width // patch) // (merge * merge)
 
-    @property
-    def image_token_id(self) -> int:
-        return int(self.processor.image_token_id)
-
     def vllm_processor_kwargs(self) -> dict:
         lo, hi = self.pixel_budget()
         return {"min_pixels": lo, "max_pixels": hi}
+
+
+# --------------------------------------------------------------------------- tiny model
+
+# Tiny Qwen2.5-VL (patch 14, merge 2 -> factor 28; min_pixels 4*28*28 = 3136,
+# max_pixels 64*28*28 = 50176). Tokens = (H' / 28) * (W' / 28) after smart_resize.
+#  100 x 60: H' = round(60/28)*28 = 56, W' = round(100/28)*28 = 112; 6272 px in range
+#            -> 2 * 4 = 8 tokens
+#   28 x 28: 784 px < 3136 -> beta = sqrt(3136/784) = 2 -> H' = W' = ceil(56/28)*28 = 56
+#            -> 2 * 2 = 4 tokens
+#  600 x 400: rounded 392 x 588 = 230496 px > 50176 -> beta = sqrt(240000/50176) = 2.187
+#            H' = floor(400/2.187/28)*28 = 6*28, W' = floor(600/2.187/28)*28 = 9*28 -> 54 tokens
+QWEN2_5_VL_FACTS = FamilyFacts(
+    model_class="Qwen2_5_VLForConditionalGeneration",
+    processor_class="Qwen2_5_VLProcessor",
+    turn_pattern=(r"^<\|im_start\|>system\nYou are a helpful assistant\.<\|im_end\|>\n"
+                  r"<\|im_start\|>user\n.*<\|im_end\|>\n<\|im_start\|>assistant\n$"),
+    stop_tokens=("<|im_end|>", "<|endoftext|>"),
+    image_token_cases=((100, 60, 8), (28, 28, 4), (600, 400, 54)),
+    notes="video inputs not wired",
+)
+
+
+@tiny_builder("qwen2_5_vl", "qwen2_5_vl", facts=QWEN2_5_VL_FACTS)
+def build_tiny_qwen2_5_vl(out: Path, seed: int) -> None:
+    """Qwen2_5_VLForConditionalGeneration + Qwen2_5_VLProcessor, tiny dims (head_dim 32),
+    the family's patch / merge rule and a 64-cell pixel budget."""
+    import torch
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    tokenizer = train_byte_level_bpe(["<|endoftext|>"] + QWEN_VL_SPECIALS)
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.pad_token = "<|endoftext|>"
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN_VL_SPECIALS}
+    config = Qwen2_5_VLConfig(
+        text_config=dict(
+            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,  # head_dim 32
+            max_position_embeddings=4096,
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0,
+                             "mrope_section": [4, 6, 6]},  # sums to head_dim / 2 (real: 16, 24, 24)
+            bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+            eos_token_id=ids["<|im_end|>"], pad_token_id=tokenizer.pad_token_id,
+        ),
+        vision_config=dict(
+            depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+            patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=56,
+            fullatt_block_indexes=[1],
+        ),
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+    )
+    torch.manual_seed(seed)
+    model = Qwen2_5_VLForConditionalGeneration(config)
+    image_processor = Qwen2VLImageProcessor(
+        patch_size=14, merge_size=2, temporal_patch_size=2,
+        min_pixels=4 * 28 * 28, max_pixels=64 * 28 * 28,
+    )
+    processor = Qwen2_5_VLProcessor(
+        image_processor=image_processor, tokenizer=tokenizer,
+        video_processor=Qwen2VLVideoProcessor(), chat_template=qwen_chat_template(),
+    )
+    model.generation_config.eos_token_id = [ids["<|im_end|>"]]
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    processor.save_pretrained(out)

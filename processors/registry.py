@@ -4,7 +4,9 @@
 ``adapter_for("Qwen/Qwen2.5-VL-3B-Instruct")`` (hub id, when the hub is reachable) all
 read the checkpoint's ``config.json`` and pick the adapter registered for its
 ``model_type``. To add a family: write ``processors/<family>.py`` with an
-:class:`~processors.base.Adapter` subclass and call :func:`register` for it below.
+:class:`~processors.base.Adapter` subclass decorated with
+:func:`~processors.family.register_adapter` (and its tiny builder, ``@tiny_builder``):
+:func:`discover_families` imports the module, so nothing here changes.
 """
 
 from __future__ import annotations
@@ -14,10 +16,6 @@ import os
 from pathlib import Path
 
 from .base import Adapter, AdapterOptions
-from .gemma3 import Gemma3Adapter
-from .internvl import InternVLAdapter
-from .qwen2_5_vl import Qwen2_5_VLAdapter
-from .text_lm import TextLMAdapter
 from .tiny import is_tiny_spec, tiny_model_path
 
 from .family import ADAPTERS, register_adapter as register  # noqa: F401 - the public names
@@ -26,9 +24,6 @@ from .family import ADAPTERS, register_adapter as register  # noqa: F401 - the p
 class UnknownFamilyError(ValueError):
     """The checkpoint's ``model_type`` has no registered adapter."""
 
-
-for _cls in (Qwen2_5_VLAdapter, InternVLAdapter, Gemma3Adapter, TextLMAdapter):
-    register(_cls)
 
 #: Modules of the package that are infrastructure, not families.
 _CORE_MODULES = {"base", "family", "images", "registry", "tiny"}
@@ -78,6 +73,23 @@ def read_model_type(path: str) -> str:
     return str(AutoConfig.from_pretrained(path).model_type)
 
 
+def adapter_class_for(path_or_spec: str | os.PathLike) -> type | None:
+    """The adapter class of a ``tiny:`` spec or a local checkpoint folder, found without
+    building or downloading anything (None when that cannot be known so: a hub id, a
+    missing folder, an unregistered model_type)."""
+    from .family import TINY_BUILDERS
+    from .tiny import TINY_PREFIX
+
+    if is_tiny_spec(path_or_spec):
+        spec = TINY_BUILDERS.get(str(path_or_spec)[len(TINY_PREFIX):])
+        return ADAPTERS.get(spec.model_type) if spec else None
+    cfg = Path(path_or_spec) / "config.json"
+    try:
+        return ADAPTERS.get(str(json.loads(cfg.read_text())["model_type"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def adapter_for(path_or_spec: str | os.PathLike, options: AdapterOptions | None = None) -> Adapter:
     """The adapter for a checkpoint, with its processor loaded (the model is not)."""
     path = resolve_model_path(path_or_spec)
@@ -87,7 +99,7 @@ def adapter_for(path_or_spec: str | os.PathLike, options: AdapterOptions | None 
         supported = ", ".join(f"{mt} ({c.family})" for mt, c in sorted(ADAPTERS.items()))
         raise UnknownFamilyError(
             f"{path_or_spec}: model_type {model_type!r} has no adapter. Supported: {supported}. "
-            "To add a family, write processors/<family>.py with an Adapter subclass and "
-            "register it in processors/registry.py (README: 'Adding a model family')."
+            "To add a family, write processors/<family>.py with an Adapter subclass "
+            "decorated with @register_adapter (README: 'Adding a model family')."
         )
     return cls(path, options)

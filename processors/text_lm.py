@@ -6,14 +6,20 @@ The prompt is rendered with the tokenizer's own chat template.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .base import DEFAULT_SYSTEM_PROMPT, Adapter
+from .family import FamilyFacts, register_adapter, tiny_builder
+from .tiny import train_byte_level_bpe
 
 
+@register_adapter
 class TextLMAdapter(Adapter):
     family = "text-only LM"
     model_types = ("qwen2", "qwen3", "llama", "mistral")
     is_multimodal = False
     stop_tokens = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
+    vllm_tested = True
 
     def _load_processor(self):
         from transformers import AutoTokenizer
@@ -35,3 +41,52 @@ class TextLMAdapter(Adapter):
         msgs = super().messages(problem, system_prompt, instruction)
         return [{"role": m["role"], "content": "".join(p["text"] for p in m["content"])}
                 for m in msgs]
+
+
+# --------------------------------------------------------------------------- tiny model
+
+def chatml_text_template() -> str:
+    """Qwen2.5-Instruct's ChatML template, without tools (string contents only)."""
+    return (
+        "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+        "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+
+
+QWEN2_FACTS = FamilyFacts(
+    model_class="Qwen2ForCausalLM",
+    processor_class="Qwen2Tokenizer",
+    turn_pattern=(r"^<\|im_start\|>system\nYou are a helpful assistant\.<\|im_end\|>\n"
+                  r"<\|im_start\|>user\n.*<\|im_end\|>\n<\|im_start\|>assistant\n$"),
+    stop_tokens=("<|im_end|>",),
+    vision=False,
+    multi_image=False,
+    notes="tested on Qwen2 only",
+)
+
+
+@tiny_builder("qwen2", "qwen2", facts=QWEN2_FACTS)
+def build_tiny_qwen2(out: Path, seed: int) -> None:
+    """Qwen2ForCausalLM + its ChatML tokenizer, tiny dims (head_dim 32), tied embeddings."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = train_byte_level_bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.pad_token = "<|endoftext|>"
+    tokenizer.chat_template = chatml_text_template()
+    config = Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,  # head_dim 32
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id]
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)

@@ -21,9 +21,15 @@ Why tiny models are shaped as they are:
 - Chat templates are the families' published templates (Jinja), written into the
   tokenizer / processor so that ``apply_chat_template`` renders the real turn structure.
 
+Each family's builder lives in its own module (``processors/<family>.py``, decorated with
+``processors.family.tiny_builder``); this module holds what they share: the tokenizer
+trainers, the corpus, chat templates and special tokens used by several families or by
+``bench/``, the cache and :func:`sharpen`.
+
 Built folders are cached under ``$VLCOHORT_CACHE`` (default ``~/.cache/vlcohort``) keyed
-by the spec, the builder version and the transformers version, so a second build is a
-directory lookup.
+by the spec, the seed, :data:`BUILDER_VERSION`, the transformers version and the text of
+the builder's module and of this module, so a second build is a directory lookup and an
+edited builder never silently reuses an old folder.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ from pathlib import Path
 from .family import TINY_BUILDERS, TinySpec
 
 TINY_PREFIX = "tiny:"
-# Bump when a builder changes, so that cached folders from an older builder are not reused.
+# Bump to invalidate every cached folder at once (e.g. a dependency change the source
+# hash cannot see); an edited builder module is caught by the source hash already.
 BUILDER_VERSION = "5"
 
 # The corpus the tiny tokenizers are trained on: the words the demo, tests and answer
@@ -84,16 +91,6 @@ def qwen_chat_template() -> str:
     )
 
 
-def _chatml_text_template() -> str:
-    """Qwen2.5-Instruct's ChatML template, without tools (string contents only)."""
-    return (
-        "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
-        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
-        "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-    )
-
-
 def internvl_chat_template() -> str:
     """InternVL3.5-HF's template: ChatML, each image an ``<IMG_CONTEXT>`` line before text.
 
@@ -107,36 +104,6 @@ def internvl_chat_template() -> str:
         "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}"
         "<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-    )
-
-
-def _gemma3_chat_template() -> str:
-    """Gemma-3's published template: system text folded into the first user turn."""
-    return (
-        "{{ bos_token }}"
-        "{%- if messages[0]['role'] == 'system' -%}"
-        "{%- if messages[0]['content'] is string -%}"
-        "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}"
-        "{%- else -%}{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}"
-        "{%- endif -%}{%- set loop_messages = messages[1:] -%}"
-        "{%- else -%}{%- set first_user_prefix = '' -%}{%- set loop_messages = messages -%}{%- endif -%}"
-        "{%- for message in loop_messages -%}"
-        "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
-        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
-        "{%- endif -%}"
-        "{%- if (message['role'] == 'assistant') -%}{%- set role = 'model' -%}"
-        "{%- else -%}{%- set role = message['role'] -%}{%- endif -%}"
-        "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
-        "{%- if message['content'] is string -%}{{ message['content'] | trim }}"
-        "{%- elif message['content'] is iterable -%}"
-        "{%- for item in message['content'] -%}"
-        "{%- if item['type'] == 'image' -%}{{ '<start_of_image>' }}"
-        "{%- elif item['type'] == 'text' -%}{{ item['text'] | trim }}{%- endif -%}"
-        "{%- endfor -%}"
-        "{%- else -%}{{ raise_exception('Invalid content type') }}{%- endif -%}"
-        "{{ '<end_of_turn>\n' }}"
-        "{%- endfor -%}"
-        "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
     )
 
 
@@ -193,7 +160,7 @@ def _named_kwargs(named: dict | None) -> dict:
     return {"extra_special_tokens": dict(named)} if named else {}
 
 
-def _train_gemma_bpe(special_tokens: list[str], named: dict | None = None, vocab_size: int = 1024):
+def train_gemma_bpe(special_tokens: list[str], named: dict | None = None, vocab_size: int = 1024):
     """A real GemmaTokenizer (sentencepiece-style BPE with byte fallback), trained here."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
     from transformers import GemmaTokenizer
@@ -218,6 +185,9 @@ def _train_gemma_bpe(special_tokens: list[str], named: dict | None = None, vocab
     return tokenizer
 
 
+_train_gemma_bpe = train_gemma_bpe  # the name before the builders moved to their families
+
+
 def _add_newline_runs(vocab: dict[str, int], merges: list[tuple[str, str]]) -> None:
     """Give a Gemma vocabulary the tokens "\\n" .. "\\n\\n\\n\\n", in place, as the real one
     has: vLLM's Gemma-3 code looks them up by text (``vocab["\\n\\n"]``, to re-tokenise the
@@ -232,7 +202,7 @@ def _add_newline_runs(vocab: dict[str, int], merges: list[tuple[str, str]]) -> N
             merges.append((left, right))
 
 
-# ------------------------------------------------------------------------------ builders
+# ------------------------------------------------------- special tokens shared with bench/
 
 QWEN_VL_SPECIALS = [
     "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
@@ -240,223 +210,12 @@ QWEN_VL_SPECIALS = [
 ]
 
 
-def _build_qwen2_5_vl(out: Path, seed: int) -> None:
-    import torch
-    from transformers import (
-        Qwen2_5_VLConfig,
-        Qwen2_5_VLForConditionalGeneration,
-        Qwen2_5_VLProcessor,
-        Qwen2VLImageProcessor,
-        Qwen2VLVideoProcessor,
-    )
-
-    tokenizer = train_byte_level_bpe(["<|endoftext|>"] + QWEN_VL_SPECIALS)
-    tokenizer.eos_token = "<|im_end|>"
-    tokenizer.pad_token = "<|endoftext|>"
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in QWEN_VL_SPECIALS}
-    config = Qwen2_5_VLConfig(
-        text_config=dict(
-            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,  # head_dim 32
-            max_position_embeddings=4096,
-            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0,
-                             "mrope_section": [4, 6, 6]},  # sums to head_dim / 2 (real: 16, 24, 24)
-            bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-            eos_token_id=ids["<|im_end|>"], pad_token_id=tokenizer.pad_token_id,
-        ),
-        vision_config=dict(
-            depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
-            patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=56,
-            fullatt_block_indexes=[1],
-        ),
-        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
-    )
-    torch.manual_seed(seed)
-    model = Qwen2_5_VLForConditionalGeneration(config)
-    image_processor = Qwen2VLImageProcessor(
-        patch_size=14, merge_size=2, temporal_patch_size=2,
-        min_pixels=4 * 28 * 28, max_pixels=64 * 28 * 28,
-    )
-    processor = Qwen2_5_VLProcessor(
-        image_processor=image_processor, tokenizer=tokenizer,
-        video_processor=Qwen2VLVideoProcessor(), chat_template=qwen_chat_template(),
-    )
-    model.generation_config.eos_token_id = [ids["<|im_end|>"]]
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
-
-
-def _build_qwen2(out: Path, seed: int) -> None:
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    tokenizer = train_byte_level_bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
-    tokenizer.eos_token = "<|im_end|>"
-    tokenizer.pad_token = "<|endoftext|>"
-    tokenizer.chat_template = _chatml_text_template()
-    config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,  # head_dim 32
-        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
-    model.generation_config.eos_token_id = [tokenizer.eos_token_id]
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-
-
 INTERNVL_SPECIALS = ["<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>"]
 
 
-def _build_internvl3_5(out: Path, seed: int) -> None:
-    import torch
-    from transformers import (
-        GotOcr2ImageProcessor,
-        InternVLConfig,
-        InternVLForConditionalGeneration,
-        InternVLProcessor,
-        InternVLVideoProcessor,
-    )
-
-    tile = 56  # real checkpoints: 448 (see module docstring)
-    # The names InternVLProcessor reads off the tokenizer (as in the -HF checkpoints).
-    named = {
-        "start_image_token": "<img>", "end_image_token": "</img>",
-        "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>",
-    }
-    tokenizer = train_byte_level_bpe(["<|endoftext|>"] + INTERNVL_SPECIALS, named)
-    tokenizer.eos_token = "<|im_end|>"
-    tokenizer.pad_token = "<|endoftext|>"
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in INTERNVL_SPECIALS}
-    image_seq_length = (tile // 14) ** 2 // 4  # patches per tile, pixel-shuffled by 0.5
-    config = InternVLConfig(
-        vision_config=dict(
-            hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            image_size=[tile, tile], patch_size=[14, 14], use_mean_pooling=True,
-        ),
-        text_config=dict(
-            model_type="qwen3", vocab_size=len(tokenizer), hidden_size=64,
-            intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-            num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,
-            bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-            eos_token_id=ids["<|im_end|>"], pad_token_id=tokenizer.pad_token_id,
-        ),
-        image_token_id=ids["<IMG_CONTEXT>"], image_seq_length=image_seq_length,
-        downsample_ratio=0.5, tie_word_embeddings=False,
-    )
-    torch.manual_seed(seed)
-    model = InternVLForConditionalGeneration(config)
-    image_processor = GotOcr2ImageProcessor(
-        size={"height": tile, "width": tile}, crop_to_patches=True, min_patches=1,
-        max_patches=12, image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225],
-    )
-    processor = InternVLProcessor(
-        image_processor=image_processor, tokenizer=tokenizer,
-        video_processor=InternVLVideoProcessor(), image_seq_length=image_seq_length,
-        chat_template=internvl_chat_template(),
-    )
-    model.generation_config.eos_token_id = [ids["<|im_end|>"]]
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
-
-
-GEMMA3_SPECIALS = ["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>",
-                   "<image_soft_token>"]
-
-
-def _build_gemma3(out: Path, seed: int) -> None:
-    import torch
-    from transformers import (
-        Gemma3Config,
-        Gemma3ForConditionalGeneration,
-        Gemma3ImageProcessor,
-        Gemma3Processor,
-    )
-
-    canvas = 56  # real checkpoints: 896 (see module docstring)
-    tokenizer = _train_gemma_bpe(GEMMA3_SPECIALS, {
-        "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>",
-        "image_token": "<image_soft_token>",
-    })
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in GEMMA3_SPECIALS}
-    mm_tokens = 4  # real: 256 = 16 x 16 pooled from 64 x 64 patches
-    config = Gemma3Config(
-        text_config=dict(
-            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=32,
-            max_position_embeddings=4096, sliding_window=512,
-            bos_token_id=tokenizer.bos_token_id, eos_token_id=[tokenizer.eos_token_id, ids["<end_of_turn>"]],
-            pad_token_id=tokenizer.pad_token_id,
-        ),
-        vision_config=dict(
-            model_type="siglip_vision_model", hidden_size=32, intermediate_size=64,
-            num_hidden_layers=2, num_attention_heads=2, image_size=canvas, patch_size=14,
-        ),
-        mm_tokens_per_image=mm_tokens,
-        boi_token_index=ids["<start_of_image>"], eoi_token_index=ids["<end_of_image>"],
-        image_token_index=ids["<image_soft_token>"],
-    )
-    torch.manual_seed(seed)
-    model = Gemma3ForConditionalGeneration(config)
-    image_processor = Gemma3ImageProcessor(
-        size={"height": canvas, "width": canvas}, image_mean=[0.5, 0.5, 0.5],
-        image_std=[0.5, 0.5, 0.5], pan_and_scan_min_crop_size=28,
-    )
-    processor = Gemma3Processor(
-        image_processor=image_processor, tokenizer=tokenizer,
-        chat_template=_gemma3_chat_template(), image_seq_length=mm_tokens,
-    )
-    model.generation_config.eos_token_id = [tokenizer.eos_token_id, ids["<end_of_turn>"]]
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(out)
-    _publish_siglip_layout(out)
-    processor.save_pretrained(out)
-
-
-def _publish_siglip_layout(folder: Path) -> None:
-    """Rewrite a Gemma-3 checkpoint built from scratch into the published file layout.
-
-    transformers 5 saves a model it built itself with SigLIP directly under
-    ``vision_tower.`` but published Gemma-3 files (and vLLM's Gemma-3 loader) have
-    ``vision_tower.vision_model.``. transformers loads both; a model it loaded from the
-    published layout is saved back in that layout (the rename is recorded at load and
-    reverted on save), so warm-up and training checkpoints of the tiny model keep it too."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    for f in sorted(folder.glob("*.safetensors")):
-        with safe_open(str(f), "pt") as h:
-            metadata = h.metadata() or {"format": "pt"}
-            tensors = {(k.replace("vision_tower.", "vision_tower.vision_model.", 1)
-                        if k.startswith("vision_tower.") and "vision_model." not in k else k):
-                       h.get_tensor(k) for k in h.keys()}
-        save_file(tensors, str(f), metadata=metadata)
-    index = folder / "model.safetensors.index.json"
-    if index.exists():
-        data = json.loads(index.read_text())
-        data["weight_map"] = {(k.replace("vision_tower.", "vision_tower.vision_model.", 1)
-                               if k.startswith("vision_tower.") and "vision_model." not in k
-                               else k): v for k, v in data["weight_map"].items()}
-        index.write_text(json.dumps(data, indent=2))
-
-
-#: tiny name -> spec: the builders above, and every family module's ``@tiny_builder``
-#: (registered when :mod:`processors.registry` imports the family modules).
+#: tiny name -> spec: every family module's ``@tiny_builder`` (registered when
+#: :mod:`processors.registry` imports the family modules).
 TINY_MODELS: dict[str, TinySpec] = TINY_BUILDERS
-for _spec in (
-    TinySpec("qwen2_5_vl", "qwen2_5_vl", _build_qwen2_5_vl, module=__name__),
-    TinySpec("internvl3_5", "internvl", _build_internvl3_5, module=__name__),
-    TinySpec("gemma3", "gemma3", _build_gemma3, module=__name__),
-    TinySpec("qwen2", "qwen2", _build_qwen2, module=__name__),
-):
-    TINY_BUILDERS.setdefault(_spec.name, _spec)
 
 
 def is_tiny_spec(spec: str | os.PathLike) -> bool:
@@ -465,6 +224,19 @@ def is_tiny_spec(spec: str | os.PathLike) -> bool:
 
 def cache_root() -> Path:
     return Path(os.environ.get("VLCOHORT_CACHE", Path.home() / ".cache" / "vlcohort"))
+
+
+def builder_source_hash(spec: TinySpec) -> str:
+    """sha1 of the text of the module defining ``spec``'s builder and of this module (the
+    shared helpers it calls): part of the cache key, so editing either rebuilds."""
+    import sys
+
+    module = sys.modules.get(spec.module)
+    files = [getattr(module, "__file__", None), __file__]
+    digest = hashlib.sha1()
+    for f in dict.fromkeys(f for f in files if f):
+        digest.update(Path(f).read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def tiny_model_path(spec: str, seed: int = 0, cache_dir: str | os.PathLike | None = None) -> Path:
@@ -484,8 +256,9 @@ def tiny_model_path(spec: str, seed: int = 0, cache_dir: str | os.PathLike | Non
             f"Unknown tiny model {spec!r}. Available: "
             + ", ".join(TINY_PREFIX + n for n in TINY_MODELS)
         )
+    source = builder_source_hash(TINY_MODELS[name])
     key = hashlib.sha1(
-        f"{name}|{seed}|{BUILDER_VERSION}|{transformers.__version__}".encode()
+        f"{name}|{seed}|{BUILDER_VERSION}|{transformers.__version__}|{source}".encode()
     ).hexdigest()[:10]
     root = Path(cache_dir) if cache_dir is not None else cache_root() / "tiny"
     final = root / f"{name}-s{seed}-{key}"

@@ -30,6 +30,7 @@ from PIL import Image
 from safetensors import safe_open
 
 from processors import adapter_for, tiny_model_path
+from processors.family import ADAPTERS, TINY_BUILDERS
 from vlcohort.config import VLLMConfig, load_config
 from vlcohort.data.problems import Problem
 from vlcohort.rollout.base import SamplingParams
@@ -41,7 +42,11 @@ from vlcohort.rollout.vllm import (EngineUnavailableError, SampleOutput, build_r
                                    sleep_mode_error, to_rollouts, unavailable_reason)
 from vlcohort.training.logprobs import completion_logprobs
 
-FAMILIES = ["qwen2_5_vl", "internvl3_5", "gemma3", "qwen2"]
+#: The tiny specs whose adapter declares its vLLM request form checked on a real engine
+#: (``Adapter.vllm_checked()``; a new family joins by setting it once it passes here).
+#: ``VLCOHORT_VLLM_TRY=name,name`` adds specs not yet checked (to try a new family).
+FAMILIES = [n for n, s in TINY_BUILDERS.items() if ADAPTERS[s.model_type].vllm_checked()
+            or n in os.environ.get("VLCOHORT_VLLM_TRY", "").split(",")]
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 HAS_GPU = torch.cuda.is_available()
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,0 +1,224 @@
+"""Qwen3.5: natively multimodal (text + image + video in one checkpoint), hybrid decoder
+(Gated DeltaNet linear attention in 3 of every 4 layers, gated full attention in the 4th).
+
+The published checkpoints (``Qwen/Qwen3.5-*``, ``model_type: qwen3_5``,
+``Qwen3_5ForConditionalGeneration``) are vision-language models: transformers 5.24 serves
+them with ``Qwen3VLProcessor`` (auto mapping ``qwen3_5 -> Qwen3VLProcessor``), the Qwen2-VL
+image processor with 16 px patches merged 2 x 2 (32 px cells, the Qwen3-VL rule, see
+``processors/qwen3_vl.py``) and ``Qwen3_5Tokenizer`` (a byte-level BPE with its own
+pre-tokenizer; transformers ignores the hub's ``tokenizer_class`` for this model type). So
+the adapter is the Qwen3-VL one with Qwen3.5's chat template behaviour:
+
+- The published template opens a thinking block in the generation prompt by default
+  (``<|im_start|>assistant\\n<think>\\n``) and writes an empty one when
+  ``enable_thinking`` is false (``<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n``).
+  The adapter renders the non-thinking turn unless ``agents.N.processor:
+  {enable_thinking: true}`` says otherwise: the cohort's answer instruction asks for the
+  reasoning in the visible answer, and a thinking turn's ``</think>`` would be part of
+  every completion the answer extractor reads.
+- Contents are trimmed (``|trim``) and no default system turn is inserted.
+
+The linear-attention layers on CPU: transformers picks, per kernel, the hub kernel when
+asked for, else ``flash-linear-attention`` / ``causal-conv1d`` when installed, else its
+own torch functions (``torch_chunk_gated_delta_rule`` for prefill and training,
+``torch_recurrent_gated_delta_rule`` for one-token decode steps, a depthwise ``conv1d``
+for the short convolution). Without those packages the torch path runs, exactly (the
+tests compare generation's log-probs with a fresh forward pass over the whole sequence,
+which takes the chunked path, to 1e-4). Left padding is safe: the padding positions'
+hidden states are zeroed before the layer (``apply_mask_to_padding_states``), so their
+keys and values are 0 and the recurrent state they leave is 0. Packed sequences
+(``cu_seqlens``) need ``flash-linear-attention``; the project never packs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .base import DEFAULT_SYSTEM_PROMPT, RenderedPrompt
+from .family import FamilyFacts, register_adapter, tiny_builder
+from .qwen3_vl import (
+    QWEN3_IMAGE_CASES,
+    QWEN3_THINK_TOKENS,
+    QWEN3_VL_SPECIALS,
+    Qwen3VLAdapter,
+    save_qwen3_vl_family,
+    special_ids,
+    tiny_vision_config,
+)
+
+
+@dataclass
+class Qwen3_5Settings(Qwen3VLAdapter.settings):
+    """Qwen3.5's ``agents.N.processor`` keys: Qwen3-VL's (pixel budget) and the chat
+    template's thinking switch."""
+
+    enable_thinking: bool = False
+    """Open a thinking block in the generation prompt (the published template's default);
+    off: the empty block of a non-thinking turn."""
+
+
+@register_adapter
+class Qwen3_5Adapter(Qwen3VLAdapter):
+    """Qwen3-VL's image rules; the chat template's thinking switch from the settings."""
+
+    family = "Qwen3.5"
+    model_types = ("qwen3_5", "qwen3_5_moe")
+    vllm_tested = False  # the request form is inherited, not yet run on a real vLLM
+    settings = Qwen3_5Settings
+
+    def render(self, problem, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+               instruction: str | None = None) -> RenderedPrompt:
+        """The base rendering, with ``enable_thinking`` passed to the chat template."""
+        msgs = self.messages(problem, system_prompt, instruction)
+        thinking = bool(self.family_settings.enable_thinking)
+        text = self.processor.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True,
+                                                  enable_thinking=thinking)
+        images = self.prepare_images(problem.images, problem_id=problem.id,
+                                     base_dir=problem.meta.get("base_dir"))
+        return RenderedPrompt(problem_id=problem.id, text=text, images=images)
+
+
+# ------------------------------------------------------------------------- tiny models
+
+
+def qwen3_5_chat_template() -> str:
+    """Qwen3.5's published template, without its tool branches: ``render_content``
+    (images ``<|vision_start|><|image_pad|><|vision_end|>``, ``Picture n:`` with
+    ``add_vision_id``; none in a system message), contents trimmed, a system turn only when
+    given, assistant turns after the last user turn with their reasoning in a
+    ``<think>`` block, and the generation prompt's thinking switch."""
+    return (
+        "{%- set image_count = namespace(value=0) %}{%- set video_count = namespace(value=0) %}"
+        "{%- macro render_content(content, do_vision_count, is_system_content=false) %}"
+        "{%- if content is string %}{{- content }}"
+        "{%- elif content is iterable and content is not mapping %}{%- for item in content %}"
+        "{%- if 'image' in item or 'image_url' in item or item.type == 'image' %}"
+        "{%- if is_system_content %}{{- raise_exception('System message cannot contain images.') }}{%- endif %}"
+        "{%- if do_vision_count %}{%- set image_count.value = image_count.value + 1 %}{%- endif %}"
+        "{%- if add_vision_id %}{{- 'Picture ' ~ image_count.value ~ ': ' }}{%- endif %}"
+        "{{- '<|vision_start|><|image_pad|><|vision_end|>' }}"
+        "{%- elif 'video' in item or item.type == 'video' %}"
+        "{%- if is_system_content %}{{- raise_exception('System message cannot contain videos.') }}{%- endif %}"
+        "{%- if do_vision_count %}{%- set video_count.value = video_count.value + 1 %}{%- endif %}"
+        "{%- if add_vision_id %}{{- 'Video ' ~ video_count.value ~ ': ' }}{%- endif %}"
+        "{{- '<|vision_start|><|video_pad|><|vision_end|>' }}"
+        "{%- elif 'text' in item %}{{- item.text }}"
+        "{%- else %}{{- raise_exception('Unexpected item type in content.') }}{%- endif %}"
+        "{%- endfor %}"
+        "{%- elif content is none or content is undefined %}{{- '' }}"
+        "{%- else %}{{- raise_exception('Unexpected content type.') }}{%- endif %}"
+        "{%- endmacro %}"
+        "{%- if not messages %}{{- raise_exception('No messages provided.') }}{%- endif %}"
+        "{%- if messages[0].role == 'system' %}"
+        "{%- set content = render_content(messages[0].content, false, true)|trim %}"
+        "{{- '<|im_start|>system\\n' + content + '<|im_end|>\\n' }}"
+        "{%- endif %}"
+        "{%- set ns = namespace(last_query_index=messages|length - 1) %}"
+        "{%- for message in messages[::-1] %}"
+        "{%- if message.role == 'user' and ns.last_query_index == messages|length - 1 %}"
+        "{%- set ns.last_query_index = (messages|length - 1) - loop.index0 %}{%- endif %}"
+        "{%- endfor %}"
+        "{%- for message in messages %}"
+        "{%- set content = render_content(message.content, true)|trim %}"
+        "{%- if message.role == 'system' %}"
+        "{%- if not loop.first %}{{- raise_exception('System message must be at the beginning.') }}{%- endif %}"
+        "{%- elif message.role == 'user' %}"
+        "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}"
+        "{%- elif message.role == 'assistant' %}"
+        "{%- set reasoning_content = '' %}"
+        "{%- if message.reasoning_content is string %}{%- set reasoning_content = message.reasoning_content %}"
+        "{%- elif '</think>' in content %}"
+        "{%- set reasoning_content = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}"
+        "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
+        "{%- set reasoning_content = reasoning_content|trim %}"
+        "{%- if loop.index0 > ns.last_query_index %}"
+        "{{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content + '\\n</think>\\n\\n' + content }}"
+        "{%- else %}{{- '<|im_start|>' + message.role + '\\n' + content }}{%- endif %}"
+        "{{- '<|im_end|>\\n' }}"
+        "{%- endif %}"
+        "{%- endfor %}"
+        "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+        "{%- if enable_thinking is defined and enable_thinking is false %}"
+        "{{- '<think>\\n\\n</think>\\n\\n' }}"
+        "{%- else %}{{- '<think>\\n' }}{%- endif %}"
+        "{%- endif %}"
+    )
+
+
+def qwen3_5_tokenizer():
+    """A real ``Qwen3_5Tokenizer`` holding the vocabulary and merges of the project's
+    tiny byte-level BPE (``train_byte_level_bpe``), with Qwen3.5's specials; ``<think>`` /
+    ``</think>`` are plain added tokens, as published."""
+    from transformers import Qwen3_5Tokenizer
+
+    from .tiny import train_byte_level_bpe
+
+    trained = train_byte_level_bpe(QWEN3_VL_SPECIALS)
+    model = json.loads(trained.backend_tokenizer.to_str())["model"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    tokenizer = Qwen3_5Tokenizer(vocab=dict(model["vocab"]), merges=merges)
+    tokenizer.add_special_tokens({"additional_special_tokens": QWEN3_VL_SPECIALS})
+    tokenizer.add_tokens(QWEN3_THINK_TOKENS)
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.pad_token = "<|endoftext|>"
+    return tokenizer
+
+
+@tiny_builder("qwen3_5", "qwen3_5", facts=FamilyFacts(
+    model_class="Qwen3_5ForConditionalGeneration", processor_class="Qwen3VLProcessor",
+    turn_pattern=(r"^<\|im_start\|>system\nYou are a helpful assistant\.<\|im_end\|>\n"
+                  r"<\|im_start\|>user\n.+<\|im_end\|>\n<\|im_start\|>assistant\n"
+                  r"<think>\n\n</think>\n\n$"),
+    stop_tokens=("<|im_end|>", "<|endoftext|>"),
+    image_token_cases=QWEN3_IMAGE_CASES,
+    notes="Non-thinking turns by default (processor: {enable_thinking: true} for the "
+          "published default); linear-attention layers run transformers' torch path "
+          "without flash-linear-attention (slower, exact)."))
+def build_qwen3_5(out: Path, seed: int) -> None:
+    """Tiny Qwen3.5: hidden 64, layer 0 Gated DeltaNet (1 key head, 2 value heads of 32),
+    layer 1 gated full attention (head_dim 32, a quarter of it rotary: M-RoPE sections
+    2 / 1 / 1, published 11 / 11 / 10 of 64 rotary dims); a 2-block vision tower."""
+    _build(out, seed, moe=False)
+
+
+def build_qwen3_5_moe(out: Path, seed: int) -> None:
+    """Tiny Qwen3.5-MoE (``qwen3_5_moe``): as :func:`build_qwen3_5` with every MLP 4
+    experts of width 32, top-2, plus a shared expert (published 35B-A3B: 256, top-8).
+    Not a ``tiny:`` spec (the issue names ``tiny:qwen3_5`` only); its test builds it."""
+    _build(out, seed, moe=True)
+
+
+def _build(out: Path, seed: int, moe: bool) -> None:
+    import torch
+    import transformers
+
+    tokenizer = qwen3_5_tokenizer()
+    ids = special_ids(tokenizer)
+    text = dict(
+        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
+        layer_types=["linear_attention", "full_attention"],
+        num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+        linear_conv_kernel_dim=4, linear_key_head_dim=32, linear_value_head_dim=32,
+        linear_num_key_heads=1, linear_num_value_heads=2, max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000000.0,
+                         "partial_rotary_factor": 0.25, "mrope_section": [2, 1, 1],
+                         "mrope_interleaved": True},
+        bos_token_id=None, eos_token_id=ids["<|im_end|>"], pad_token_id=tokenizer.pad_token_id,
+    )
+    if moe:
+        text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                    shared_expert_intermediate_size=32)
+    else:
+        text.update(intermediate_size=128)
+    prefix = "Qwen3_5Moe" if moe else "Qwen3_5"
+    config = getattr(transformers, f"{prefix}Config")(
+        text_config=text, vision_config=tiny_vision_config(),
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = getattr(transformers, f"{prefix}ForConditionalGeneration")(config)
+    save_qwen3_vl_family(out, model, tokenizer, qwen3_5_chat_template())

@@ -1,0 +1,235 @@
+"""Qwen3-VL, dense and MoE: ChatML prompts, native-resolution images in 32 px cells,
+interleaved M-RoPE, DeepStack.
+
+Image rule: the same ``smart_resize`` as Qwen2.5-VL (each side rounded to a multiple of
+``factor``, then the whole image scaled into [``min_pixels``, ``max_pixels``]; aspect
+ratio over 200 refused), but with ``factor = patch_size x merge_size = 16 x 2 = 32``: the
+vision tower cuts 16 px patches (Qwen2.5-VL: 14) and merges 2 x 2 of them into one token,
+so an image of H x W (after resizing) costs (H / 32) x (W / 32) ``<|image_pad|>`` tokens,
+wrapped in ``<|vision_start|>`` ... ``<|vision_end|>``. transformers 5.24 gives
+``Qwen3VLProcessor`` the Qwen2-VL image processor (``Qwen2VLImageProcessor``) with the
+checkpoint's ``patch_size: 16``; the published checkpoints' budget is ``shortest_edge``
+65,536 px (64 tokens) to ``longest_edge`` 16,777,216 px (16,384 tokens), image mean and
+std 0.5. The adapter reads patch, merge and budget from the saved image processor, so the
+Qwen2.5-VL adapter's rules apply unchanged (it is subclassed, not copied).
+
+What differs from Qwen2.5-VL and matters here:
+
+- The template inserts no default system turn (Qwen2.5-VL's does): with
+  ``system_prompt=None`` the prompt starts at ``<|im_start|>user``.
+- DeepStack: features of some vision layers (``deepstack_visual_indexes``) are added to
+  the hidden states of the first decoder layers at the image-token positions. It happens
+  inside ``Qwen3VLModel.forward``, so the core's log-prob pass (``model.model(...)``) gets
+  it with no family code.
+- Timestamps (``<t seconds>`` before each frame) are for videos only; a text + image
+  prompt never carries them.
+- ``mm_token_type_ids`` (1 on image tokens) is what the model's 3-D position ids are
+  computed from; a training batch extends it with zeros over the completion.
+- The MoE form (``qwen3_vl_moe``) differs only inside the decoder's MLPs; its processor is
+  the same ``Qwen3VLProcessor``.
+- Published Instruct checkpoints end the generation prompt at ``<|im_start|>assistant\\n``;
+  the Thinking checkpoints add ``<think>\\n`` there. The tiny model is the Instruct form.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .family import FamilyFacts, register_adapter, tiny_builder
+from .qwen2_5_vl import Qwen2_5_VLAdapter
+
+
+@register_adapter
+class Qwen3VLAdapter(Qwen2_5_VLAdapter):
+    """Qwen2.5-VL's rules with the checkpoint's 16 px patches (read from its processor)."""
+
+    family = "Qwen3-VL"
+    model_types = ("qwen3_vl", "qwen3_vl_moe")
+    vllm_tested = False  # the request form is inherited, not yet run on a real vLLM
+
+
+# ------------------------------------------------------------------------- tiny models
+
+QWEN3_VL_SPECIALS = [
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+    "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
+]
+#: Plain added tokens in the published Qwen3 vocabularies (``special: false``).
+QWEN3_THINK_TOKENS = ["<think>", "</think>"]
+
+
+def qwen3_vl_chat_template() -> str:
+    """Qwen3-VL-Instruct's published template (ChatML), without its tool-call branch.
+
+    Structure kept from the published file: a system turn only when the first message is
+    one (its text parts joined, images refused there by omission); user contents render
+    images as ``<|vision_start|><|image_pad|><|vision_end|>`` (``Picture n:`` with
+    ``add_vision_id``), videos likewise, text as is; the generation prompt is
+    ``<|im_start|>assistant\\n``."""
+    return (
+        "{%- set image_count = namespace(value=0) %}{%- set video_count = namespace(value=0) %}"
+        "{%- macro render_content(content, do_vision_count) %}"
+        "{%- if content is string %}{{- content }}"
+        "{%- else %}{%- for item in content %}"
+        "{%- if 'image' in item or 'image_url' in item or item.type == 'image' %}"
+        "{%- if do_vision_count %}{%- set image_count.value = image_count.value + 1 %}{%- endif %}"
+        "{%- if add_vision_id %}Picture {{ image_count.value }}: {% endif -%}"
+        "<|vision_start|><|image_pad|><|vision_end|>"
+        "{%- elif 'video' in item or item.type == 'video' %}"
+        "{%- if do_vision_count %}{%- set video_count.value = video_count.value + 1 %}{%- endif %}"
+        "{%- if add_vision_id %}Video {{ video_count.value }}: {% endif -%}"
+        "<|vision_start|><|video_pad|><|vision_end|>"
+        "{%- elif 'text' in item %}{{- item.text }}{%- endif %}"
+        "{%- endfor %}{%- endif %}"
+        "{%- endmacro %}"
+        "{%- if messages[0].role == 'system' %}"
+        "{{- '<|im_start|>system\\n' + render_content(messages[0].content, false) + '<|im_end|>\\n' }}"
+        "{%- endif %}"
+        "{%- for message in messages %}"
+        "{%- set content = render_content(message.content, true) %}"
+        "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}"
+        "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}"
+        "{%- elif message.role == 'assistant' %}"
+        "{{- '<|im_start|>assistant\\n' + content + '<|im_end|>\\n' }}"
+        "{%- endif %}"
+        "{%- endfor %}"
+        "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+    )
+
+
+def qwen3_vl_tokenizer():
+    """The tiny byte-level BPE with Qwen3-VL's specials; ``<think>`` / ``</think>`` are
+    plain added tokens, as in the published vocabulary."""
+    from .tiny import train_byte_level_bpe
+
+    tokenizer = train_byte_level_bpe(QWEN3_VL_SPECIALS)
+    tokenizer.add_tokens(QWEN3_THINK_TOKENS)
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.pad_token = "<|endoftext|>"
+    return tokenizer
+
+
+def special_ids(tokenizer) -> dict[str, int]:
+    return {t: int(tokenizer.convert_tokens_to_ids(t)) for t in QWEN3_VL_SPECIALS}
+
+
+def qwen3_image_processor():
+    """The published Qwen3-VL image processor settings, with a tiny pixel budget: patch
+    16, merge 2 (32 px cells), mean / std 0.5; 4 to 64 tokens per image (published: 64 to
+    16,384)."""
+    from transformers import Qwen2VLImageProcessor
+
+    return Qwen2VLImageProcessor(
+        patch_size=16, merge_size=2, temporal_patch_size=2,
+        min_pixels=4 * 32 * 32, max_pixels=64 * 32 * 32,
+        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5],
+    )
+
+
+def tiny_vision_config(**extra) -> dict:
+    """Two 32-wide blocks of 16 px patches; 64 learned position embeddings (an 8 x 8 grid,
+    interpolated to the image's grid; published: 2,304 = 48 x 48)."""
+    return dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+                patch_size=16, spatial_merge_size=2, temporal_patch_size=2,
+                num_position_embeddings=64, **extra)
+
+
+def tiny_text_config(tokenizer, ids: dict[str, int], **extra) -> dict:
+    """Hidden 64, 2 layers, head_dim 32; interleaved M-RoPE sections 6 / 5 / 5 (sum
+    head_dim / 2; published 24 / 20 / 20 for head_dim 128)."""
+    return dict(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,
+        rope_parameters={"rope_type": "default", "rope_theta": 5000000.0,
+                         "mrope_section": [6, 5, 5], "mrope_interleaved": True},
+        bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
+        pad_token_id=tokenizer.pad_token_id, **extra,
+    )
+
+
+def save_qwen3_vl_family(out: Path, model, tokenizer, chat_template: str) -> None:
+    """Save model + ``Qwen3VLProcessor`` (Qwen3-VL, its MoE form and Qwen3.5 share it);
+    generation stops at ``<|im_end|>`` / ``<|endoftext|>`` as the published
+    ``generation_config.json`` says."""
+    from transformers import Qwen3VLProcessor, Qwen3VLVideoProcessor
+
+    ids = special_ids(tokenizer)
+    processor = Qwen3VLProcessor(
+        image_processor=qwen3_image_processor(), tokenizer=tokenizer,
+        video_processor=Qwen3VLVideoProcessor(), chat_template=chat_template,
+    )
+    model.generation_config.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+
+
+def _token_ids_kwargs(ids: dict[str, int]) -> dict:
+    return dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+                vision_start_token_id=ids["<|vision_start|>"],
+                vision_end_token_id=ids["<|vision_end|>"])
+
+
+# Tiny Qwen3-VL image rule (patch 16, merge 2 -> factor 32; min_pixels 4*32*32 = 4096,
+# max_pixels 64*32*32 = 65536). Tokens = (H' / 32) * (W' / 32) after smart_resize:
+#  100 x 60 : H' = round(60/32)*32 = 64, W' = round(100/32 = 3.125)*32 = 96; 6144 px in
+#             range -> 2 * 3 = 6 tokens
+#   32 x 32 : 1024 px < 4096 -> beta = sqrt(4096/1024) = 2 -> H' = W' = ceil(64/32)*32 = 64
+#             -> 2 * 2 = 4 tokens
+#  600 x 400: rounded 384 x 608 (400/32 = 12.5 rounds to even 12) = 233472 px > 65536 ->
+#             beta = sqrt(240000/65536) = 1.914; H' = floor(400/1.914/32) = floor(6.53) = 6
+#             cells, W' = floor(600/1.914/32) = floor(9.80) = 9 cells -> 54 tokens
+#   60 x 130: H' = round(4.06) = 4 cells, W' = round(1.875) = 2 cells; 8192 px -> 8 tokens
+QWEN3_IMAGE_CASES = ((100, 60, 6), (32, 32, 4), (600, 400, 54), (60, 130, 8))
+
+QWEN3_TURN = (r"^<\|im_start\|>system\nYou are a helpful assistant\.<\|im_end\|>\n"
+              r"<\|im_start\|>user\n.+<\|im_end\|>\n<\|im_start\|>assistant\n$")
+
+
+@tiny_builder("qwen3_vl", "qwen3_vl", facts=FamilyFacts(
+    model_class="Qwen3VLForConditionalGeneration", processor_class="Qwen3VLProcessor",
+    turn_pattern=QWEN3_TURN, stop_tokens=("<|im_end|>", "<|endoftext|>"),
+    image_token_cases=QWEN3_IMAGE_CASES,
+    notes="Instruct template (no <think> in the generation prompt); DeepStack and "
+          "interleaved M-RoPE inside the model; videos not used."))
+def build_qwen3_vl(out: Path, seed: int) -> None:
+    """Tiny Qwen3-VL: the real classes, one DeepStack layer (vision block 0 -> decoder
+    layer 0; published 2B: blocks 5 / 11 / 17)."""
+    import torch
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    tokenizer = qwen3_vl_tokenizer()
+    ids = special_ids(tokenizer)
+    config = Qwen3VLConfig(
+        text_config=tiny_text_config(tokenizer, ids),
+        vision_config=tiny_vision_config(deepstack_visual_indexes=[0]),
+        tie_word_embeddings=True, **_token_ids_kwargs(ids),
+    )
+    torch.manual_seed(seed)
+    model = Qwen3VLForConditionalGeneration(config)
+    save_qwen3_vl_family(out, model, tokenizer, qwen3_vl_chat_template())
+
+
+@tiny_builder("qwen3_vl_moe", "qwen3_vl_moe", facts=FamilyFacts(
+    model_class="Qwen3VLMoeForConditionalGeneration", processor_class="Qwen3VLProcessor",
+    turn_pattern=QWEN3_TURN, stop_tokens=("<|im_end|>", "<|endoftext|>"),
+    image_token_cases=QWEN3_IMAGE_CASES,
+    notes="As Qwen3-VL; the RL loss has no router load-balancing term (the model's aux "
+          "loss is not added)."))
+def build_qwen3_vl_moe(out: Path, seed: int) -> None:
+    """Tiny Qwen3-VL-MoE: every decoder MLP is 4 experts of width 32, top-2 routing
+    (published 30B-A3B: 128 experts, top-8)."""
+    import torch
+    from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
+
+    tokenizer = qwen3_vl_tokenizer()
+    ids = special_ids(tokenizer)
+    config = Qwen3VLMoeConfig(
+        text_config=tiny_text_config(tokenizer, ids, num_experts=4, num_experts_per_tok=2,
+                                     moe_intermediate_size=32, decoder_sparse_step=1),
+        vision_config=tiny_vision_config(deepstack_visual_indexes=[0]),
+        tie_word_embeddings=True, **_token_ids_kwargs(ids),
+    )
+    torch.manual_seed(seed)
+    model = Qwen3VLMoeForConditionalGeneration(config)
+    save_qwen3_vl_family(out, model, tokenizer, qwen3_vl_chat_template())
