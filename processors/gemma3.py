@@ -13,14 +13,13 @@ the model in training batches: image tokens attend bidirectionally to each other
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from .base import Adapter
 from .family import FamilyFacts, register_adapter, tiny_builder
-from .tiny import train_gemma_bpe
+from .tiny import publish_siglip_layout, train_gemma_bpe
 
 
 def pan_and_scan_crops(width: int, height: int, min_crop: int, max_crops: int,
@@ -195,32 +194,5 @@ def build_tiny_gemma3(out: Path, seed: int) -> None:
     model.generation_config.eos_token_id = [tokenizer.eos_token_id, ids["<end_of_turn>"]]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out)
-    _publish_siglip_layout(out)
+    publish_siglip_layout(out)
     processor.save_pretrained(out)
-
-
-def _publish_siglip_layout(folder: Path) -> None:
-    """Rewrite a Gemma-3 checkpoint built from scratch into the published file layout.
-
-    transformers 5 saves a model it built itself with SigLIP directly under
-    ``vision_tower.`` but published Gemma-3 files (and vLLM's Gemma-3 loader) have
-    ``vision_tower.vision_model.``. transformers loads both; a model it loaded from the
-    published layout is saved back in that layout (the rename is recorded at load and
-    reverted on save), so warm-up and training checkpoints of the tiny model keep it too."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    for f in sorted(folder.glob("*.safetensors")):
-        with safe_open(str(f), "pt") as h:
-            metadata = h.metadata() or {"format": "pt"}
-            tensors = {(k.replace("vision_tower.", "vision_tower.vision_model.", 1)
-                        if k.startswith("vision_tower.") and "vision_model." not in k else k):
-                       h.get_tensor(k) for k in h.keys()}
-        save_file(tensors, str(f), metadata=metadata)
-    index = folder / "model.safetensors.index.json"
-    if index.exists():
-        data = json.loads(index.read_text())
-        data["weight_map"] = {(k.replace("vision_tower.", "vision_tower.vision_model.", 1)
-                               if k.startswith("vision_tower.") and "vision_model." not in k
-                               else k): v for k, v in data["weight_map"].items()}
-        index.write_text(json.dumps(data, indent=2))

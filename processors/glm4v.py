@@ -29,6 +29,7 @@ from .family import FamilyFacts, register_adapter, tiny_builder
 class Glm4vAdapter(Adapter):
     family = "GLM-4.1V"
     model_types = ("glm4v",)
+    vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
     placeholder_tokens = ("<|image|>", "<|begin_of_image|>", "<|end_of_image|>", "<|video|>",
                           "<|begin_of_video|>", "<|end_of_video|>")
     stop_tokens = ("<|user|>", "<|observation|>", "<|endoftext|>")

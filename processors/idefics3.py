@@ -92,6 +92,7 @@ class Idefics3Settings:
 class Idefics3Adapter(Adapter):
     family = "Idefics3 / SmolVLM"
     model_types = ("idefics3",)
+    vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
     placeholder_tokens = ("<image>", "<fake_token_around_image>", "<global-img>", *(
         f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)))
     stop_tokens = ("<end_of_utterance>",)

@@ -58,6 +58,7 @@ def anyres_features(width: int, height: int, tile: int, per_side: int,
 class LlavaOnevisionAdapter(Adapter):
     family = "LLaVA-OneVision"
     model_types = ("llava_onevision",)
+    vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
     placeholder_tokens = ("<image>", "<video>")
     stop_tokens = ("<|im_end|>", "<|endoftext|>")
     image_token = "<image>"
@@ -172,7 +173,7 @@ def build(out: Path, seed: int) -> None:
         LlavaOnevisionVideoProcessor,
     )
 
-    from .tiny import train_byte_level_bpe
+    from .tiny import publish_siglip_layout, train_byte_level_bpe
 
     tokenizer = train_byte_level_bpe(SPECIALS)  # the processor defaults to "<image>" / "<video>"
     tokenizer.eos_token = "<|im_end|>"
@@ -213,4 +214,5 @@ def build(out: Path, seed: int) -> None:
     model.generation_config.eos_token_id = [ids["<|im_end|>"]]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out)
+    publish_siglip_layout(out)  # the published (and vLLM's) tensor names
     processor.save_pretrained(out)

@@ -27,7 +27,7 @@ class Qwen2VLAdapter(Qwen2_5_VLAdapter):
 
     family = "Qwen2-VL"
     model_types = ("qwen2_vl",)
-    vllm_tested = False  # the request form is inherited, not yet run on a real vLLM
+    vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
 
 
 # ------------------------------------------------------------------------- tiny models

@@ -44,8 +44,17 @@ class Qwen3VLAdapter(Qwen2_5_VLAdapter):
     """Qwen2.5-VL's rules with the checkpoint's 16 px patches (read from its processor)."""
 
     family = "Qwen3-VL"
-    model_types = ("qwen3_vl", "qwen3_vl_moe")
-    vllm_tested = False  # the request form is inherited, not yet run on a real vLLM
+    model_types = ("qwen3_vl",)
+    vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
+
+
+@register_adapter
+class Qwen3VLMoeAdapter(Qwen3VLAdapter):
+    """The MoE form: the same processor and rules; its own class because vLLM's CPU build
+    has not run it (its MoE layer refused the tiny expert shapes: 32 vs 64)."""
+
+    family = "Qwen3-VL-MoE"
+    model_types = ("qwen3_vl_moe",)
 
 
 # ------------------------------------------------------------------------- tiny models
@@ -226,7 +235,10 @@ def build_qwen3_vl_moe(out: Path, seed: int) -> None:
     ids = special_ids(tokenizer)
     config = Qwen3VLMoeConfig(
         text_config=tiny_text_config(tokenizer, ids, num_experts=4, num_experts_per_tok=2,
-                                     moe_intermediate_size=32, decoder_sparse_step=1),
+                                     moe_intermediate_size=32, decoder_sparse_step=1,
+                                     # as published: the top-k weights renormalised (what
+                                     # transformers' MoE block does; vLLM reads the flag)
+                                     norm_topk_prob=True),
         vision_config=tiny_vision_config(deepstack_visual_indexes=[0]),
         tie_word_embeddings=True, **_token_ids_kwargs(ids),
     )

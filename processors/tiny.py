@@ -299,3 +299,31 @@ def sharpen(model, seed: int, scale: float = 0.2):
             if p.dim() >= 2:
                 p.copy_(torch.randn(p.shape, generator=gen) * scale)
     return model
+
+
+def publish_siglip_layout(folder: Path) -> None:
+    """Rewrite a checkpoint with a SigLIP tower built from scratch into the published file
+    layout (Gemma-3, LLaVA-OneVision).
+
+    transformers 5 saves a model it built itself with SigLIP directly under
+    ``vision_tower.`` but published Gemma-3 / LLaVA-OneVision files (and vLLM's loaders) have
+    ``vision_tower.vision_model.``. transformers loads both; a model it loaded from the
+    published layout is saved back in that layout (the rename is recorded at load and
+    reverted on save), so warm-up and training checkpoints of the tiny model keep it too."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    for f in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as h:
+            metadata = h.metadata() or {"format": "pt"}
+            tensors = {(k.replace("vision_tower.", "vision_tower.vision_model.", 1)
+                        if k.startswith("vision_tower.") and "vision_model." not in k else k):
+                       h.get_tensor(k) for k in h.keys()}
+        save_file(tensors, str(f), metadata=metadata)
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        data = json.loads(index.read_text())
+        data["weight_map"] = {(k.replace("vision_tower.", "vision_tower.vision_model.", 1)
+                               if k.startswith("vision_tower.") and "vision_model." not in k
+                               else k): v for k, v in data["weight_map"].items()}
+        index.write_text(json.dumps(data, indent=2))
