@@ -50,8 +50,10 @@ class Qwen3VLAdapter(Qwen2_5_VLAdapter):
 
 @register_adapter
 class Qwen3VLMoeAdapter(Qwen3VLAdapter):
-    """The MoE form: the same processor and rules; its own class because vLLM's CPU build
-    has not run it (its MoE layer refused the tiny expert shapes: 32 vs 64)."""
+    """The MoE form: the same processor and rules; its own class because vLLM has not run
+    it: the tiny checkpoint's fused expert tensors are in transformers 5's in-memory
+    layout (``gate_up_proj`` [E, 2I, H], ``down_proj`` [E, H, I]), transposed from the
+    published one vLLM's loader reads (README, "Supported model families")."""
 
     family = "Qwen3-VL-MoE"
     model_types = ("qwen3_vl_moe",)
