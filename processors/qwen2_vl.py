@@ -39,28 +39,12 @@ QWEN2_VL_SPECIALS = [
 
 
 def qwen2_vl_chat_template() -> str:
-    """Qwen2-VL-Instruct's published template: ChatML with a default system turn, images
-    as ``<|vision_start|><|image_pad|><|vision_end|>`` (``Picture n:`` with
-    ``add_vision_id``), videos likewise."""
-    return (
-        "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
-        "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
-        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
-        "<|im_start|>{{ message['role'] }}\n"
-        "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
-        "{% else %}{% for content in message['content'] %}"
-        "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
-        "{% set image_count.value = image_count.value + 1 %}"
-        "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
-        "<|vision_start|><|image_pad|><|vision_end|>"
-        "{% elif content['type'] == 'video' or 'video' in content %}"
-        "{% set video_count.value = video_count.value + 1 %}"
-        "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}"
-        "<|vision_start|><|video_pad|><|vision_end|>"
-        "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
-        "{% endif %}{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-    )
+    """Qwen2-VL-Instruct's published template: the same text as Qwen2.5-VL's (ChatML with a
+    default system turn, images as ``<|vision_start|><|image_pad|><|vision_end|>``,
+    ``Picture n:`` with ``add_vision_id``, videos likewise), so it is that one."""
+    from .tiny import qwen_chat_template
+
+    return qwen_chat_template()
 
 
 # Tiny Qwen2-VL image rule (patch 14, merge 2 -> factor 28; min_pixels 4*28*28 = 3136,
