@@ -12,20 +12,12 @@ import pytest
 import torch
 from PIL import Image
 
-from processors import ProblemInputError, adapter_for, cut_at_stop
+from processors import ProblemInputError, adapter_for
 from processors.family import ADAPTERS
-from vlcohort.data.problems import Problem
 from vlcohort.training.logprobs import completion_logprobs
 
 from .conftest import FAMILIES, MULTI_IMAGE_FAMILIES, SPECS, VLM_FAMILIES, facts
-
-
-def image(w, h, colour="red"):
-    return Image.new("RGB", (w, h), colour)
-
-
-def problem(pid="p", text="What colour is the shape?", images=(), options=None):
-    return Problem(pid, text, list(images), options=options)
+from .helpers import generate, image, problem
 
 
 def images_for(name, *sizes):
@@ -36,24 +28,6 @@ def count_image_tokens(adapter, img):
     """(image pad tokens in the encoded prompt of one image, the batch)."""
     batch = adapter.encode_prompts([adapter.render(problem(images=[img]))])
     return int((batch.inputs["input_ids"] == adapter.image_token_id).sum()), batch
-
-
-def generate(adapter, model, batch, max_new_tokens=8, seed=0):
-    """Sampled completions (cut at the stop token) and the log-probs of each sampled token
-    under the distribution it was sampled from (raw logits, placeholders suppressed)."""
-    torch.manual_seed(seed)
-    out = model.generate(
-        **batch.inputs, max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0,
-        top_k=0, top_p=1.0, output_logits=True, return_dict_in_generate=True,
-        eos_token_id=adapter.stop_token_ids(), pad_token_id=adapter.pad_token_id(),
-        suppress_tokens=adapter.suppressed_token_ids() or None,
-    )
-    new = out.sequences[:, batch.prompt_len:]  # [B, C]
-    logits = torch.stack(out.logits, dim=1).float()  # [B, C, V], raw (before processors)
-    logits[..., adapter.suppressed_token_ids()] = float("-inf")  # what was sampled from
-    gen_lp = torch.log_softmax(logits, -1).gather(-1, new[..., None]).squeeze(-1)
-    completions = [cut_at_stop(row, adapter.stop_token_ids()) for row in new.tolist()]
-    return completions, gen_lp
 
 
 IMAGE_CASES = [pytest.param(n, w, h, t, id=f"{n}-{w}x{h}")

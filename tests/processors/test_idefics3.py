@@ -9,58 +9,19 @@ import re
 
 import pytest
 import torch
-from PIL import Image
 
-from processors import AdapterOptions, adapter_for, cut_at_stop
+from processors import AdapterOptions, adapter_for
 from processors.idefics3 import Idefics3Adapter
-from vlcohort.data.problems import Problem
 from vlcohort.training.logprobs import completion_logprobs
 
+from .helpers import assert_logprobs_match, image, image_tokens, problem
+
 NAME = "idefics3"
-
-
-def image(w, h, colour="red"):
-    return Image.new("RGB", (w, h), colour)
-
-
-def problem(pid="p", text="What colour is the shape?", images=(), options=None):
-    return Problem(pid, text, list(images), options=options)
 
 
 @pytest.fixture(scope="module")
 def smol(loaded):
     return loaded[NAME]
-
-
-def image_tokens(adapter, batch, row=None):
-    ids = batch.inputs["input_ids"] if row is None else batch.inputs["input_ids"][row]
-    return int((ids == adapter.image_token_id).sum())
-
-
-def generate(adapter, model, batch, max_new_tokens=6, seed=0):
-    """Sampled completions and the log-probs generation sampled them with."""
-    torch.manual_seed(seed)
-    out = model.generate(
-        **batch.inputs, max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0,
-        top_k=0, top_p=1.0, output_logits=True, return_dict_in_generate=True,
-        eos_token_id=adapter.stop_token_ids(), pad_token_id=adapter.pad_token_id(),
-        suppress_tokens=adapter.suppressed_token_ids(),
-    )
-    new = out.sequences[:, batch.prompt_len:]  # [N, C]
-    logits = torch.stack(out.logits, dim=1).float()  # [N, C, V]
-    logits[..., adapter.suppressed_token_ids()] = float("-inf")
-    gen_lp = torch.log_softmax(logits, -1).gather(-1, new[..., None]).squeeze(-1)  # [N, C]
-    return [cut_at_stop(r, adapter.stop_token_ids()) for r in new.tolist()], gen_lp
-
-
-def assert_logprobs_match(adapter, model, batch):
-    completions, gen_lp = generate(adapter, model, batch)
-    train = adapter.encode_training(batch, completions)
-    with torch.no_grad():
-        lp = completion_logprobs(adapter, model, train)
-    mask = train.completion_mask.bool()
-    assert mask.sum() >= 2
-    assert torch.allclose(lp[mask], gen_lp[:, : lp.shape[1]][mask], atol=1e-4)
 
 
 # ------------------------------------------------------------------ loading

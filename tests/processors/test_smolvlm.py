@@ -10,20 +10,17 @@ import json
 
 import pytest
 import torch
-from PIL import Image
 
 from processors import AdapterOptions, adapter_for, cut_at_stop
 from processors.smolvlm import SmolVLMAdapter
 from vlcohort.data.problems import Problem
 from vlcohort.training.logprobs import completion_logprobs
 
+from .helpers import image
+
 HAVE_NUM2WORDS = importlib.util.find_spec("num2words") is not None
 needs_num2words = pytest.mark.skipif(not HAVE_NUM2WORDS,
                                      reason="tiny:smolvlm needs num2words: pip install num2words")
-
-
-def image(w, h, colour="red"):
-    return Image.new("RGB", (w, h), colour)
 
 
 @pytest.mark.skipif(HAVE_NUM2WORDS, reason="num2words is installed here")
