@@ -14,7 +14,9 @@ differently, so we read the files the benchmark authors publish, as they publish
 - Text benchmarks for LLM cohorts: GSM8K (``question``, ``answer`` whose gold follows
   ``#### ``; JSONL as in openai/grade-school-math, parquet as in the hub's ``openai/gsm8k``)
   and MATH-500 (``problem``, ``answer``, ``subject``, ``level``, ``unique_id``; JSONL or
-  parquet as in ``HuggingFaceH4/MATH-500``).
+  parquet as in ``HuggingFaceH4/MATH-500``). AMC 2023, GPQA Diamond, HumanEval, MBPP,
+  LiveCodeBench, MMLU and SciBench are read by :mod:`eval.text_benchmarks` (registered
+  here when ``eval`` is imported; ``text7`` / ``comas7`` name the paper's groups).
 
 The common hub parquet forms load too (``AI4Math/MathVista``, ``AI4Math/MathVerse``,
 ``MathLLMs/MathVision``, ``We-Math/We-Math``: one parquet file, or a downloaded snapshot
@@ -40,7 +42,7 @@ from typing import Any, Callable, Iterator
 from vlcohort.data.problems import LETTERS, Problem
 
 __all__ = [
-    "BENCHMARKS", "DEFAULT_BENCHMARKS", "TEXT_BENCHMARKS", "BenchmarkData", "BenchmarkError", "SkippedItem", "find_benchmark_file",
+    "BENCHMARKS", "BENCHMARK_GROUPS", "DEFAULT_BENCHMARKS", "TEXT_BENCHMARKS", "BenchmarkData", "BenchmarkError", "SkippedItem", "find_benchmark_file",
     "load_benchmark", "parse_benchmark_names", "read_json", "read_jsonl",
 ]
 
@@ -483,6 +485,10 @@ class BenchmarkSpec:
     required: tuple[str, ...]  # fields every record must have
     splits: tuple[str, ...] = ("testmini", "test")  # preferred split in a parquet folder
     folders: tuple[str, ...] = ()  # folders (in a data dir) that may hold a hub snapshot
+    reader: Callable[[Path, tuple[str, ...]], list[dict]] | None = None
+    """Reads the found file / folder into records when :func:`_records` cannot (gzip
+    JSONL, CSV, a folder of release files: :func:`eval.text_benchmarks.read_text_records`).
+    A pattern in ``files`` ending in ``/`` names such a folder."""
 
 
 BENCHMARKS: dict[str, BenchmarkSpec] = {
@@ -517,18 +523,24 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
 }
 #: The four vision-language benchmarks the paper reports (the CLI default).
 DEFAULT_BENCHMARKS = ("mathvista", "mathverse", "mathvision", "wemath")
-#: Text-only benchmarks, for cohorts of language models.
-TEXT_BENCHMARKS = ("gsm8k", "math500")
+#: Text-only benchmarks, for cohorts of language models (all but GSM8K and MATH-500 are
+#: registered by :mod:`eval.text_benchmarks`, which ``eval/__init__.py`` imports).
+TEXT_BENCHMARKS = ("gsm8k", "math500", "amc", "gpqa", "humaneval", "mbpp", "livecodebench",
+                   "mmlu", "scibench")
+#: Names that stand for several benchmarks on the command line, in their table's column
+#: order (``text7``, ``comas7``: registered by :mod:`eval.text_benchmarks`).
+BENCHMARK_GROUPS: dict[str, tuple[str, ...]] = {}
 
 
 def parse_benchmark_names(spec: str | list[str]) -> list[str]:
     """``"mathvista,wemath"`` -> names; an unknown name lists the known ones."""
     names = [n.strip().lower() for n in (spec.split(",") if isinstance(spec, str) else spec)]
-    names = [n for n in names if n]
+    # a group (text7, comas7) stands for its benchmarks, in the group's column order
+    names = [m for n in names if n for m in BENCHMARK_GROUPS.get(n, (n,))]
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown or not names:
         raise BenchmarkError(f"unknown benchmark {', '.join(map(repr, unknown)) or '(none given)'}; "
-                             f"known: {', '.join(BENCHMARKS)}")
+                             f"known: {', '.join(BENCHMARKS)} (groups: text7, comas7)")
     return list(dict.fromkeys(names))
 
 
@@ -548,6 +560,8 @@ def find_benchmark_file(name: str, data_dir: Path) -> Path:
                 return hits[0]
         elif (data_dir / pattern).is_file():
             return data_dir / pattern
+        elif pattern.endswith("/") and (data_dir / pattern).is_dir():
+            return data_dir / pattern.rstrip("/")
     # a downloaded hub snapshot: a folder of parquet files (the split is chosen on reading)
     for folder in (data_dir / f for f in BENCHMARKS[name].folders):
         if folder.is_dir() and next(folder.rglob("*.parquet"), None) is not None:
@@ -571,7 +585,8 @@ def load_benchmark(name: str, path: Path, need_images: bool = True) -> Benchmark
     spec = BENCHMARKS[name]
     path = find_benchmark_file(name, Path(path))
     good, bad = [], []
-    for i, row in enumerate(_records(path, spec.splits)):
+    rows = spec.reader(path, spec.splits) if spec.reader is not None else _records(path, spec.splits)
+    for i, row in enumerate(rows):
         if isinstance(row, dict):
             row = {**row, "_row": i}
         missing = [f for f in spec.required if row.get(f) in (None, "")] if isinstance(row, dict) else ["*"]

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from .benchmarks import BENCHMARKS, DEFAULT_BENCHMARKS, BenchmarkError
+from .benchmarks import BENCHMARKS, DEFAULT_BENCHMARKS, TEXT_BENCHMARKS, BenchmarkError
 
 # Kept in step with eval.runner.PROMPTS (a test checks); the runner, which pulls in the grader
 # and voting, is imported only when ``eval`` runs, so other subcommands start fast.
@@ -31,7 +31,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="checkpoint folder, hub id or tiny: spec (repeat for an ensemble)")
     p.add_argument("--benchmark", default=",".join(DEFAULT_BENCHMARKS),
                    help=f"comma-separated, from: {', '.join(BENCHMARKS)} (default: the four "
-                        "vision-language ones; gsm8k and math500 are text-only)")
+                        f"vision-language ones; text-only: {', '.join(TEXT_BENCHMARKS)}); or "
+                        "a group: text7 (the paper's Table 1: gsm8k, math500, amc, humaneval, "
+                        "gpqa, mbpp, livecodebench) or comas7 (the CoMAS comparison: gsm8k, "
+                        "math500, humaneval, mbpp, scibench, gpqa, mmlu), printed as a table "
+                        "in that column order")
+    p.add_argument("--since", default=None, metavar="YYYY-MM-DD",
+                   help="livecodebench: first contest date kept (default 2024-08-01)")
+    p.add_argument("--until", default=None, metavar="YYYY-MM-DD",
+                   help="livecodebench: contest date the window ends before (default "
+                        "2025-02-01: August 2024 to January 2025)")
     p.add_argument("--data-dir", "--data", dest="data_dir", type=Path, default=Path("."),
                    help="folder of the official annotation files (or one file, for score)")
     p.add_argument("--out", type=Path, default=None,
@@ -139,5 +148,6 @@ def _work(args: argparse.Namespace) -> dict:
             batch_size=args.batch_size, scorer=args.scorer, progress=not args.no_progress,
             engine=args.engine, vllm_dtype=args.vllm_dtype or "auto",
             answer_style=args.answer_style, device=args.device,
-            dtype=args.dtype or "auto", data_parallel=args.data_parallel), judge=judge)
+            dtype=args.dtype or "auto", data_parallel=args.data_parallel,
+            since=args.since, until=args.until), judge=judge)
     return summary

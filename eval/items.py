@@ -16,6 +16,7 @@ from vlcohort.data.problems import Problem
 
 from .benchmarks import BenchmarkError, read_jsonl
 from .official import JudgeNeeded, official_verdict
+from .text_scoring import grader_for, is_code_problem, pending_code_fields, text_official
 
 PROMPTS = {
     "boxed": "Please reason step by step, and put your final answer within \\boxed{}.",
@@ -60,6 +61,11 @@ class EvalSettings:
     per visible GPU); their part files are merged into ``items.jsonl``."""
     length_sorted: bool = True
     """Batch items by prompt length, longest first (less padding; same greedy texts)."""
+    since: str | None = None
+    """LiveCodeBench: the first contest date kept (YYYY-MM-DD; None: the default window
+    :data:`eval.text_benchmarks.LCB_DEFAULT_WINDOW`)."""
+    until: str | None = None
+    """LiveCodeBench: the contest date the window ends before (YYYY-MM-DD; None: default)."""
     answer_style: str = "auto"
     """How answers are extracted (:data:`vlcohort.answers.extract.STYLES`): ``direct`` or
     ``last_line`` for a model that answers without a marker (a direct-answer prompt)."""
@@ -85,6 +91,8 @@ def prompt_view(problem: Problem, style: str) -> tuple[Problem, str | None]:
         view = Problem(id=problem.id, text=query, images=problem.images, options=None,
                        gold=None, source=problem.source, meta=problem.meta)
         return view, None
+    if is_code_problem(problem):  # a program is asked for, not a boxed answer
+        return problem, problem.meta.get("instruction") or PROMPTS[style]
     return problem, PROMPTS[style]
 
 
@@ -97,13 +105,22 @@ def score_record(problem: Problem, response: str | None, grader,
     """The verdict fields of one response: extracted span (by ``answer_style``), canonical
     key, correct (our grader) and, where the benchmark has an official protocol, its
     ``official_*`` fields (:func:`eval.official.official_verdict`). A protocol step that
-    still needs the judge leaves ``official_pending`` (the step) instead."""
+    still needs the judge leaves ``official_pending`` (the step) instead.
+
+    A code item's response is not graded here: it is marked ``pending`` and run with the
+    others of the run (:func:`eval.text_scoring.check_code_records`). A benchmark with
+    its own tolerance (SciBench) is graded at that tolerance."""
+    if is_code_problem(problem):
+        return pending_code_fields(problem, response)
+    grader = grader_for(problem, grader)
     extracted = extract_answer(response or "", style=answer_style)
     canonical = grader.canonical(extracted, problem.options) if extracted is not None else None
     correct = extracted is not None and grader.is_equivalent(extracted, problem.gold, problem.options)
     out = {"extracted": extracted, "canonical": canonical, "correct": bool(correct),
            "rule": "grader" if extracted is not None else "no_extraction"}
     official = official_verdict(problem, response, extracted, judged, use_judge)
+    if official is None:
+        official = text_official(problem, response, extracted)
     if isinstance(official, JudgeNeeded):
         out["official_pending"] = official.step
     elif official is not None:

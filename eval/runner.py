@@ -34,13 +34,17 @@ from vlcohort.answers.grading import get_grader
 from vlcohort.data.problems import Problem
 from vlcohort.answers.voting import majority_vote
 
-from .benchmarks import (BenchmarkData, BenchmarkError, load_benchmark, parse_benchmark_names,
-                         read_jsonl)
+from .benchmarks import (BENCHMARK_GROUPS, BenchmarkData, BenchmarkError, load_benchmark,
+                         parse_benchmark_names, read_jsonl)
 from .items import (PROMPTS, EvalSettings, _key, prompt_view, read_items,  # noqa: F401
                     score_record)
 from .official import JudgeNeeded, official_verdict, protocol_note
 from .judge import JudgeError
 from .scoring import group_accuracy
+from .text_benchmarks import (CODE_BENCHMARKS, LCB_DEFAULT_WINDOW, TEXT_GROUP_BY, TEXT_NOTES,
+                              select_window)
+from .text_scoring import (check_code_records, code_item_verdicts, code_report, grader_for,
+                           is_code_problem, text_benchmark_info)
 
 #: What each benchmark is grouped by in the tables.
 GROUP_BY = {"mathvista": ("task",), "mathverse": ("problem_version",),
@@ -63,6 +67,8 @@ JUDGE_NOTES = {
     "gsm8k": "our extraction and grader; gold is the number after '####'",
     "math500": "our extraction and grader (per subject and level)",
 }
+GROUP_BY.update(TEXT_GROUP_BY)
+JUDGE_NOTES.update(TEXT_NOTES)
 
 
 JUDGE_STAGES = 4
@@ -193,6 +199,9 @@ def _item_verdicts(recs: list[dict], problem: Problem, grader, official: bool | 
     """mean@k and maj@k of one item's samples (from one model, or pooled). ``official``:
     True / "official" counts the rule-based official verdicts (our grader's where the
     benchmark has none), "judged" the verdicts with the judge, False our grader's."""
+    if is_code_problem(problem):  # programs: passed or not, pass@k from n and c
+        return code_item_verdicts(recs)
+    grader = grader_for(problem, grader)  # SciBench: its own relative tolerance
     kind = {True: "official", False: "grader"}.get(official, official)
     field_, pred = VERDICT_FIELDS[kind]
     if kind == "official" and not any(field_ in r for r in recs):
@@ -240,6 +249,8 @@ def _column_result(name: str, rows: list[tuple[Problem, dict[str, float]]]) -> d
         "groups": group_accuracy((g, v["maj"] >= 0.5) for p, v in rows for g in _groups(p, name)),
     }
     res.update(benchmark_report(name, rows, res["maj"]))
+    if name in CODE_BENCHMARKS:  # headline pass@1, pass@k, LiveCodeBench per difficulty
+        res.update(code_report(name, rows))
     return res
 
 
@@ -271,6 +282,7 @@ def summarize(data: dict[str, BenchmarkData], records: Iterable[dict], models: S
         summary["notes"][name] = (protocol_note(name) if official else "") or JUDGE_NOTES.get(name, "")
         bench: dict[str, Any] = {"n_items": len(d.problems), "skipped": d.skipped_by_reason(),
                                  "skipped_ids": [s.id for s in d.skipped][:50], "models": {}}
+        bench.update(text_benchmark_info(name, d.problems))  # GPQA's option orders, LCB's window
         for col in columns:
             rows, judged_rows = [], []
             for p in d.problems:
@@ -319,6 +331,12 @@ def markdown_table(summary: dict[str, Any]) -> str:
             vals = [f"{100 * _cell(b, c)['groups'][g]['acc']:.1f}"
                     if g in (_cell(b, c) or {}).get("groups", {}) else "-" for c in cols]
             lines.append(f"| &nbsp; {name} {g} | " + " | ".join(vals) + " |")
+        ks = sorted({k for m in b["models"].values() for k in m.get("pass_at_k", {})} - {"pass@1"},
+                    key=lambda k: int(k.split("@")[1]))
+        for k in ks:  # code: pass@k beside the pass@1 headline, with --samples >= k
+            vals = [f"{100 * _cell(b, c)['pass_at_k'][k]:.1f}"
+                    if k in (_cell(b, c) or {}).get("pass_at_k", {}) else "-" for c in cols]
+            lines.append(f"| &nbsp; {name} {k} | " + " | ".join(vals) + " |")
         for metric in ("score_strict", "score_loose", "S1", "S2", "S3", "IK", "IG", "CM_strict",
                        "RM_strict_rate"):
             if any(metric in m.get("wemath", {}) for m in b["models"].values()):
@@ -332,9 +350,29 @@ def markdown_table(summary: dict[str, Any]) -> str:
     notes = "\n".join(f"- {k}: {v}" for k, v in summary.get("notes", {}).items())
     judge = (f" Judge for the GPT steps: {summary['judge']} (columns '{JUDGED_SUFFIX.strip()}'; "
              "the others are rule-based)." if summary.get("judge") else "")
-    return (f"Scorer: {summary['scorer']}.{judge} Cells: maj@k (mean@k); groups: maj@k; "
+    return (paper_table(summary)
+            + f"Scorer: {summary['scorer']}.{judge} Cells: maj@k (mean@k); groups: maj@k; "
             "average: of the headlines.\n\n"
             + head + "\n".join(lines) + "\n\n" + notes + "\n")
+
+
+def paper_table(summary: dict[str, Any]) -> str:
+    """For a benchmark group (``text7``, ``comas7``): one row per model, one column per
+    benchmark in the group's order (the layout of the paper's Table 1), each cell the
+    benchmark's headline (accuracy; pass@1 for code), then their average; "" otherwise."""
+    table = summary.get("table")
+    if not table:
+        return ""
+    cols = [c for c in table["columns"] if c in summary["benchmarks"]]
+    models = list(dict.fromkeys(m for c in cols for m in summary["benchmarks"][c]["models"]))
+    out = [f"Table ({table['group']}): headline per benchmark (accuracy; pass@1 for code).",
+           "", "| model | " + " | ".join(cols) + " | avg |", "|---|" + "---|" * (len(cols) + 1)]
+    for m in models:
+        cells = [summary["benchmarks"][c]["models"].get(m, {}).get("headline") for c in cols]
+        avg = summary.get("average", {}).get(m)
+        out.append(f"| {m} | " + " | ".join("-" if v is None else f"{100 * v:.1f}" for v in cells)
+                   + f" | {'-' if avg is None else f'{100 * avg:.1f}'} |")
+    return "\n".join(out) + "\n\n"
 
 
 #: The markdown column of a model's verdicts with the judge.
@@ -365,10 +403,15 @@ def write_outputs(out: Path, summary: dict[str, Any]) -> None:
 
 
 def load_all(names: Sequence[str], data_dir: Path, limit: int | None,
-             need_images: bool = True) -> dict[str, BenchmarkData]:
+             need_images: bool = True,
+             window: tuple[str | None, str | None] | None = None) -> dict[str, BenchmarkData]:
+    """Each benchmark's problems (the first ``limit``); ``window`` (since, until) keeps
+    LiveCodeBench's problems of that contest-date window (before the limit applies)."""
     data = {}
     for name in names:
         d = load_benchmark(name, data_dir, need_images=need_images)
+        if window is not None and name == "livecodebench":
+            d = select_window(d, *window)
         if limit is not None:
             d.problems = d.problems[:limit]
         data[name] = d
@@ -382,7 +425,9 @@ def run(settings: EvalSettings, judge=None) -> dict[str, Any]:
     names = parse_benchmark_names(settings.benchmarks)
     if settings.samples < 1:
         raise BenchmarkError(f"--samples must be >= 1, got {settings.samples}")
-    data = load_all(names, settings.data_dir, settings.limit)
+    window = (settings.since if settings.since is not None else LCB_DEFAULT_WINDOW[0],
+              settings.until if settings.until is not None else LCB_DEFAULT_WINDOW[1])
+    data = load_all(names, settings.data_dir, settings.limit, window=window)
     for d in data.values():
         if d.skipped:
             print(f"{d.name}: skipped {len(d.skipped)} of {d.rows} items "
@@ -395,13 +440,24 @@ def run(settings: EvalSettings, judge=None) -> dict[str, Any]:
     written = run_generation(settings, data, items_path)
     print(f"generated {written} new responses -> {items_path}", file=sys.stderr)
     records = read_items(items_path)
+    ran = check_code_records(records, _problem_index(data))
+    if ran:  # the verdicts of the programs run, kept: a rerun runs none of them again
+        print(f"ran {ran} program(s) against their tests", file=sys.stderr)
+        write_items(items_path, records)
     if judge is not None:
         judge_and_save([r for r in records if r["model"] in settings.models], data, judge,
                        items_path, all_records=records)
     summary = summarize(data, records, settings.models, settings.scorer,
                         judge.id if judge is not None else None)
+    groups = [n for n in settings.benchmarks if n.strip().lower() in BENCHMARK_GROUPS]
+    if groups:  # text7 / comas7: the paper's table, benchmarks as columns in its order
+        summary["table"] = {"group": ",".join(groups), "columns": names}
     write_outputs(settings.out, summary)
     return summary
+
+
+def _problem_index(data: dict[str, BenchmarkData]) -> dict[tuple[str, str], Problem]:
+    return {(name, p.id): p for name, d in data.items() for p in d.problems}
 
 
 def score_responses(benchmark: str, data_path: Path, responses: Path | None,
@@ -440,6 +496,7 @@ def score_responses(benchmark: str, data_path: Path, responses: Path | None,
         shown = ", ".join(map(repr, unknown[:20])) + (" ..." if len(unknown) > 20 else "")
         raise BenchmarkError(f"{responses}: {len(unknown)} id(s) not in {name} "
                              f"({data[name].path}): {shown}")
+    check_code_records(records, _problem_index(data))
     answered = {r["id"] for r in records}
     data[name].problems = [p for p in data[name].problems if p.id in answered]
     everything = records
@@ -503,6 +560,7 @@ def rescore_items(out: Path, data_path: Path, scorer: str = "vlcohort",
             del rec[k]
         rec.update(score_record(problems[(rec["benchmark"], str(rec["id"]))], rec["response"],
                                 grader, style))
+    check_code_records(records, problems)  # re-scoring runs the programs again
     for n, d in data.items():
         answered = {str(r["id"]) for r in records if r["benchmark"] == n}
         d.problems = [p for p in d.problems if p.id in answered]

@@ -130,3 +130,50 @@ def test_vote_never_raises(answers, options, probe):
     assert sum(vote.counts.values()) == sum(a is not None for a in vote.assignments)
     member, took = _timed(in_winning_class, probe, vote, options)
     assert isinstance(member, bool) and took < CALL_LIMIT_S
+
+
+#: The live vote path's budget for 10,000 answers (1,250 prompts x G = 8): about 10 s on
+#: two idle cores, 22 s with four other test processes on them; a tier that ignores its
+#: limit, or a quadratic blow-up, exceeds it by far.
+LIVE_VOTE_BUDGET_S = 150.0
+
+
+def _adversarial_completion(rng) -> str:
+    """A completion whose answer is adversarial: the expensive inputs, or random tokens,
+    in each way a rollout marks an answer (or none)."""
+    body = (rng.choice(rng.choice(HARD)) if rng.random() < 0.1 else
+            "".join(rng.choice(TOKENS) for _ in range(rng.randint(0, 24))))
+    wrap = rng.choice(["\\boxed{%s}", "<answer>%s</answer>", "The answer is %s.", "%s",
+                       "**Answer:** %s", "Answer: \\(%s\\)"])
+    return "Let me think step by step.\n" + wrap % body
+
+
+def test_the_live_vote_path_decides_10000_adversarial_answers_within_its_budget():
+    """The training step's own functions (rewards.extract_all -> vote_all -> score), as a
+    step calls them, on 10,000 adversarial completions: no exception, every vote within
+    VOTE_LIMIT_S, all of it within LIVE_VOTE_BUDGET_S, rewards of the documented shape."""
+    import random
+
+    from vlcohort.data.problems import Problem
+    from vlcohort.training.rewards import extract_all, score, vote_all
+
+    rng = random.Random(18)
+    B, G = 1250, 8
+    texts = [[_adversarial_completion(rng) for _ in range(G)] for _ in range(B)]
+    problems = [Problem(id=str(i), text="q", options=["1", "\\frac12", "x+1", "(2, 3)"]
+                        if i % 3 == 0 else None) for i in range(B)]
+    grader = grading.get_grader("corrected")
+    start = time.perf_counter()
+    answers = extract_all(texts)
+    votes, slowest = [], 0.0
+    for row, p in zip(answers, problems):
+        t = time.perf_counter()
+        votes += vote_all([row], [p], grader=grader)
+        slowest = max(slowest, time.perf_counter() - t)
+    scored = score(answers, votes, problems, grader)
+    total = time.perf_counter() - start
+    assert slowest < VOTE_LIMIT_S, f"one vote took {slowest:.1f}s"
+    assert total < LIVE_VOTE_BUDGET_S, f"10,000 answers took {total:.1f}s"
+    assert scored.rewards.shape == (B, G) and scored.valid.shape == (B,)
+    assert 0 < int(scored.valid.sum()) < B  # some votes decided, some abstained (ties)
+    assert bool(((scored.rewards == 0) | (scored.rewards == 1)).all())

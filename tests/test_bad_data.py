@@ -77,3 +77,31 @@ def test_the_cli_names_the_bad_line_and_trains_on_the_rest(tmp_path, capsys, mon
                  f"run.output_dir={run}"]) == 0
     err = capsys.readouterr().err
     assert "malformed_line=1" in err and f"{path}, line 7, not JSON" in err
+
+
+def test_unreadable_and_over_large_images_are_skipped_at_load_by_reason(tmp_path):
+    """Header-only checks: a file that is no image (an HTML error page saved as .png, a cut
+    download), one over data.max_image_pixels, and bad embedded bytes, each skipped with
+    its reason, file and line; the good records are kept."""
+    Image.new("RGB", (8, 8)).save(tmp_path / "ok.png")
+    Image.new("RGB", (300, 200)).save(tmp_path / "big.png")
+    (tmp_path / "error-page.png").write_text("<html>404 Not Found</html>")
+    good = (tmp_path / "ok.png").read_bytes()
+    (tmp_path / "cut.png").write_bytes(good[:20])
+    path = _write_lines(tmp_path / "train.jsonl", [
+        _record(0, image="ok.png"), _record(1, image="error-page.png"),
+        _record(2, image="big.png"), _record(3, image="cut.png"), _record(4, image="ok.png")])
+    problems, report = load_problems_from(str(path), max_image_pixels=300 * 200 - 1)
+    assert [p.id for p in problems] == ["q0", "q4"]
+    assert report.skipped == {"image_unreadable": 2, "image_too_large": 1}
+    text = report.summary()
+    assert "error-page.png: not a readable image" in text
+    assert "big.png: 300x200 = 60000 pixels, over data.max_image_pixels=59999" in text
+    # 0: no limit; the same file is then kept
+    problems, report = load_problems_from(str(path), max_image_pixels=0)
+    assert [p.id for p in problems] == ["q0", "q2", "q4"]
+
+
+def test_a_negative_pixel_limit_is_a_config_error():
+    with pytest.raises(ConfigError, match="data.max_image_pixels"):
+        validate(load_config(None, ["data.max_image_pixels=-1"]))

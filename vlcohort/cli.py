@@ -1,4 +1,4 @@
-"""Command line: ``vlcohort train | config | simulate | eval | diversity | plot | tiny``.
+"""Command line: ``vlcohort train | config | simulate | eval | diversity | plot | export | tiny``.
 
 Configs are YAML files plus ``key.sub=value`` overrides, given as ``--set key=value`` or
 as bare ``key=value`` arguments::
@@ -8,6 +8,7 @@ as bare ``key=value`` arguments::
     vlcohort train --resume runs/demo run.steps=40    # continue (and extend) a run
     vlcohort config --set agents.1.max_tiles=6      # print the resolved config
     vlcohort plot runs/demo/co_rl runs/demo/ttrl --out dynamics.png
+    vlcohort export runs/demo/co_rl --agent A --out exported/A   # merged, for vllm serve
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its newest checkpoint (its saved "
                         "config, with any overrides given here)")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="keep third-party progress bars and known-harmless library warnings "
+                        "(hidden by default; also VLCOHORT_VERBOSE=1)")
     p = sub.add_parser("config", help="print the resolved config and its derived totals")
     _add_config_args(p)
     p.add_argument("--fields", action="store_true", help="list every key with its meaning")
@@ -68,13 +72,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", metavar="RUN_DIR",
                    help="run folder (holding metrics.jsonl) or a metrics.jsonl file")
     p.add_argument("--out", required=True, metavar="FILE.png", help="where to write the plot")
+    p = sub.add_parser("export", help="one trained agent of a run as a merged (LoRA folded "
+                       "in) folder for from_pretrained / vllm serve / the hub")
+    from vlcohort.recipes.export import add_arguments as add_export_arguments
+
+    add_export_arguments(p)
     p = sub.add_parser("tiny", help="build tiny offline models and print their folders")
     p.add_argument("names", nargs="*", help="tiny model names (default: all)")
     return parser
 
 
+#: Commands that load or save models: their console is quieted (``vlcohort/console.py``).
+MODEL_COMMANDS = ("train", "eval", "diversity", "export", "tiny")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in MODEL_COMMANDS:
+        from vlcohort import console
+
+        console.setup(getattr(args, "verbose", False))
     try:
         if args.command in ("train", "config"):
             config_path, overrides = _split_positional(args.config, args.overrides)
@@ -114,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {e}", file=sys.stderr)
                 return 1
             return 0
+        if args.command == "export":
+            from vlcohort.recipes.export import run as export_run
+
+            return export_run(args)
         if args.command == "tiny":
             from processors.tiny import TINY_MODELS, tiny_model_path
 
@@ -133,14 +154,21 @@ def train(cfg: Config, resume: str | None = None) -> int:
     """``vlcohort train``: the method's recipe. ``method: self_play`` is a recipe of its own
     (challenger / solver phases); ``arms`` runs the cohort recipe once per method from
     shared warm-ups; every other method is the cohort recipe with its reward source."""
+    from pathlib import Path
+
+    from vlcohort.analysis.trackers import check_trackers
+    from vlcohort.console import config_summary
     from vlcohort.recipes.driver import TrainingError
     from vlcohort.recipes.preflight import preflight
     from vlcohort.training.distributed import launched_rank, launched_world_size
 
+    logs = launched_world_size() == 1 or launched_rank() == 0  # the rank that logs and prints
+    if logs:
+        check_trackers(cfg.log)  # a tracker package missing: an error now, not after a build
     preflight(cfg)  # models and data findable, before anything is printed, built or trained
 
-    if launched_world_size() == 1 or launched_rank() == 0:
-        print(resolved_text(cfg))
+    if logs:  # the totals and the changed keys; the full resolved file is saved with the run
+        print(config_summary(cfg, Path(resume or cfg.run.output_dir) / "config.yaml"))
     if cfg.method == "self_play":
         if launched_world_size() > 1:
             raise TrainingError("method=self_play runs in one process (its two roles alternate, "

@@ -173,9 +173,13 @@ class DataConfig:
     """Shuffle the order each epoch (seeded by run.seed and the epoch)."""
     max_bad_fraction: float = 0.5
     """file or hub: stop before training when more than this share of the rows read are
-    skipped as bad (malformed lines, missing questions or answers, missing images, duplicate
-    ids); below it the bad ones are skipped, counted and named in the load summary. 1.0:
+    skipped as bad (malformed lines, missing questions or answers, missing, unreadable or
+    over-large images, duplicate ids); below it the bad ones are skipped, counted and named in the load summary. 1.0:
     never stop while one record is usable."""
+    max_image_pixels: int = 89_478_485
+    """file or hub: an image over this many pixels (width x height, read from its header at
+    load) is skipped as image_too_large, before anything decodes it; 0: no limit. The
+    default is PIL's own decompression-bomb threshold."""
 
 
 @dataclass
@@ -316,6 +320,15 @@ class RewardConfig:
     answer_tag | boxed | phrase | direct (auto, else any short one-line reply) | last_line
     (auto, else a short last line) | last_letter | last_number (the last four only by name:
     they read an answer into text that marks none)."""
+    answer_kind: str = "math"
+    """What one answer is: math (the span answer_style extracts, voted over the grader's
+    equivalence classes) | code (the completion's program: its last fenced block, else the
+    whole text; two programs are one answer when they print the same on the prompt's
+    public inputs, meta["code_public"], run in the sandbox; ground_truth: passes
+    meta["code_tests"]). Cohort-wide: votes compare answers across agents."""
+    code_workers: int = 0
+    """answer_kind=code: programs run at once in the sandbox pool; 0: one per CPU core.
+    Each run has the sandbox's limits (code.sandbox.Limits; a case: LiveCodeBench's 6 s)."""
 
 
 @dataclass
@@ -408,11 +421,36 @@ class OptimConfig:
 
 
 @dataclass
+class WandbConfig:
+    """Weights & Biases: the run's metrics records as its history, the resolved config as
+    its run config (``pip install 'vlcohort[wandb]'``)."""
+
+    enable: bool = False
+    """Log to W&B (off: nothing is imported or sent)."""
+    project: str = "vlcohort"
+    """W&B project."""
+    name: str | None = None
+    """W&B run name (None: run.name; each comparison arm adds its method)."""
+    tags: list[str] = field(default_factory=list)
+    """W&B run tags."""
+    entity: str | None = None
+    """W&B entity (team or user; None: the account's default)."""
+    group: str | None = None
+    """W&B run group (None: none; comparison arms group under the parent run's name)."""
+    mode: str | None = None
+    """online | offline | disabled (None: the WANDB_MODE environment variable, else
+    online). offline writes the run under <output_dir>/wandb for `wandb sync`."""
+
+
+@dataclass
 class LogConfig:
     """Logging."""
 
-    tensorboard: bool = True
-    """Mirror metrics to TensorBoard when it is installed."""
+    tensorboard: bool = False
+    """Mirror metrics to TensorBoard event files in <output_dir>/tensorboard (``pip
+    install 'vlcohort[tensorboard]'``; an error at start when it is not installed)."""
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    """Weights & Biases tracking."""
     plot: bool = True
     """Write plots/dynamics.png at the end of the run."""
     progress: bool = True
@@ -561,7 +599,8 @@ class RunConfig:
     max_bad_steps: int = 3
     """Stop with an error after this many consecutive steps with a NaN / inf loss."""
     threads: int = 0
-    """torch CPU threads (0: torch's default)."""
+    """torch CPU threads, set at the start of every run (0: OMP_NUM_THREADS when set, else
+    every CPU the process may run on), so a run never inherits what an earlier one set."""
 
 
 #: The cohort of a config that names no ``agents``: two tiny models of different families.

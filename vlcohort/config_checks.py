@@ -47,6 +47,7 @@ _OWN_CHOICES: dict[str, tuple[str, ...]] = {
     "distributed.backend": ("auto", "nccl", "gloo"),
     "self_play.band_rule": ("value", "quantile"),
     "self_play.images": ("auto", "on", "off"),
+    "log.wandb.mode": ("online", "offline", "disabled"),
 }
 
 
@@ -75,6 +76,7 @@ def _registered_choices() -> dict[str, tuple[str, ...]]:
         "reward.ring": voting.RING_DIRECTIONS,
         "reward.min_share_of": voting.SHARE_BASES,
         "reward.answer_style": extract.STYLES,
+        "reward.answer_kind": rewards.ANSWER_KINDS,
         "data.preset": tuple(problems.PRESETS),
         "grpo.adv_scale": tuple(grpo.ADVANTAGE_SCALES),
         "grpo.kl_kind": tuple(grpo.KL_ESTIMATORS),
@@ -145,8 +147,10 @@ def validate(cfg: "Config") -> None:
     (``reward.source`` from ``method``)."""
     _check_choice("method", cfg.method)
     _check_processor_settings(cfg)
+    _validate_answer_kind(cfg)
     if cfg.method in RECIPE_METHODS:
         return _validate_self_play(cfg)
+    _validate_log(cfg.log)
     for i, a in enumerate(cfg.agents):
         _check_choice("agents.*.dtype", a.dtype, f"agents.{i}.dtype")
         _check_choice("agents.*.attn_implementation", a.attn_implementation,
@@ -226,6 +230,9 @@ def validate(cfg: "Config") -> None:
     if not 0 <= cfg.data.max_bad_fraction <= 1:
         raise ConfigError(f"data.max_bad_fraction: must be in [0, 1], got "
                           f"{cfg.data.max_bad_fraction}")
+    if cfg.data.max_image_pixels < 0:
+        raise ConfigError(f"data.max_image_pixels: a pixel count, 0 for no limit; got "
+                          f"{cfg.data.max_image_pixels}")
     _validate_vote_and_sampling(cfg)
     o = cfg.optim
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
@@ -310,6 +317,31 @@ def _validate_loss_and_is(g: "GRPOConfig") -> None:
     if g.is_batch_norm and g.is_mode == "off":
         raise ConfigError("grpo.is_batch_norm=true with grpo.is_mode=off: there are no "
                           "weights to normalise; set an is_mode or is_batch_norm=false")
+
+
+def _validate_answer_kind(cfg: "Config") -> None:
+    """``reward.answer_kind`` and its sandbox knobs. Code answers need prompts that carry
+    public inputs (``meta["code_public"]``): the synthetic tasks carry none, and the
+    self-play recipe extracts math answers of its own."""
+    r = cfg.reward
+    _check_choice("reward.answer_kind", r.answer_kind)
+    if r.code_workers < 0:
+        raise ConfigError(f"reward.code_workers: must be >= 0 (0: one per CPU core), got "
+                          f"{r.code_workers}")
+    if r.answer_kind != "code":
+        return
+    if cfg.method in RECIPE_METHODS:
+        raise ConfigError(f"reward.answer_kind=code with method={cfg.method}: the self-play "
+                          "recipe votes on math answers only; use reward.answer_kind=math")
+    if cfg.data.source == "synthetic":
+        raise ConfigError("reward.answer_kind=code with data.source=synthetic: the synthetic "
+                          "tasks have no code tests; set data.source=file (or hub) and "
+                          "data.path to code prompts with public_tests (README: code prompts)")
+    if cfg.eval.every:
+        raise ConfigError(f"eval.every={cfg.eval.every} with reward.answer_kind=code: the "
+                          "in-run held-out eval draws the synthetic math tasks; set "
+                          "eval.every=0 and score checkpoints with `vlcohort eval "
+                          "--benchmark humaneval` (or mbpp, livecodebench)")
 
 
 def _validate_vote_and_sampling(cfg: "Config") -> None:
@@ -480,6 +512,21 @@ def _validate_self_play(cfg: "Config") -> None:
     # stand-in method's reward source is set on a copy of the reward section only.
     validate(dataclasses.replace(cfg, method="ttrl", reward=dataclasses.replace(cfg.reward)))
     self_play_roles(cfg)
+
+
+def _validate_log(log) -> None:
+    """The trackers' settings (whether their packages are installed is checked at the
+    start of a run, ``analysis/trackers.py``: a config is readable without them)."""
+    w = log.wandb
+    if w.mode is not None:
+        _check_choice("log.wandb.mode", w.mode)
+    if w.enable and not w.project.strip():
+        raise ConfigError("log.wandb.project: empty; name the W&B project to log to")
+    for key in ("name", "entity", "group"):
+        value = getattr(w, key)
+        if value is not None and not value.strip():
+            raise ConfigError(f"log.wandb.{key}: empty string; leave it out (null) for the "
+                              "default")
 
 
 def _check_choice(pattern: str, value: str, key: str | None = None) -> None:

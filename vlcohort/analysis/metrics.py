@@ -1,4 +1,5 @@
-"""Metrics: one JSON line per step in ``metrics.jsonl``, TensorBoard when installed, plots.
+"""Metrics: one JSON line per step in ``metrics.jsonl``, mirrored to the trackers the config
+asks for (TensorBoard, Weights & Biases: ``analysis/trackers.py``), plots.
 
 Keys are namespaced (DESIGN.md rule 7): ``agent/<name>/...``, ``cohort/...``,
 ``timing/...``. Their meanings are listed in :data:`METRIC_DOCS` (and the README).
@@ -149,22 +150,51 @@ def documented(key: str) -> bool:
 
 
 class MetricsLogger:
-    """Appends one JSON object per step; mirrors to TensorBoard if it is installed."""
+    """Appends one JSON object per step to ``metrics.jsonl`` and hands the same record to
+    the trackers ``log`` (a ``LogConfig``) asks for.
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = True, enabled: bool = True):
+    ``enabled``: False on every rank but the logging one of a distributed launch (nothing
+    is written or tracked there). ``run_name`` / ``run_config``: the W&B run's default name
+    and its config (the resolved config as a dict). The tracker packages are imported here
+    (a missing one is a :class:`~vlcohort.analysis.trackers.TrackerError` now); the
+    trackers start in :meth:`begin`, once the step the run continues from is known."""
+
+    def __init__(self, run_dir: str | Path, log: Any = None, enabled: bool = True,
+                 run_name: str | None = None, run_config: dict[str, Any] | None = None):
+        from vlcohort.analysis.trackers import check_trackers
+
         self.path = Path(run_dir) / "metrics.jsonl"
-        self.enabled = enabled  # False on every rank but 0 of a distributed launch
-        self._tb = None
+        self.enabled = enabled
+        self.trackers: list = []
+        self._log_cfg = log
+        self._run_name = run_name or Path(run_dir).name
+        self._run_config = run_config
+        self._started = False
         if not enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
+        if log is not None:
+            check_trackers(log)
 
-                self._tb = SummaryWriter(str(Path(run_dir) / "tensorboard"))
-            except Exception:  # tensorboard not installed: jsonl only
-                self._tb = None
+    def begin(self, step: int) -> None:
+        """The run continues after ``step`` (0: a fresh run): drop later lines of
+        ``metrics.jsonl`` and start the trackers there (each says where it logs)."""
+        self.truncate_after(step)
+        self._start_trackers(step)
+        for tracker in self.trackers:
+            where = getattr(tracker, "where", None)
+            if where is not None:
+                print(where())
+
+    def _start_trackers(self, step: int) -> None:
+        if self._started or not self.enabled or self._log_cfg is None:
+            return
+        from vlcohort.analysis.trackers import start_trackers
+        from vlcohort.console import verbose
+
+        self.trackers = start_trackers(self._log_cfg, self.path.parent, self._run_name,
+                                       self._run_config, start_step=step, quiet=not verbose())
+        self._started = True
 
     def truncate_after(self, step: int) -> None:
         """Drop lines of steps after ``step`` (a resumed run rewrites them)."""
@@ -190,19 +220,27 @@ class MetricsLogger:
         tmp.replace(self.path)
 
     def log(self, record: dict[str, Any]) -> None:
+        """One step's record: a line of ``metrics.jsonl``, then the same numbers to every
+        tracker (x axis: the record's ``step``)."""
         if not self.enabled:
             return
         clean = {k: _jsonable(v) for k, v in record.items()}
         with self.path.open("a") as f:
             f.write(json.dumps(clean) + "\n")
-        if self._tb is not None:
-            for k, v in clean.items():
-                if k != "step" and isinstance(v, (int, float)) and v is not None:
-                    self._tb.add_scalar(k, v, clean["step"])
+        self._start_trackers(0)  # a caller that never called begin(): a fresh run
+        if self.trackers:
+            from vlcohort.analysis.trackers import scalars
 
-    def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
+            values = scalars(clean)
+            for tracker in self.trackers:
+                tracker.log(values, int(clean["step"]))
+
+    def close(self, failed: bool = False) -> None:
+        """Finish every tracker (W&B marks its run finished, or failed when ``failed``);
+        safe to call twice (the second call does nothing)."""
+        trackers, self.trackers = self.trackers, []
+        for tracker in trackers:
+            tracker.close(failed=failed)
 
 
 def _jsonable(v: Any) -> Any:
@@ -241,21 +279,74 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def summary_line(record: dict[str, Any], agent_names: list[str]) -> str:
-    """One line per step for the progress display."""
+    """One line per step for the progress display: each agent's reward, rollout accuracy
+    and parse rate, the cohort's agreement, the step's seconds. A value the step has not
+    (no gold, one agent: no agreement) is left out rather than shown as nan."""
     parts = [f"step {record['step']}"]
     for a in agent_names:
         r = record.get(f"agent/{a}/reward/mean")
-        acc = record.get(f"agent/{a}/acc")
-        parse = record.get(f"agent/{a}/parse_rate")
-        bits = [f"r={r:.2f}" if r is not None else "r=-"]
-        if acc is not None:
-            bits.append(f"acc={acc:.2f}")
-        if parse is not None:
-            bits.append(f"parse={parse:.2f}")
+        bits = [f"r={r:.2f}" if _finite(r) else "r=-"]
+        for key, label in (("acc", "acc"), ("parse_rate", "parse")):
+            v = record.get(f"agent/{a}/{key}")
+            if _finite(v):
+                bits.append(f"{label}={v:.2f}")
+        held_out = record.get(f"eval/{a}/all/acc")  # steps with a held-out evaluation
+        if _finite(held_out):
+            bits.append(f"eval={held_out:.2f}")
         parts.append(f"{a}: " + " ".join(bits))
     agree = record.get("cohort/agreement")
-    if agree is not None:
+    if _finite(agree):
         parts.append(f"agree={agree:.2f}")
-    parts.append(f"{record.get('timing/step', 0):.1f}s")
+    parts.append(f"{record.get('timing/step') or 0:.1f}s")
     return " | ".join(parts)
+
+
+def _mean(values: list[float]) -> float | None:
+    values = [v for v in values if _finite(v)]
+    return sum(values) / len(values) if values else None
+
+
+def _first_last(records: list[dict[str, Any]], key: str, window: int) -> str:
+    """``first -> last``: the key's mean over the first and the last ``window`` records
+    that have it (one value: just it; none: ``-``)."""
+    values = [r[key] for r in records if _finite(r.get(key))]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    k = min(window, len(values) // 2) or 1
+    return f"{_mean(values[:k]):.2f} -> {_mean(values[-k:]):.2f}"
+
+
+def final_summary(records: list[dict[str, Any]], agent_names: list[str],
+                  window: int = 5) -> list[str]:
+    """The end-of-run summary: one row per agent (reward, rollout accuracy, parse rate as
+    the mean of the first -> last ``window`` steps; held-out accuracy at the first -> last
+    evaluation), the cohort's agreement, the mean step time. A + 4 lines: it fits one
+    screen whatever the run's length."""
+    steps = [r for r in records if r.get("step", 0) > 0
+             and any(f"agent/{a}/reward/mean" in r for a in agent_names)]
+    if not steps:
+        return []
+    step_s = _mean([r.get("timing/step") for r in steps])
+    lines = [f"summary, steps {steps[0]['step']}..{steps[-1]['step']}: first -> last (means of "
+             f"up to {window} steps; held-out: first -> last evaluation)"
+             + (f", {step_s:.1f}s per step" if step_s is not None else "")]
+    cols = ("reward", "rollout acc", "parse rate", "held-out acc")
+    name_w = max(5, *(len(a) for a in agent_names))
+    lines.append(f"  {'agent':<{name_w}}  " + "  ".join(f"{c:<14}" for c in cols).rstrip())
+    for a in agent_names:
+        cells = [_first_last(steps, f"agent/{a}/reward/mean", window),
+                 _first_last(steps, f"agent/{a}/acc", window),
+                 _first_last(steps, f"agent/{a}/parse_rate", window),
+                 _first_last(records, f"eval/{a}/all/acc", 1)]
+        lines.append(f"  {a:<{name_w}}  " + "  ".join(f"{c:<14}" for c in cells).rstrip())
+    agree = _first_last(steps, "cohort/agreement", window)
+    if agree != "-":
+        lines.append(f"  cohort agreement {agree}")
+    return lines

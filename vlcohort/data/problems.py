@@ -7,8 +7,10 @@ metrics read its gold. Gold is never shown to a model: adapters render only ``te
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -372,14 +374,28 @@ def _images_of(value: Any) -> list:
     return [value]
 
 
-def _check_image(src: Any, base: Path | None) -> tuple[str, str] | None:
-    """Cheap load-time checks (no decoding): (reason, message) or None."""
+#: PIL's own decompression-bomb threshold (``Image.MAX_IMAGE_PIXELS``), the default of
+#: ``data.max_image_pixels``.
+DEFAULT_MAX_IMAGE_PIXELS = 89_478_485
+
+
+def _check_image(src: Any, base: Path | None,
+                 max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> tuple[str, str] | None:
+    """Load-time checks, header only (nothing is decoded): (reason, message) or None.
+
+    Reasons: ``image_missing`` (no path, no bytes), ``image_not_found``,
+    ``image_unreadable`` (not an image PIL can identify: a truncated download, an HTML
+    error page saved as .png), ``image_too_large`` (over ``max_pixels``: decoding it would
+    take gigabytes before the processor shrinks it; 0: no limit). A header that reads but
+    pixels that do not decode still fail at render, where the step skips and counts them."""
     if isinstance(src, dict):
         if src.get("bytes"):
-            return None
-        if not src.get("path"):
+            src = src["bytes"]
+        elif not src.get("path"):
             return "image_missing", "image has neither bytes nor a path"
-        src = src["path"]
+        else:
+            src = src["path"]
+    where = "image bytes"
     if isinstance(src, (str, Path)):
         if not str(src).strip():
             return "image_missing", "empty image path"
@@ -388,9 +404,84 @@ def _check_image(src: Any, base: Path | None) -> tuple[str, str] | None:
             p = base / p
         if not p.is_file():
             return "image_not_found", f"image file not found: {p}"
-    elif isinstance(src, (bytes, bytearray)) and len(src) == 0:
-        return "image_unreadable", "image bytes are empty"
+        src, where = p, str(p)
+    elif isinstance(src, (bytes, bytearray)):
+        if len(src) == 0:
+            return "image_unreadable", "image bytes are empty"
+        src = io.BytesIO(src)
+    else:
+        return None  # a PIL image, or another object a processor takes: nothing to read
+    return _image_header_problem(src, where, max_pixels)
+
+
+def _image_header_problem(src, where: str, max_pixels: int) -> tuple[str, str] | None:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(src) as im:  # reads the header only
+                w, h = im.size
+    except Image.DecompressionBombError:  # over twice PIL's own limit
+        return "image_too_large", (f"{where}: over twice PIL's {Image.MAX_IMAGE_PIXELS} "
+                                   "pixel limit; downscale it")
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
+        return "image_unreadable", f"{where}: not a readable image ({type(e).__name__}: {e})"
+    if max_pixels and w * h > max_pixels:
+        return "image_too_large", (f"{where}: {w}x{h} = {w * h} pixels, over "
+                                   f"data.max_image_pixels={max_pixels}; downscale the image "
+                                   "or raise the limit")
     return None
+
+
+#: ``meta`` field -> the record fields it is read from, first present wins: a code prompt's
+#: public inputs (the vote runs programs on them, ``reward.answer_kind=code``) and its
+#: tests (the ``ground_truth`` reward), each one ``code.checks.CodeTests`` dict (or that
+#: dict as a JSON string), e.g. ``{"kind": "stdin", "cases": [["1 2\\n", "3\\n"]]}``.
+CODE_FIELDS: dict[str, tuple[str, ...]] = {
+    "code_public": ("code_public", "public_tests"),
+    "code_tests": ("code_tests", "tests"),
+}
+
+
+def code_tests_field(value: Any) -> dict | None:
+    """A record's code-tests field as a checked, JSON-able ``CodeTests`` dict (None when
+    blank). Raises ValueError saying what is wrong; the loader skips and counts the record."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as e:
+            raise ValueError(f"not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"a {type(value).__name__}, not a CodeTests dict with a 'kind'")
+    from vlcohort.code.checks import CodeTests
+
+    # a dataset's shared schema fills keys a record lacks with None: leave them to defaults
+    present = {k: v for k, v in value.items() if v is not None}
+    try:
+        tests = CodeTests.from_dict(present)
+    except Exception as e:  # noqa: BLE001 - whatever from_dict refuses, named per record
+        raise ValueError(f"not a CodeTests dict: {e}") from None
+    return tests.to_dict()
+
+
+def _code_meta(rec: dict, names: set[str]) -> tuple[dict[str, dict], tuple[str, str, str] | None]:
+    """The ``meta`` entries of :data:`CODE_FIELDS` a record carries, or the first bad one
+    as (meta field, record field, why)."""
+    out: dict[str, dict] = {}
+    for meta_key, fields in CODE_FIELDS.items():
+        fld = next((f for f in fields if f in names and rec.get(f) is not None), None)
+        if fld is None:
+            continue
+        try:
+            d = code_tests_field(rec.get(fld))
+        except ValueError as e:
+            return out, (meta_key, fld, str(e))
+        if d is not None:
+            out[meta_key] = d
+    return out, None
 
 
 def keep_where(ds, where: dict[str, list[Any]], where_text: str):
@@ -419,6 +510,8 @@ def load_problems_from(path: str, *, source: str = "file", preset: str = "generi
                        limit: int = 0, require_answer: bool = False,
                        extra_columns: Sequence[str] = (),
                        where: dict[str, list[Any]] | None = None,
+                       require_code: Sequence[str] = (),
+                       max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
                        ) -> tuple[list[Problem], LoadReport]:
     """Read problems from a dataset file/folder/hub id; bad records skipped and counted.
 
@@ -429,6 +522,12 @@ def load_problems_from(path: str, *, source: str = "file", preset: str = "generi
     ``meta["columns"]`` (per-agent views read their prompt from them). Images are checked
     only cheaply here (a path that does not exist, an image with neither bytes nor path);
     decoding is left to rendering, which skips and counts a broken image.
+
+    ``require_code`` (``reward.answer_kind=code``): the :data:`CODE_FIELDS` meta entries
+    every record must carry (``code_public``; with a ``ground_truth`` agent also
+    ``code_tests``); a record without one, or with one that is not a CodeTests dict, is
+    skipped and counted (``missing_code_public``, ``bad_code_tests``...). Code fields are
+    read only when asked for, so a math run never trips over a ``tests`` column.
     """
     if preset not in PRESETS:
         raise DataError(f"data.preset: {preset!r} is not one of: {', '.join(PRESETS)}")
@@ -471,7 +570,7 @@ def load_problems_from(path: str, *, source: str = "file", preset: str = "generi
         images = _images_of(rec.get(cols.images)) if cols.images in names else []
         bad = None
         for i, src in enumerate(images):
-            bad = _check_image(src, base)
+            bad = _check_image(src, base, max_image_pixels)
             if bad:
                 report.skip(bad[0], row, f"{cols.images}[{i}]", f"problem {pid!r}: {bad[1]}")
                 break
@@ -498,6 +597,19 @@ def load_problems_from(path: str, *, source: str = "file", preset: str = "generi
                         f"problem {pid!r}: {len(options)} options, at most {len(LETTERS)}")
             continue
         meta: dict[str, Any] = {"row": row}
+        if require_code:
+            code, bad_code = _code_meta(rec, names)
+            if bad_code:
+                meta_key, fld, why = bad_code
+                report.skip("bad_" + meta_key, row, fld, f"problem {pid!r}: {why}")
+                continue
+            lacking = next((k for k in require_code if k not in code), None)
+            if lacking:
+                report.skip("missing_" + lacking, row, "/".join(CODE_FIELDS[lacking]),
+                            f"problem {pid!r}: no {' or '.join(CODE_FIELDS[lacking])} field "
+                            "(reward.answer_kind=code needs it)")
+                continue
+            meta.update(code)
         if base is not None:
             meta["base_dir"] = str(base)
         if extra_columns:

@@ -39,13 +39,16 @@ def load_problems(cfg: Config) -> list[Problem]:
     overrides = {k: v for k, v in vars(d.columns).items() if v}
     views = [(a.name, a.view.column, a.view.rewrite_file) for a in cfg.agents
              if a.view.column or a.view.rewrite_file]
+    gold_needed = any(agent_reward_source(cfg, i) == "ground_truth"
+                      for i in range(len(cfg.agents)))
     try:
         problems, report = load_problems_from(
             d.path, source=d.source, preset=d.preset, columns=_replace(preset, **overrides),
             split=d.split, limit=d.limit,
-            require_answer=any(agent_reward_source(cfg, i) == "ground_truth"
-                               for i in range(len(cfg.agents))),
-            extra_columns=sorted({c for _, c, _ in views if c}), where=d.where)
+            require_answer=gold_needed and cfg.reward.answer_kind == "math",
+            extra_columns=sorted({c for _, c, _ in views if c}), where=d.where,
+            require_code=code_fields_needed(cfg.reward.answer_kind, gold_needed),
+            max_image_pixels=d.max_image_pixels)
         problems = attach_views(problems, views, report)
     except DataError as e:
         raise ConfigError(str(e)) from e
@@ -59,6 +62,15 @@ def load_problems(cfg: Config) -> list[Problem]:
             f"{d.max_bad_fraction}; fix the file (the summary above names the first ones) or "
             "raise data.max_bad_fraction")
     return problems
+
+
+def code_fields_needed(answer_kind: str, gold_needed: bool) -> tuple[str, ...]:
+    """The code meta every training record must carry (``problems.CODE_FIELDS``): the
+    public inputs the vote runs for ``answer_kind=code``, and the tests too when some agent
+    is rewarded by ``ground_truth``; none for math."""
+    if answer_kind != "code":
+        return ()
+    return ("code_public", "code_tests") if gold_needed else ("code_public",)
 
 
 def load_eval_problems(cfg: Config) -> list[Problem]:

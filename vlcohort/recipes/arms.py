@@ -24,19 +24,20 @@ import time
 from pathlib import Path
 
 from vlcohort.analysis.metrics import read_metrics
-from vlcohort.config import Config, resolved_text, save_resolved, to_yaml, validate
+from vlcohort.config import Config, save_resolved, to_yaml, validate
+from vlcohort.console import arm_difference
 from vlcohort.recipes.cohort import run_cohort
 from vlcohort.training.warmup import fingerprint, reusable, save_fingerprint, warm_up, warmed_up_folder
 
 
 def _warm_one(cfg: Config, i: int, folder: Path, key: str, threads: int | None) -> dict:
     """Warm up agent ``i`` (runs in a worker process when warm-ups run in parallel)."""
-    import torch
-
+    from vlcohort import console
     from vlcohort.training.agent import build_agent
+    from vlcohort.training.distributed import set_cpu_threads
 
-    if threads:
-        torch.set_num_threads(threads)
+    console.setup()  # a worker process: the parent's --verbose came as VLCOHORT_VERBOSE
+    set_cpu_threads(threads or cfg.run.threads)
     mc = cfg.agents[i]
     agent = build_agent(mc)
     stats = warm_up(agent, mc, cfg, folder, seed=cfg.run.seed + 101 * (i + 1))
@@ -90,6 +91,9 @@ def arm_config(cfg: Config, method: str, run_dir: Path, warmed: dict[str, Path])
     arm.arms = []
     arm.run.output_dir = str(run_dir / method)
     arm.run.name = f"{cfg.run.name}-{method}"
+    wandb = arm.log.wandb  # one W&B run per arm, grouped under the comparison's name
+    wandb.name = f"{wandb.name}-{method}" if wandb.name else None
+    wandb.group = wandb.group or cfg.run.name
     for mc in arm.agents:
         if mc.name in warmed:
             mc.path = str(warmed[mc.name])
@@ -117,7 +121,7 @@ def run_arms(cfg: Config) -> int:
     else:
         rc = 0
         for arm in arms:
-            print(f"\n=== arm {arm.method} ===\n{resolved_text(arm)}")
+            print(f"\n=== arm {arm.method}: {arm_difference(arm, cfg)}")
             rc = rc or run_cohort(arm)
     t_rl = time.perf_counter() - t1
     if rc:
@@ -136,7 +140,8 @@ def report(cfg: Config, run_dir: Path, t_warm: float, t_rl: float, t_total: floa
     print(summary_table(summary))
     png = plot_comparison(cfg, run_dir, run_dir / "comparison.png")
     print(f"\nwarm-up {t_warm:.0f}s, RL {t_rl:.0f}s")
-    print(f"results: {run_dir} (summary.json, comparison.png, {', '.join(cfg.arms)}/, warmup/)")
+    print(f"results: {run_dir} (summary.json, comparison.png, "
+          f"{', '.join(m + '/' for m in cfg.arms)}, warmup/)")
     if png:
         print(f"plot: {png}")
 
@@ -168,7 +173,7 @@ def run_arms_distributed(cfg: Config) -> int:
     for method in cfg.arms:
         arm = arm_config(cfg, method, run_dir, warmed)
         if layout.is_logger:
-            print(f"\n=== arm {arm.method} ===\n{resolved_text(arm)}", flush=True)
+            print(f"\n=== arm {arm.method}: {arm_difference(arm, cfg)}", flush=True)
         rc = run_cohort(arm, layout=layout)
         if rc:
             return rc
@@ -191,18 +196,14 @@ def _run_parallel(arms: list[Config]) -> int:
         procs.append((arm, subprocess.Popen(
             [sys.executable, "-m", "vlcohort", "train", str(cfg_path), "run.threads=1"],
             stdout=log, stderr=subprocess.STDOUT, env=env), log))
-    last = ""
-    while any(p.poll() is None for _, p, _ in procs):
-        time.sleep(2)
-        parts = []
-        for arm, _, _ in procs:
-            m = Path(arm.run.output_dir) / "metrics.jsonl"
-            n = max((r["step"] for r in read_metrics(m)), default=0) if m.is_file() else 0
-            parts.append(f"{arm.method} {n}/{arm.run.steps}")
-        line = "RL arms: " + ", ".join(parts)
-        if line != last:
-            print(line, flush=True)
-            last = line
+    from vlcohort.recipes.driver import Progress
+
+    names = [mc.name for mc in arms[0].agents]
+    with Progress(sum(a.run.steps for a in arms), 0, arms[0].log.progress) as bar:
+        while any(p.poll() is None for _, p, _ in procs):
+            time.sleep(2)
+            bar.show(*arms_line(arms, names))
+        bar.show(*arms_line(arms, names))
     rc = 0
     for arm, p, log in procs:
         log.close()
@@ -211,6 +212,65 @@ def _run_parallel(arms: list[Config]) -> int:
                   f"{Path(arm.run.output_dir) / 'train.log'}", file=sys.stderr)
             rc = rc or p.returncode
     return rc
+
+
+def arms_line(arms: list[Config], names: list[str]) -> tuple[int, str]:
+    """(steps done by all arms, the arms' progress line), read from each arm's
+    ``metrics.jsonl``: ``RL arms (A/B): co_rl 48/160 r=0.41/0.38 agree=0.62
+    eval=0.55/0.48 | ttrl ...``: per arm its steps, each agent's latest reward, the
+    latest agreement and each agent's latest held-out accuracy (all task families)."""
+    done, parts = 0, []
+    for arm in arms:
+        records = readable_records(Path(arm.run.output_dir) / "metrics.jsonl")
+        status = arm_status(records, names)
+        done += status["step"]
+        parts.append(f"{arm.method} {status['step']}/{arm.run.steps}" + "".join(
+            f" {label}={value}" for label, value in status.items() if label != "step"))
+    return done, f"RL arms ({'/'.join(names)}): " + " | ".join(parts)
+
+
+def arm_status(records: list[dict], names: list[str]) -> dict:
+    """``{"step": n, "r": "0.41/0.38", "agree": "0.62", "eval": "0.55/0.48"}``: the
+    latest value of each (per agent, ``-`` for an agent without one yet); a value no
+    record has yet is left out."""
+    def latest(key: str) -> float | None:
+        for r in reversed(records):
+            v = r.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                return v
+        return None
+
+    def per_agent(pattern: str) -> str | None:
+        values = [latest(pattern.format(a)) for a in names]
+        if all(v is None for v in values):
+            return None
+        return "/".join("-" if v is None else f"{v:.2f}" for v in values)
+
+    out: dict = {"step": max((r.get("step", 0) for r in records), default=0)}
+    agree = latest("cohort/agreement")
+    shown = {"r": per_agent("agent/{}/reward/mean"),
+             "agree": None if agree is None else f"{agree:.2f}",
+             "eval": per_agent("eval/{}/all/acc")}
+    out.update({k: v for k, v in shown.items() if v is not None})
+    return out
+
+
+def readable_records(path: Path) -> list[dict]:
+    """The complete lines of a ``metrics.jsonl`` another process is writing: a line cut
+    mid-write (the last) or a missing file is no error here, only not yet there."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    records = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and "step" in rec:
+            records.append(rec)
+    return records
 
 
 def _own_tasks(cfg: Config) -> dict[str, set[str]]:

@@ -40,11 +40,9 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-
 from processors import adapter_for
 from vlcohort.analysis.dynamics import STOP_HINTS, Monitor
-from vlcohort.analysis.metrics import MetricsLogger, summary_line
+from vlcohort.analysis.metrics import MetricsLogger, final_summary, read_metrics, summary_line
 from vlcohort.answers.grading import get_grader
 from vlcohort.recipes import runlock
 from vlcohort.typed_yaml import ConfigError
@@ -64,6 +62,9 @@ from vlcohort.training.update import trains_without_advantage
 #: a``, a prime stride so the A shard orders never coincide with each other or the stream's.
 SHARD_SEED_STRIDE = 1009
 
+#: A step without any learning signal is said the first time and every this many.
+NO_SIGNAL_EVERY = 10
+
 
 # ============================================================================ setup
 
@@ -71,8 +72,7 @@ SHARD_SEED_STRIDE = 1009
 def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | None = None) -> Run:
     """``layout``: an already initialised launch (comparison arms reuse one); else this
     run initialises (and at cleanup shuts down) its own."""
-    if cfg.run.threads:
-        torch.set_num_threads(cfg.run.threads)
+    dist_.set_cpu_threads(cfg.run.threads)  # always: never what an earlier run left set
     owns_layout = layout is None
     layout = layout or dist_.init(cfg)
     if cfg.rollout.dynamic_sampling and layout.ranks_per_agent > 1:  # ranks_per_agent=0: W / A
@@ -96,7 +96,8 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
     adapters = [agents[local.index(i)].adapter if i in local else
                 adapter_for(mc.path, adapter_options(mc)) for i, mc in enumerate(cfg.agents)]
     run = Run(cfg=cfg, dir=run_dir, agents=agents, stream=stream, grader=get_grader(cfg.reward.grader),
-              logger=MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard, enabled=layout.is_logger),
+              logger=MetricsLogger(run_dir, log=cfg.log, enabled=layout.is_logger,
+                                   run_name=cfg.run.name, run_config=to_dict(cfg)),
               layout=layout, adapters=adapters, local=local, eval_problems=load_eval_problems(cfg),
               shards=shard_streams(problems, len(cfg.agents), cfg) if cfg.data.decouple else [],
               owns_layout=owns_layout)
@@ -104,7 +105,7 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
         run.monitor = Monitor(cfg.monitor, run.names)  # every agent: the record has all
     if folder is not None:
         restore(run, folder)
-    run.logger.truncate_after(run.step)  # a fresh run in an old folder starts a fresh log
+    run.logger.begin(run.step)  # a fresh run in an old folder starts a fresh log; trackers
     return run
 
 
@@ -160,11 +161,15 @@ def watch(run: Run, record: dict[str, Any], step: int) -> Callable[[Path], str] 
     if run.talks:
         for alert in alerts:
             say(f"warning: {alert}", file=sys.stderr)
-        if record["cohort/no_signal"]:
+        # the first such step, then every NO_SIGNAL_EVERY-th: a run of them is one message
+        # per stretch, not one per step (the count is in the final summary)
+        n = run.no_signal_steps
+        if record["cohort/no_signal"] and (n == 1 or n % NO_SIGNAL_EVERY == 0):
             trained = ("only the KL term was trained" if trains_without_advantage(run.cfg.grpo)
                        else "nothing was trained")
             say(f"step {step}: no learning signal (no parsed answer agreed with a label, or "
-                f"every group had equal rewards): {trained}")
+                f"every group had equal rewards): {trained}"
+                + (f" [{n} such steps so far]" if n > 1 else ""))
     stops = [a for a in alerts if a.signal in run.cfg.monitor.stop_on]
     if not stops:
         return None
@@ -228,7 +233,10 @@ def cleanup(run: Run) -> None:
         print(f"skipped records by reason: {run.skipped_records}")
     if run.no_signal_steps:
         print(f"steps without any learning signal: {run.no_signal_steps} of {run.step}")
-    print(f"results: {run.dir} (config.yaml, metrics.jsonl, plots/, checkpoints/)")
+    if run.logger.path.is_file():
+        print("\n".join(final_summary(read_metrics(run.logger.path), run.names)))
+    tracked = " tensorboard/," if cfg.log.tensorboard else ""
+    print(f"results: {run.dir} (config.yaml, metrics.jsonl,{tracked} plots/, checkpoints/)")
 
 
 def summary(run: Run, record: dict[str, Any]) -> str:
@@ -251,7 +259,8 @@ def train(run: Run) -> None:
 
 def run_cohort(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | None = None) -> int:
     """A whole cohort run; ``resume`` continues the run in that folder."""
-    run = setup(cfg, resume, layout)
+    with runlock.released_on_error(Path(resume) if resume is not None else Path(cfg.run.output_dir)):
+        run = setup(cfg, resume, layout)
     return drive(run, recipe(run))
 
 

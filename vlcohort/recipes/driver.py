@@ -12,7 +12,11 @@ streak), ``logger``, ``step`` (the last completed step), ``bad_steps_in_row`` an
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,22 +138,74 @@ class Recipe:
     save_on_interrupt: bool = True  # agent groups: no collective save on Ctrl-C
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGINT (Ctrl-C, ``kill -INT``) or SIGTERM (a scheduler's preemption, ``kill``)
+    during a run: raised in the main thread, so the loop stops where it is."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """SIGINT and SIGTERM raise :class:`Stopped` while a run is driven (main thread only).
+
+    Set explicitly, not left to Python's default: a process started with SIGINT ignored
+    (a background job of a non-interactive shell, as a test runner or a job script may
+    start it) never turns SIGINT into KeyboardInterrupt, so ``kill -INT`` ran the run to
+    the end and exited 0 (issue 18: ``test_ctrl_c_saves_a_checkpoint`` failing only when
+    the suite itself ran in the background); and SIGTERM killed it without a checkpoint."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    before = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
 def drive(run, recipe: Recipe) -> int:
-    """The step loop, then cleanup; exit code 0. On Ctrl-C: save a checkpoint (when a step
-    was done and ``recipe.save_on_interrupt``), say how to resume, exit code 130."""
+    """The step loop, then cleanup; exit code 0. On SIGINT (Ctrl-C) or SIGTERM: save a
+    checkpoint (when a step was done and ``recipe.save_on_interrupt``), say how to resume,
+    exit code 128 + the signal (130, 143)."""
     try:
         try:
-            loop(run, recipe)
-        except KeyboardInterrupt:
-            if run.step > 0 and recipe.save_on_interrupt:
-                print(f"\ninterrupted: saved {recipe.save(run)}; continue with "
-                      f"`vlcohort train --resume {run.dir}`", file=sys.stderr)
-            run.logger.close()
-            return 130
+            with stop_on_signals():
+                loop(run, recipe)
+        except KeyboardInterrupt as e:
+            signum = e.signum if isinstance(e, Stopped) else signal.SIGINT
+            with stop_on_signals_ignored():  # a second Ctrl-C must not cut the save short
+                if run.step > 0 and recipe.save_on_interrupt:
+                    print(f"\ninterrupted ({signal.Signals(signum).name}): saved {recipe.save(run)}; "
+                          f"continue with `vlcohort train --resume {run.dir}`", file=sys.stderr)
+                run.logger.close()
+            return 128 + int(signum)
         recipe.cleanup(run)
         return 0
     finally:
+        run.logger.close(failed=True)  # after an error: W&B marks the run failed (else a no-op)
         runlock.release(run.dir)
+
+
+@contextlib.contextmanager
+def stop_on_signals_ignored():
+    """SIGINT / SIGTERM held off (main thread) while the interrupted run saves."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def loop(run, recipe: Recipe) -> None:
@@ -171,8 +227,7 @@ def loop(run, recipe: Recipe) -> None:
                 run.bad_steps_in_row += 1
             elif any(f"agent/{n}/loss" in record for n in names):
                 run.bad_steps_in_row = 0
-            bar.set_postfix_str(recipe.summary(run, record), refresh=False)
-            bar.update(1)
+            bar.show(step, recipe.summary(run, record))
             if run.bad_steps_in_row >= cfg.run.max_bad_steps:
                 recipe.save(run)
                 raise bad_streak_error(run.bad_steps_in_row, cfg.run.max_bad_steps)
@@ -182,15 +237,60 @@ def loop(run, recipe: Recipe) -> None:
                 recipe.save(run)
 
 
-def progress(run):
-    """One progress line, ``[step/steps eta ...] <summary>`` (tqdm), when ``log.progress``
-    is on and this process talks. Messages printed during the loop go through
-    :func:`say`, which keeps the line intact."""
-    from tqdm import tqdm
+#: Without a terminal (a log file, CI), at most about this many progress lines per run.
+LOGGED_PROGRESS_LINES = 20
 
-    return tqdm(total=run.cfg.run.steps, initial=run.step, file=sys.stdout, mininterval=0,
-                disable=not (run.cfg.log.progress and run.talks), dynamic_ncols=True,
-                bar_format="[{n_fmt}/{total_fmt} eta {remaining}] {postfix}")
+
+class Progress:
+    """Progress of a loop, when ``enabled`` (``log.progress`` on and this process talks).
+
+    On a terminal: one live line, ``[n/total eta ...] <summary>`` (tqdm), rewritten in
+    place. Elsewhere (a log file, a pipe, CI), tqdm's in-place rewrites would pile up on
+    one line: a plain ``[n/total eta ...] <summary>`` line each time ``n`` passes another
+    ``total /`` :data:`LOGGED_PROGRESS_LINES`, and at the end. Messages printed during
+    the loop go through :func:`say`, which keeps the live line intact."""
+
+    def __init__(self, total: int, initial: int, enabled: bool, stream=None):
+        from tqdm import tqdm
+
+        self.stream = stream or sys.stdout
+        self.total, self.initial, self.n, self.enabled = total, initial, initial, enabled
+        self.t0 = time.monotonic()
+        self.live = enabled and _is_terminal(self.stream)
+        self.every = max(1, (total - initial) // LOGGED_PROGRESS_LINES)
+        self._bar = tqdm(total=total, initial=initial, file=self.stream, mininterval=0,
+                         disable=not self.live, dynamic_ncols=True,
+                         bar_format="[{n_fmt}/{total_fmt} eta {remaining}] {desc}")
+
+    def show(self, n: int, summary: str) -> None:
+        """``n`` of ``total`` done; ``summary``: the line to show with it."""
+        before, self.n = self.n, n
+        if self.live:
+            self._bar.set_description_str(summary, refresh=False)
+            self._bar.update(n - before)
+        elif self.enabled and n > before and (
+                n // self.every > before // self.every or n >= self.total):
+            per_step = (time.monotonic() - self.t0) / max(1, n - self.initial)
+            eta = self._bar.format_interval(per_step * max(0, self.total - n))
+            print(f"[{n}/{self.total} eta {eta}] {summary}", file=self.stream, flush=True)
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._bar.close()
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def progress(run) -> Progress:
+    """The loop's :class:`Progress` (live on a terminal, a line now and then elsewhere)."""
+    return Progress(run.cfg.run.steps, run.step, run.cfg.log.progress and run.talks)
 
 
 def say(message: str, file=None) -> None:

@@ -9,6 +9,7 @@ resumes without anyone deleting files by hand.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -71,3 +72,16 @@ def release(run_dir: str | Path) -> None:
             path.unlink()
     except (OSError, ValueError, KeyError, TypeError):
         pass
+
+
+@contextlib.contextmanager
+def released_on_error(run_dir: str | Path):
+    """A run's setup: if it raises (a refused resume, a model that does not load), the lock
+    it took is dropped at once. Otherwise :func:`~vlcohort.recipes.driver.drive` drops it
+    at the end; without this, a failed setup in a process that lives on (a notebook, a
+    test) kept the folder locked against every other process."""
+    try:
+        yield
+    except BaseException:
+        release(run_dir)
+        raise

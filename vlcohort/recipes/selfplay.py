@@ -96,10 +96,10 @@ import torch
 from processors import ProblemInputError, RenderedPrompt, format_options
 from processors.base import IMAGE_PLACEHOLDER
 
-from vlcohort.analysis.metrics import MetricsLogger
+from vlcohort.analysis.metrics import MetricsLogger, final_summary, read_metrics
 from vlcohort.answers.grading import Grader, get_grader
 from vlcohort.recipes import runlock
-from vlcohort.config import Config, save_resolved
+from vlcohort.config import Config, save_resolved, to_dict
 from vlcohort.config_checks import self_play_roles
 from vlcohort.data.problems import Problem, split_options
 from vlcohort.data.sources import load_problems
@@ -110,6 +110,7 @@ from vlcohort.rollout.base import Rollouts, SamplingParams
 from vlcohort.training import checkpoint as ckpt
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent, build_agent
+from vlcohort.training.distributed import set_cpu_threads
 from vlcohort.training.rewards import extract_all, gold_match, score, vote_all
 from vlcohort.training.update import trains_without_advantage, update_agent
 from vlcohort.recipes.selfplay_math import (challenger_rewards, distinct_n, in_band,
@@ -548,8 +549,7 @@ def _truncate_jsonl(path: Path, step: int) -> None:
 def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
     """Resolved config saved; the anchor pool drawn; both agents built; the image mode and
     the renderable pool settled; resume from a checkpoint."""
-    if cfg.run.threads:
-        torch.set_num_threads(cfg.run.threads)
+    set_cpu_threads(cfg.run.threads)  # always: never what an earlier run left set
     run_dir = Path(resume) if resume is not None else Path(cfg.run.output_dir)
     seed_everything(cfg.run.seed)
     runlock.acquire(run_dir)  # before anything is written there
@@ -563,7 +563,8 @@ def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
     pool = renderable_pool(cfg, pool, agents[challenger], agents[solver], images)
     run = SelfPlayRun(cfg=cfg, dir=run_dir, agents=agents, challenger=challenger, solver=solver,
                       pool=pool, images=images,
-                      logger=MetricsLogger(run_dir, tensorboard=cfg.log.tensorboard),
+                      logger=MetricsLogger(run_dir, log=cfg.log, run_name=cfg.run.name,
+                                           run_config=to_dict(cfg)),
                       grader=get_grader(cfg.reward.grader))
     if folder is not None:
         restore_agents(folder, agents)
@@ -572,7 +573,7 @@ def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
         run.skipped = dict(state.get("skipped_questions", {}))
         ckpt.set_rng_state(ckpt.load_rng(folder))
         print(f"resumed from {folder} (step {run.step})")
-    run.logger.truncate_after(run.step)
+    run.logger.begin(run.step)  # later lines dropped; the trackers start
     _truncate_jsonl(run.questions_path, run.step)
     return run
 
@@ -657,6 +658,9 @@ def cleanup(run: SelfPlayRun) -> None:
         print(f"plot: {plot_self_play(run.logger.path, run.dir / 'plots' / 'self_play.png')}")
     if run.skipped:
         print(f"invalid questions by reason: {run.skipped}")
+    if run.logger.path.is_file():
+        print("\n".join(final_summary(read_metrics(run.logger.path),
+                                       [a.name for a in run.agents])))
     print(f"results: {run.dir} (config.yaml, metrics.jsonl, questions.jsonl, plots/, "
           "checkpoints/)")
 
@@ -671,5 +675,7 @@ def run_self_play(cfg: Config, resume: str | Path | None = None) -> int:
           f"m={sp.solver_samples} answers each (<= {B * G * sp.solver_samples} solver sequences"
           f" + {sp.anchors_per_step} x {sp.solver_samples} on anchors in solver steps); phases "
           f"{sp.challenger_steps} challenger / {sp.solver_steps} solver steps")
-    return drive(setup(cfg, resume), Recipe(step=self_play_step, save=save, cleanup=cleanup,
-                                            summary=summary_line))
+    with runlock.released_on_error(Path(resume) if resume is not None else Path(cfg.run.output_dir)):
+        run = setup(cfg, resume)
+    return drive(run, Recipe(step=self_play_step, save=save, cleanup=cleanup,
+                             summary=summary_line))

@@ -43,8 +43,9 @@ from vlcohort.rollout.base import Rollouts, SamplingParams
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent
 from vlcohort.training.distributed import Layout, StepPlan, step_plan
-from vlcohort.training.rewards import (Reward, RewardInputs, Scored, extract_all, gold_match,
-                                       reward_of, vote_all, with_overlong_penalty)
+from vlcohort.training.rewards import (Reward, RewardInputs, Scored, code_keys_all, extract_all,
+                                       gold_match, grader_for, reward_of, vote_all,
+                                       with_overlong_penalty)
 from vlcohort.training.update import kl_reward, token_stats, trains_without_advantage, update_agent
 
 #: Rollout seeds of the R ranks of one agent group differ by multiples of this prime, so a
@@ -124,7 +125,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     generate(run, step, cohort, plan)
     timing = {"timing/rollout": time.perf_counter() - t0}
     t0 = time.perf_counter()
-    exchange_answers(run, cohort, plan)
+    exchange_answers(run, cohort, plan, problems)
     vote(run, cohort, problems)
     t_intrinsic = reward(run, cohort, problems, plan)
     timing["timing/grading"] = time.perf_counter() - t0
@@ -193,15 +194,18 @@ def generate(run: Run, step: int, cohort: list[AgentStep], plan: StepPlan,
                 sampling, seed=seed)
 
 
-def exchange_answers(run: Run, cohort: list[AgentStep], plan: StepPlan) -> None:
+def exchange_answers(run: Run, cohort: list[AgentStep], plan: StepPlan,
+                     problems: list[Problem]) -> None:
     """Every agent's answers [P][G], lengths and finished flags [P x G] on every rank: one
     all-gather of each rank's pieces ``{agent: {"prompts", "answers", "lengths",
-    "finished"}}``, reassembled in prompt order."""
+    "finished"}}``, reassembled in prompt order. An answer is what ``reward.answer_kind``
+    says (:func:`answers_of`); for code, the sandbox runs here, once per program, on the
+    rank that generated it, and only the short keys cross."""
     G, P = run.cfg.rollout.rollouts_per_prompt, plan.n_prompts
+    mine = answers_of(run.cfg, {i: cohort[i].rollouts.texts_by_prompt() for i in run.local},
+                      [problems[b] for b in plan.generated])  # {agent: [P_r][G]}
     local = {i: {"prompts": list(plan.generated), "lengths": cohort[i].rollouts.lengths().tolist(),
-                 "finished": cohort[i].rollouts.finished,
-                 "answers": extract_all(cohort[i].rollouts.texts_by_prompt(),
-                                        run.cfg.reward.answer_style)}
+                 "finished": cohort[i].rollouts.finished, "answers": mine[i]}
              for i in run.local}
     answers = [[None] * P for _ in cohort]
     lengths = [[0] * (P * G) for _ in cohort]
@@ -219,11 +223,36 @@ def exchange_answers(run: Run, cohort: list[AgentStep], plan: StepPlan) -> None:
         a.answers, a.lengths, a.finished = answers[a.index], torch.tensor(lengths[a.index]), finished[a.index]
 
 
+def answers_of(cfg: Config, texts: dict[int, list[list[str]]],
+               problems: list[Problem]) -> dict[int, list[list[str | None]]]:
+    """Each local agent's completion texts {agent: [P_r][G]} -> its answers [P_r][G]
+    (None: an abstention) of ``reward.answer_kind``: math, the extracted span
+    (``reward.answer_style``); code, the behaviour key of the completion's program on the
+    prompt's public inputs (``rewards.code_keys_all``), every local agent's programs on
+    one bounded sandbox pool, a program two agents wrote run once."""
+    r = cfg.reward
+    if r.answer_kind != "code":
+        return {i: extract_all(t, r.answer_style) for i, t in texts.items()}
+    order = list(texts)
+    rows = [row for i in order for row in texts[i]]  # [n_local x P_r][G], agent-major
+    keys = code_keys_all(rows, problems * len(order), **code_run_settings(cfg))
+    P = len(problems)
+    return {i: keys[k * P:(k + 1) * P] for k, i in enumerate(order)}
+
+
+def code_run_settings(cfg: Config) -> dict[str, Any]:
+    """The sandbox pool's size (``reward.code_workers``; None: every core) and the limits
+    of one run (None: the sandbox's own, ``code.sandbox.Limits``)."""
+    return {"workers": cfg.reward.code_workers or None, "limits": None}
+
+
 def vote(run: Run, cohort: list[AgentStep], problems: list[Problem]) -> None:
-    """Each agent's plurality vote [P] over its G answers (the same on every rank)."""
+    """Each agent's plurality vote [P] over its G answers (the same on every rank); code
+    keys are compared exactly (``rewards.grader_for``)."""
     r = run.cfg.reward
+    grader = grader_for(r.answer_kind, run.grader)
     for a in cohort:
-        a.votes = vote_all(a.answers, problems, r.tie, r.min_share, run.grader, r.min_share_of)
+        a.votes = vote_all(a.answers, problems, r.tie, r.min_share, grader, r.min_share_of)
 
 
 def select_trained(a: AgentStep, plan: StepPlan) -> None:
@@ -241,6 +270,8 @@ def reward(run: Run, cohort: list[AgentStep], problems: list[Problem], plan: Ste
     sources' no-grad passes (None when no source made one)."""
     cfg = run.cfg
     spent: list[float] = []
+    kind = cfg.reward.answer_kind
+    code = code_run_settings(cfg)
     for i, agent in zip(run.local, run.agents):
         a = cohort[i]
         select_trained(a, plan)
@@ -256,8 +287,10 @@ def reward(run: Run, cohort: list[AgentStep], problems: list[Problem], plan: Ste
         a.reward = reward_of(agent_reward_source(cfg, i), RewardInputs(
             agent=i, answers=a.answers, votes=[c.votes for c in cohort], problems=problems,
             trained=a.trained, token_stats=stats, group_size=cfg.rollout.rollouts_per_prompt,
-            grader=run.grader, topology=cfg.reward.topology, tie=cfg.reward.tie,
-            format_weight=cfg.reward.format_weight, ring=cfg.reward.ring))
+            grader=grader_for(kind, run.grader), topology=cfg.reward.topology, tie=cfg.reward.tie,
+            format_weight=cfg.reward.format_weight, ring=cfg.reward.ring, answer_kind=kind,
+            trained_texts=ro.texts_by_prompt() if kind == "code" else (),
+            code_workers=code["workers"], code_limits=code["limits"]))
         if cfg.reward.overlong_buffer:  # DAPO's soft overlong penalty, before normalisation
             a.reward.scored = with_overlong_penalty(
                 a.reward.scored, a.lengths, cfg.rollout.max_new_tokens,
@@ -335,7 +368,7 @@ def dynamic_sampling(run: Run, step: int, problems: list[Problem], cohort: list[
         generate(run, step, extra, extra_plan, round_=rounds)
         timing["timing/rollout"] += time.perf_counter() - t0
         t0 = time.perf_counter()
-        exchange_answers(run, extra, extra_plan)
+        exchange_answers(run, extra, extra_plan, more)
         vote(run, extra, more)
         reward(run, extra, more, extra_plan)
         plan = append_round(cohort, extra, plan, extra_plan)
@@ -454,7 +487,8 @@ def step_record(run: Run, step: int, cohort: list[AgentStep], problems: list[Pro
     parts: dict[str, Any] = dict(timing)
     if run.layout.group_rank == 0:
         for i in run.local:
-            parts.update(agent_metrics(cohort[i], plan.owned[i], problems, run.grader))
+            parts.update(agent_metrics(cohort[i], plan.owned[i], problems, run.grader,
+                                       run.cfg.reward.answer_kind))
             parts[f"_signal/{cohort[i].name}"] = cohort[i].has_signal
     record: dict[str, Any] = {"step": step}
     for piece in run.layout.gather(parts, "the step's metrics"):
@@ -465,16 +499,20 @@ def step_record(run: Run, step: int, cohort: list[AgentStep], problems: list[Pro
     any_signal = any([record.pop(f"_signal/{n}") for n in run.names])
     if not any_signal:
         run.no_signal_steps += 1
-    record["cohort/agreement"] = agreement([a.votes for a in cohort], problems, run.grader)
+    record["cohort/agreement"] = agreement([a.votes for a in cohort], problems,
+                                           grader_for(run.cfg.reward.answer_kind, run.grader))
     record["cohort/no_signal"] = 0.0 if any_signal else 1.0
     record["timing/step"] = time.perf_counter() - t_step
     return record
 
 
 def agent_metrics(a: AgentStep, own: tuple[int, ...], problems: list[Problem],
-                  grader) -> dict[str, Any]:
+                  grader, answer_kind: str = "math") -> dict[str, Any]:
     """``agent/<name>/...`` over the prompts the agent trains on (``own``, [B] of them;
-    under ``rollout.dynamic_sampling`` its prompts of every round of the step)."""
+    under ``rollout.dynamic_sampling`` its prompts of every round of the step). For code
+    answers (behaviour keys) ``parse_rate`` is the share of programs that ran on the
+    public inputs, and accuracy against gold is the tests' pass rate, which only the
+    ``ground_truth`` source runs (its ``acc``); a key is never compared with a gold string."""
     p = f"agent/{a.name}/"
     G = a.advantages.shape[1]
     rows = torch.tensor([b * G + g for b in own for g in range(G)], dtype=torch.long)  # [B x G]
@@ -490,7 +528,8 @@ def agent_metrics(a: AgentStep, own: tuple[int, ...], problems: list[Problem],
         p + "truncated": float(np.mean([not a.finished[n] for n in rows.tolist()])),
         p + "zero_adv_groups": float((a.advantages[list(own)] == 0).all(dim=1).float().mean()),
     }
-    out.update(gold_metrics(p, a, own, problems, grader))
+    if answer_kind != "code":
+        out.update(gold_metrics(p, a, own, problems, grader))
     out.update({p + k: v for k, v in a.update.items()})
     out.update({p + k: v for k, v in a.dyn.items()})  # rollout.dynamic_sampling only
     out.update({p + k: v for k, v in a.reward.metrics.items()})

@@ -32,6 +32,8 @@ size at save; :func:`verify_checkpoint` checks it and each safetensors header, a
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import random
@@ -183,28 +185,100 @@ def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: li
     root.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(root)
     final = root / f"step-{step}"
-    tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{step}-", dir=root))
-    try:
-        for agent, opt, sched in zip(agents, optimizers, schedulers):
-            folder = tmp / agent.name
-            agent.model.save_pretrained(folder, safe_serialization=True)
-            agent.adapter.processor.save_pretrained(folder)
-            torch.save({"optimizer": opt.state_dict(),
-                        "scheduler": sched.state_dict() if sched is not None else None},
-                       folder / "trainer_state.pt")
-        torch.save(rng_state(), tmp / "rng.pt")
-        write_manifest(tmp)
-        (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
-        if final.exists():  # re-saving the same step (e.g. Ctrl-C right after a save)
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    _atomic_write_text(root / LATEST, final.name)
+    with out_of_space_stops_the_run(root, step, lambda: checkpoint_bytes(agents, optimizers)):
+        tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{step}-", dir=root))
+        try:
+            for agent, opt, sched in zip(agents, optimizers, schedulers):
+                folder = tmp / agent.name
+                agent.model.save_pretrained(folder, safe_serialization=True)
+                agent.adapter.processor.save_pretrained(folder)
+                torch.save({"optimizer": opt.state_dict(),
+                            "scheduler": sched.state_dict() if sched is not None else None},
+                           folder / "trainer_state.pt")
+            torch.save(rng_state(), tmp / "rng.pt")
+            write_manifest(tmp)
+            (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
+            if final.exists():  # re-saving the same step (e.g. Ctrl-C right after a save)
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        _atomic_write_text(root / LATEST, final.name)
     if keep_last:
         for old in sorted(_complete_steps(root))[:-keep_last]:
             shutil.rmtree(root / f"step-{old}", ignore_errors=True)
     return final
+
+
+# ---------------------------------------------------------------------------- full disk
+
+_OUT_OF_SPACE_TEXT = ("No space left on device", "Disk quota exceeded", "code: 28,")
+
+
+def is_out_of_space(e: BaseException, root: Path, need: int) -> bool:
+    """Whether a failed save ran out of disk. ``OSError`` ENOSPC / EDQUOT anywhere in the
+    exception chain; safetensors (Rust) and ``torch.save`` raise their own types, with the
+    OS message (Rust's ``code: 28``) or none ("file write failed"), so the free space left
+    (after the partial folder is gone) below ``need`` bytes also counts."""
+    seen = e
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(t in str(seen) for t in _OUT_OF_SPACE_TEXT):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    with contextlib.suppress(OSError):
+        return shutil.disk_usage(root).free < need
+    return False
+
+
+def checkpoint_bytes(agents: list, optimizers: list) -> int:
+    """About how many bytes one checkpoint of these agents takes: weights as stored (their
+    dtype) plus the optimizer's tensors (AdamW: two moments per trained weight)."""
+    total = 0
+    for agent in agents:
+        total += sum(p.numel() * p.element_size() for p in agent.model.state_dict().values())
+    for opt in optimizers:
+        for state in (opt.state_dict().get("state", {}) if opt is not None else {}).values():
+            total += sum(v.numel() * v.element_size() for v in state.values()
+                         if isinstance(v, torch.Tensor))
+    return total
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+@contextlib.contextmanager
+def out_of_space_stops_the_run(root: Path, step: int, need_bytes):
+    """A save that runs out of disk (ENOSPC) stops the run with a message for people: the
+    previous checkpoint is intact (the partial folder is already removed by then), and
+    how much a checkpoint needs against what is free. ``need_bytes``: a callable, so the
+    estimate is only computed on failure."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - re-raised unless it is a full disk
+        with contextlib.suppress(OSError):  # the temp file of `latest`, if it was cut
+            (root / f".{LATEST}.tmp").unlink(missing_ok=True)
+        need = int(need_bytes())
+        if not is_out_of_space(e, root, need):
+            raise
+        free = 0
+        with contextlib.suppress(OSError):
+            free = shutil.disk_usage(root).free
+        previous = latest_checkpoint(root.parent)
+        kept = (f"the previous checkpoint, {previous.name}, is intact" if previous is not None
+                else "no earlier checkpoint exists")
+        raise CheckpointError(
+            f"no space left on the device of {root} while saving step-{step}: a checkpoint "
+            f"of this run needs about {_human(need)} and {_human(free)} is free; {kept} and "
+            "the partial folder was removed. Free space (or move the run to a larger disk, "
+            "or set checkpoint.keep_last) and continue with `vlcohort train --resume "
+            f"{root.parent}`") from e
 
 
 def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layout) -> Path:

@@ -194,6 +194,32 @@ def _all_gather_objects(group, obj: Any, world_size: int) -> list[Any]:
     return [pickle.loads(p[: int(n.item())].numpy().tobytes()) for p, n in zip(parts, sizes)]
 
 
+def cpu_threads(requested: int = 0) -> int:
+    """The torch CPU threads a run uses: ``requested``, else ``OMP_NUM_THREADS`` when set,
+    else every CPU this process may run on (its affinity mask)."""
+    if requested:
+        return int(requested)
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def set_cpu_threads(requested: int = 0) -> int:
+    """Set torch's CPU threads for a run, always (returns the number set).
+
+    The thread count changes float reductions, hence sampled tokens a few steps in: a run
+    that left it to the process inherited whatever an earlier run in the same process had
+    set (``run.threads=1`` in a test, a warm-up worker), so two runs of one config differed
+    depending on what ran before them (issue 18: ``test_resume_is_exact`` failing only in
+    the full suite). Setting it from the config every time makes a run depend on its
+    config and the machine only."""
+    n = cpu_threads(requested)
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
+
 def launched_world_size() -> int:
     """W from the launcher's environment (torchrun / accelerate set WORLD_SIZE; ``init``
     keeps it in VLCOHORT_LAUNCH_WORLD_SIZE, since the vLLM engine rewrites WORLD_SIZE to

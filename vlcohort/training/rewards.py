@@ -28,6 +28,18 @@ Any source may be any agent's (``agents.N.reward_source``): one agent of a cohor
 rewarded by self-certainty while another learns from peer votes. Whatever the source,
 DAPO's soft overlong penalty (:func:`overlong_penalty`, ``reward.overlong_buffer``) can
 be added to the rewards before group normalisation.
+
+What an *answer* is, is ``reward.answer_kind`` (:data:`ANSWER_KINDS`). ``math``: the span
+``extract_answer`` reads, voted over the grader's equivalence classes. ``code``: the
+completion's program (``code.blocks.program_of``: its last fenced block, else the whole
+text), standing in the vote as its *behaviour key* (``code.equivalence.behaviour_key``: a
+hash of its outputs on the prompt's public inputs, ``meta["code_public"]``, never their
+expected outputs), so two programs are one answer iff they behave the same there, and a
+cohort votes on code without gold. A program that does not run is an abstention, like an
+unparsed answer. Keys are compared exactly (:data:`CODE_KEYS`: no math merging of
+hashes); the tie / ``min_share`` rules and teacher topologies are the math ones. With
+``ground_truth`` a program is rewarded iff it passes the prompt's tests
+(``meta["code_tests"]``, ``code.checks.check_program``).
 """
 
 from __future__ import annotations
@@ -147,6 +159,156 @@ def vote_all(answers: Sequence[Sequence[str | None]], problems: Sequence[Problem
     return [majority_vote(row, p.options, tie=tie, min_share=min_share, grader=grader,
                           share_of=share_of)
             for row, p in zip(answers, problems)]
+
+
+#: What an answer is (``reward.answer_kind``; module docstring): ``math``: the extracted
+#: answer span; ``code``: the completion's program, voted by its behaviour key.
+ANSWER_KINDS = ("math", "code")
+
+
+class BehaviourKeyGrader:
+    """The grader of code answers (``reward.answer_kind=code``): an answer is a behaviour
+    key, a hash of the program's outputs on the public inputs, so two answers are one
+    class iff their keys are equal. Nothing merges: two hashes are never "nearly" equal,
+    and the math grader would read a hex digest as a number. Implements the
+    ``grading.Grader`` protocol the vote, the reward and the agreement metric call."""
+
+    merges_classes = False
+
+    def __repr__(self) -> str:
+        return "BehaviourKeyGrader()"
+
+    def canonical(self, answer: str | None, options=None) -> str | None:
+        return answer
+
+    def is_equivalent(self, pred: str | None, gold: str | None, options=None) -> bool:
+        return pred is not None and pred == gold
+
+
+#: The one grader of behaviour keys.
+CODE_KEYS = BehaviourKeyGrader()
+
+
+def grader_for(answer_kind: str, grader):
+    """The grader that compares answers of ``answer_kind``: the run's (``reward.grader``)
+    for math, exact key equality (:data:`CODE_KEYS`) for code."""
+    if answer_kind not in ANSWER_KINDS:
+        raise ValueError(f"unknown answer kind {answer_kind!r}; choose one of: "
+                         + ", ".join(ANSWER_KINDS))
+    return CODE_KEYS if answer_kind == "code" else grader
+
+
+class CodeProblemError(ValueError):
+    """A prompt that ``reward.answer_kind=code`` cannot use: it lacks (or holds a broken)
+    ``meta["code_public"]`` / ``meta["code_tests"]``. Records read from a file are skipped
+    and counted at load instead (``problems.load_problems_from(require_code=...)``); this is
+    for problems built in memory, where there is no file to count against."""
+
+
+def code_tests_of(problem: Problem, fld: str = "code_public"):
+    """``problem.meta[fld]`` as a ``code.checks.CodeTests`` (``code_public``: the public
+    inputs the vote runs; ``code_tests``: what ``ground_truth`` checks against)."""
+    from vlcohort.code.checks import CodeTests
+
+    d = problem.meta.get(fld)
+    if not d:
+        raise CodeProblemError(
+            f"problem {problem.id!r} (source {problem.source or '?'}): no meta[{fld!r}]; "
+            f"reward.answer_kind=code needs each prompt's {'public inputs' if fld == 'code_public' else 'tests'} "
+            f"(a data file's {'public_tests' if fld == 'code_public' else 'tests'} field, in "
+            "the CodeTests dict form), or use reward.answer_kind=math")
+    try:
+        return CodeTests.from_dict(d)
+    except Exception as e:  # noqa: BLE001 - any malformed dict: name the record and field
+        raise CodeProblemError(f"problem {problem.id!r} (source {problem.source or '?'}): "
+                               f"meta[{fld!r}] is not a CodeTests dict: {e}") from e
+
+
+def _is_blank_program(code: str) -> bool:
+    """A program with no statement (empty, whitespace, comments only). It would "run" and
+    print nothing, so every empty completion would agree with every other: an abstention
+    instead."""
+    return not any(line.strip() and not line.lstrip().startswith("#")
+                   for line in code.splitlines())
+
+
+def _cannot_run(code: str, tests) -> bool:
+    """Whether ``code`` is no program at all: blank, or (where the program runs as
+    written: every kind but HumanEval's, whose completion is joined to the prompt) not
+    valid Python. Decided here by ``compile`` (which runs nothing) instead of a sandboxed
+    run: early in training most completions are prose, and each sandboxed run costs a
+    process."""
+    if _is_blank_program(code):
+        return True
+    if tests.kind == "humaneval":
+        return False
+    try:
+        compile(code, "<completion>", "exec", dont_inherit=True)
+    except Exception:  # noqa: BLE001 - SyntaxError, ValueError (NUL bytes), deep nesting
+        return True
+    return False
+
+
+def _pool_map(fn, jobs: Sequence, workers: int | None) -> list:
+    """``[fn(*job) for job in jobs]``, run on a bounded thread pool (each job waits on a
+    sandboxed subprocess, so threads overlap them), order kept."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not jobs:
+        return []
+    n = min(len(jobs), workers or os.cpu_count() or 1)
+    if n <= 1:
+        return [fn(*job) for job in jobs]
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="code-key") as ex:
+        return list(ex.map(lambda job: fn(*job), jobs))
+
+
+def code_keys_all(texts_by_prompt: Sequence[Sequence[str]], problems: Sequence[Problem],
+                  workers: int | None = None, limits=None,
+                  language: str | None = "python") -> list[list[str | None]]:
+    """[B][G] completion texts -> [B][G] behaviour keys of their programs on each prompt's
+    public inputs (None: no program, or it did not run: an abstention).
+
+    The step's one sandbox pass: the keys are what crosses between agents and what every
+    vote and reward compares, so each program runs once per step, however many agents
+    vote on it. A program written twice for the same public inputs (in a group, by
+    another agent, for a repeated prompt) runs once, one that is blank or does
+    not compile not at all (:func:`_cannot_run`); all the B x G runs share one bounded
+    pool of ``workers`` (None: every core). A prompt without ``code_public`` is a
+    :class:`CodeProblemError` before anything runs."""
+    from vlcohort.code.blocks import program_of
+    from vlcohort.code.equivalence import behaviour_key
+
+    tests = [code_tests_of(p, "code_public") for p in problems]  # [B], checked up front
+    programs = [[program_of(t, language) for t in row] for row in texts_by_prompt]  # [B][G]
+    unique: dict[tuple, int] = {}  # (public inputs, program) -> its run
+    for t, row in zip(tests, programs):
+        for code in row:
+            if (t, code) not in unique and not _cannot_run(code, t):
+                unique[(t, code)] = len(unique)
+    jobs = [(code, t) if limits is None else (code, t, limits) for (t, code) in unique]
+    keys = _pool_map(behaviour_key, jobs, workers)  # [U]
+    return [[keys[unique[(t, code)]] if (t, code) in unique else None for code in row]
+            for t, row in zip(tests, programs)]
+
+
+def code_verdicts(texts_by_prompt: Sequence[Sequence[str]], problems: Sequence[Problem],
+                  workers: int | None = None, limits=None,
+                  language: str | None = "python") -> list[list[bool]]:
+    """[n][G] completion texts -> [n][G] whether each program passes its prompt's tests
+    (``meta["code_tests"]``), checked on one bounded pool (``code.checks.check_many``)."""
+    from vlcohort.code.blocks import program_of
+    from vlcohort.code.checks import check_many
+
+    tests = [code_tests_of(p, "code_tests") for p in problems]  # [n]
+    jobs = [(program_of(t, language), tests[b]) for b, row in enumerate(texts_by_prompt)
+            for t in row]  # [n x G]
+    kw = {} if limits is None else {"limits": limits}
+    verdicts = check_many(jobs, workers=workers, **kw) if jobs else []
+    G = len(texts_by_prompt[0]) if texts_by_prompt else 0
+    return [[v.passed for v in verdicts[b * G:(b + 1) * G]]
+            for b in range(len(texts_by_prompt))]
 
 
 @dataclass
@@ -272,6 +434,10 @@ class RewardInputs:
     tie: str = "abstain"
     format_weight: float = 0.0
     ring: str = "previous"  # ring direction of peer_vote (voting.RING_DIRECTIONS)
+    answer_kind: str = "math"  # reward.answer_kind (ANSWER_KINDS): code answers are behaviour keys
+    trained_texts: Sequence[Sequence[str]] = ()  # [n][G] completions of ``trained`` (code ground truth)
+    code_workers: int | None = None  # sandbox pool size (None: every core)
+    code_limits: Any = None  # code.sandbox.Limits of one run (None: the sandbox's defaults)
 
 
 @dataclass
@@ -286,8 +452,35 @@ class Reward:
     metrics: dict = field(default_factory=dict)
 
 
+def code_ground_truth(x: RewardInputs) -> Reward:
+    """``ground_truth`` with ``answer_kind=code``: a program is rewarded iff it passes its
+    prompt's tests (``meta["code_tests"]``), + ``format_weight`` when it ran on the public
+    inputs (its key is not None). Only the prompts this process trains on are run (their
+    texts are here; another agent's shard under ``data.decouple`` gets no reward and
+    valid=False, as an intrinsic source's). No label crosses: ``labels`` are all None."""
+    P, G = len(x.problems), x.group_size
+    correct = torch.zeros(P, G, dtype=torch.bool)  # [P, G]
+    valid = torch.zeros(P, dtype=torch.bool)  # [P]
+    trained = list(x.trained)
+    if trained:
+        passed = code_verdicts(x.trained_texts, [x.problems[b] for b in trained],
+                               x.code_workers, x.code_limits)  # [n][G]
+        rows = torch.tensor(trained, dtype=torch.long)
+        correct[rows] = torch.tensor(passed, dtype=torch.bool).reshape(len(trained), G)
+        valid[rows] = True
+    parsed = torch.tensor([[a is not None for a in row] for row in x.answers],
+                          dtype=torch.bool).reshape(P, G)  # [P, G]
+    rewards = correct.float() + x.format_weight * parsed.float()
+    rewards[~valid] = 0.0
+    return Reward([None] * P, Scored(rewards=rewards, valid=valid, correct=correct),
+                  # ``acc`` (share of rollouts matching gold): for code, passing the tests
+                  metrics={"acc": float(correct[valid].float().mean())} if bool(valid.any()) else {})
+
+
 def _label_reward(source: str) -> Callable[[RewardInputs], Reward]:
     def reward(x: RewardInputs) -> Reward:
+        if source == "ground_truth" and x.answer_kind == "code":
+            return code_ground_truth(x)
         teachers = teachers_for(source, x.agent, x.votes, x.problems, x.topology, x.tie,
                                 x.grader, x.ring)
         return Reward([label_of(t) for t in teachers],

@@ -1,0 +1,256 @@
+"""What a run prints: quiet third-party output by default, a short config, ``--verbose``.
+
+A training run loads and saves models many times (each agent at the start, every
+checkpoint, every arm), and each load or save drew a transformers progress bar; the HF
+engine's generation config drew a transformers warning twice per step; DeepSpeed's import
+said it found no GPU. None of it tells the user anything about the run, and together it
+buried the step line. By default :func:`setup` turns these off with each library's own
+switch (no stream is redirected, no other warning is hidden); ``vlcohort train
+--verbose`` (or ``VLCOHORT_VERBOSE=1``) leaves every library as it is.
+
+The switches also reach the processes a run starts (parallel comparison arms, warm-up
+workers): the progress-bar switches are environment variables those processes inherit,
+and ``--verbose`` is passed on as ``VLCOHORT_VERBOSE=1``.
+
+This module imports nothing from ``vlcohort`` at the top (the metrics logger asks it
+whether the console is verbose).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Set to 1 by ``--verbose``; read by this process and the ones it starts.
+VERBOSE_ENV = "VLCOHORT_VERBOSE"
+
+#: Progress-bar switches read by the libraries when they are imported (huggingface_hub's
+#: also turns transformers' bars off: transformers reads it at import).
+PROGRESS_BAR_ENV = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
+
+
+@dataclass(frozen=True)
+class Harmless:
+    """A third-party log line that is known not to matter to a vlcohort run."""
+
+    logger: str  # the logging logger that emits it
+    starts: str  # the start of its message
+    why: str  # why it can be hidden
+
+
+#: The log lines hidden by default, each matched on its logger and the start of its text.
+HARMLESS: tuple[Harmless, ...] = (
+    Harmless("transformers.generation.utils", "Both `min_new_tokens`",
+             "the HF engine's generation config carries min_new_tokens and min_length that "
+             "agree; transformers warns on every generate() call all the same"),
+    Harmless("DeepSpeed", "Setting accelerator to CPU",
+             "DeepSpeed's accelerator probe on a machine (or a run) without a GPU; said on "
+             "import by every process that imports it, even a run that does not use it"),
+)
+
+
+class _DropHarmless(logging.Filter):
+    """A logger filter dropping records whose message starts with ``starts``."""
+
+    def __init__(self, starts: str):
+        super().__init__()
+        self.starts = starts
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a record whose args do not format: leave it to the handler
+            return True
+        return not message.startswith(self.starts)
+
+
+_FILTERS: dict[str, _DropHarmless] = {}
+
+
+def verbose() -> bool:
+    """Whether third-party output is left alone (``--verbose`` / ``VLCOHORT_VERBOSE=1``)."""
+    return os.environ.get(VERBOSE_ENV, "") not in ("", "0", "false", "False")
+
+
+def setup(verbose_flag: bool = False) -> None:
+    """The console of a command: ``verbose_flag`` (or ``VLCOHORT_VERBOSE=1``) leaves every
+    library as it is (undoing a quiet parent's switches) and passes that on to child
+    processes; otherwise :func:`quiet`."""
+    if verbose_flag:
+        os.environ[VERBOSE_ENV] = "1"
+    if verbose():
+        loud()
+    else:
+        quiet()
+
+
+#: The progress-bar variables :func:`quiet` set itself (not the user's), comma-separated,
+#: so :func:`loud` (here or in a ``--verbose`` child) removes only those.
+_SET_BY_QUIET = "VLCOHORT_QUIET_SET"
+
+
+def quiet() -> None:
+    """Third-party progress bars off and the :data:`HARMLESS` lines dropped, with the
+    libraries' own switches; safe to call again (a worker process calls it for itself)."""
+    # the hub's switch first: imported before its variable is set, it can be switched back
+    # in this process (a variable set before the import has priority over its functions)
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()
+    ours = set(filter(None, os.environ.get(_SET_BY_QUIET, "").split(",")))
+    for name in PROGRESS_BAR_ENV:  # for the processes this one starts
+        if name not in os.environ:
+            os.environ[name] = "1"
+            ours.add(name)
+    os.environ[_SET_BY_QUIET] = ",".join(sorted(ours))
+    if "transformers" in sys.modules:  # imported before: its switch (else it reads the hub's)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    if "datasets" in sys.modules:  # else it reads HF_DATASETS_DISABLE_PROGRESS_BARS at import
+        import datasets
+
+        datasets.disable_progress_bars()
+    for h in HARMLESS:
+        # logging.getLogger returns the library's own logger object (made now if the
+        # library is not imported yet; the library later configures the same object)
+        if h.starts not in _FILTERS:
+            _FILTERS[h.starts] = _DropHarmless(h.starts)
+        logging.getLogger(h.logger).addFilter(_FILTERS[h.starts])
+
+
+def loud() -> None:
+    """Undo :func:`quiet` (its variables, filters and switches; a user's own
+    ``HF_HUB_DISABLE_PROGRESS_BARS`` stays as it is)."""
+    for h in HARMLESS:
+        f = _FILTERS.get(h.starts)
+        if f is not None:
+            logging.getLogger(h.logger).removeFilter(f)
+    for name in filter(None, os.environ.pop(_SET_BY_QUIET, "").split(",")):
+        os.environ.pop(name, None)
+    if "HF_HUB_DISABLE_PROGRESS_BARS" in os.environ:
+        return  # the user's choice
+    from huggingface_hub.utils import enable_progress_bars
+
+    enable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.enable_progress_bar()
+    if "datasets" in sys.modules and "HF_DATASETS_DISABLE_PROGRESS_BARS" not in os.environ:
+        import datasets
+
+        datasets.enable_progress_bars()
+
+
+# ---------------------------------------------------------------------------- config print
+
+
+def changed_keys(cfg: Any, defaults: Any = None) -> list[tuple[str, Any]]:
+    """``[(dotted key, value)]`` of ``cfg`` where it differs from ``defaults`` (a config of
+    the same class; None: the validated defaults, what a config file with no keys gives).
+    Agents are compared one by one with the default agent of the same index (the one an
+    ``agents`` list entry is built over), so ``agents.0.path`` is named, not ``agents``."""
+    from vlcohort.config import load_config, to_dict
+
+    if defaults is None:
+        defaults = load_config(None)
+    return _diff(to_dict(cfg), to_dict(defaults), "")
+
+
+def _diff(now: Any, base: Any, prefix: str) -> list[tuple[str, Any]]:
+    if isinstance(now, dict) and isinstance(base, dict):
+        out = []
+        for key in now:
+            out += _diff(now[key], base.get(key, _MISSING), f"{prefix}{key}.")
+        return out
+    if isinstance(now, list) and now and all(isinstance(x, dict) for x in now):
+        base = base if isinstance(base, list) else []
+        out = []
+        for i, item in enumerate(now):
+            out += _diff(item, base[i] if i < len(base) else _default_like(item), f"{prefix}{i}.")
+        return out
+    return [] if now == base else [(prefix.rstrip("."), now)]
+
+
+_MISSING = object()
+
+
+def _default_like(item: dict) -> dict:
+    """An agent entry beyond the default cohort is compared with ``ModelConfig()``'s
+    defaults (what it was built over)."""
+    import dataclasses
+
+    from vlcohort.config import ModelConfig
+
+    fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    return dataclasses.asdict(ModelConfig()) if set(item) <= fields else {}
+
+
+def override_text(key: str, value: Any, width: int = 60) -> str:
+    """``key=value`` as it could be typed after ``vlcohort train`` (YAML flow style),
+    long values cut to ``width`` characters."""
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+    text = text.removesuffix("...").strip()  # a scalar's document end marker
+    if isinstance(value, str) and " " in text and not text.startswith(("'", '"')):
+        text = "'" + text.replace("'", "''") + "'"  # one shell word, YAML's quoting
+    if len(text) > width:
+        text = text[: width - 3] + "..."
+    return f"{key}={text}"
+
+
+def wrap_items(items: list[str], width: int, first: str, rest: str, sep: str = "  ") -> list[str]:
+    """``items`` packed into lines of at most ``width`` characters, never splitting one
+    (an item longer than a line gets a line of its own)."""
+    lines: list[str] = []
+    line = first
+    for item in items:
+        fresh = line in (first, rest)
+        if not fresh and len(line) + len(sep) + len(item) > width:
+            lines.append(line)
+            line, fresh = rest, True
+        line += item if fresh else sep + item
+    if line not in (first, rest):
+        lines.append(line)
+    return lines
+
+
+def config_summary(cfg: Any, saved_to: str | Path | None = None, width: int = 100) -> str:
+    """The config as printed at the start of a run: the derived totals (DESIGN.md rule 5),
+    then the keys that differ from the defaults (as overrides, one section a line), then
+    where the full resolved file is. The full file stays the record; this is the part a
+    person reads."""
+    from vlcohort.config import derived_totals
+
+    totals = [f"{k} {v}" for k, v in derived_totals(cfg).items()]
+    lines = ["# run: " + ", ".join(f"{mc.name}={mc.path}" for mc in cfg.agents)
+             + f"; method {cfg.method}" + (f", arms {', '.join(cfg.arms)}" if cfg.arms else "")
+             + f"; {cfg.run.steps} step" + ("" if cfg.run.steps == 1 else "s")]
+    lines += wrap_items(totals, width, "# totals: ", "#   ", sep=", ")
+    changed = changed_keys(cfg)
+    lines.append(f"# set ({len(changed)} keys differ from the defaults):")
+    by_section: dict[str, list[str]] = {}
+    for key, value in changed:
+        parts = key.split(".")
+        section = ".".join(parts[:2]) if parts[0] == "agents" and len(parts) > 2 else parts[0]
+        by_section.setdefault(section, []).append(override_text(key, value))
+    for items in by_section.values():
+        lines += wrap_items(items, width, "#   ", "#     ")
+    if saved_to is not None:
+        lines.append(f"# full config: {saved_to} (every key: vlcohort config --fields)")
+    return "\n".join(lines)
+
+
+def arm_difference(arm: Any, parent: Any) -> str:
+    """What an arm changes in its parent comparison config, as overrides on one line."""
+    skip = ("arms", "reward.source", "agents")
+    items = [override_text(k, v) for k, v in changed_keys(arm, parent)
+             if not any(k == s or k.startswith(s + ".") for s in skip)]
+    return "  ".join(items)
+
