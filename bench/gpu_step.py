@@ -88,14 +88,20 @@ import time
 import warnings
 from pathlib import Path
 
-for _k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-    os.environ.setdefault(_k, "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-# (no DS_ACCELERATOR here: set at import it leaked into every later subprocess of a test
-# session that imports this module; DeepSpeed picks cuda itself when a GPU is visible)
-warnings.filterwarnings("ignore", category=FutureWarning)
-warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+def _quiet_environment() -> None:
+    """Offline, quiet libraries for this script's own run. Called from :func:`main`, never
+    at import: ``tests/test_bench_gpu_step.py`` imports this module, and a
+    ``TRANSFORMERS_VERBOSITY=error`` set at import leaked into the test session and every
+    subprocess it started (transformers' warnings vanished from later tests' runs). No
+    DS_ACCELERATOR either: DeepSpeed picks cuda itself when a GPU is visible."""
+    for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        os.environ.setdefault(k, "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -531,6 +537,7 @@ def print_summary(res: dict) -> None:
 
 
 def main(argv=None) -> int:
+    _quiet_environment()
     args = parse_args(argv)
     res = measure(args)
     print_summary(res)

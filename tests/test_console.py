@@ -149,13 +149,27 @@ def test_quiet_and_loud_switch_the_libraries_own_output(capfd):
     """transformers' tqdm, its generation logger and DeepSpeed's logger, switched by
     :func:`console.quiet` and back by :func:`console.loud` (other warnings untouched).
     DeepSpeed is imported after :func:`console.quiet`, as in a run: its import-time
-    accelerator probe (this machine has no GPU) says the line for real."""
+    accelerator probe (this machine has no GPU) says the line for real.
+
+    Log records are read by a handler of the test's own on the libraries' loggers (the
+    filters sit on those loggers, so what they drop never reaches any handler): the
+    libraries' own handlers hold the ``sys.stderr`` of whichever test first made them,
+    which in a full suite is an earlier test's capture, not this one's."""
+    import logging
+
     capfd.readouterr()
     console.quiet()
     from deepspeed.utils import logger as ds_logger
     from transformers.utils import logging as hf_logging
 
     gen = hf_logging.get_logger("transformers.generation.utils")
+    seen = io.StringIO()
+    handler = logging.StreamHandler(seen)
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_warning()  # whatever an earlier test or its env left set
+    watched = [logging.getLogger("transformers"), ds_logger]
+    for lg in watched:
+        lg.addHandler(handler)
 
     def emit() -> str:
         for _ in hf_logging.tqdm(range(2), desc="Loading weights"):
@@ -164,15 +178,23 @@ def test_quiet_and_loud_switch_the_libraries_own_output(capfd):
         gen.warning("another generation warning")
         ds_logger.warning("Setting accelerator to CPU. If you have GPU ...")
         out, err = capfd.readouterr()
-        return out + err
+        text = out + err + seen.getvalue()
+        seen.seek(0), seen.truncate()
+        return text
 
-    quiet = emit()
-    assert "another generation warning" in quiet
-    for noise in ("Loading weights", "min_new_tokens", "accelerator"):
-        assert noise not in quiet, (noise, quiet)
-    console.loud()
-    loud = emit()
-    assert all(noise in loud for noise in ("Loading weights", "min_new_tokens", "accelerator"))
+    try:
+        quiet = emit()
+        assert "another generation warning" in quiet
+        for noise in ("Loading weights", "min_new_tokens", "accelerator"):
+            assert noise not in quiet, (noise, quiet)
+        console.loud()
+        loud = emit()
+        assert all(noise in loud for noise in ("Loading weights", "min_new_tokens", "accelerator"))
+    finally:
+        for lg in watched:
+            lg.removeHandler(handler)
+        hf_logging.set_verbosity(level)
+        console.quiet()
 
 
 def test_verbose_flag_reaches_child_processes(monkeypatch):
@@ -191,3 +213,19 @@ def test_verbose_flag_reaches_child_processes(monkeypatch):
     finally:
         monkeypatch.delenv(console.VERBOSE_ENV, raising=False)
     assert child == ["True", "None", "False"]
+
+
+def test_a_verbose_command_does_not_make_the_next_one_in_the_process_verbose(monkeypatch):
+    """``main(["train", "--verbose", ...])`` then ``main(["export", ...])`` in one process
+    (a notebook, the test session): the second is quiet again; a user's own
+    VLCOHORT_VERBOSE=1 stays."""
+    monkeypatch.delenv(console.VERBOSE_ENV, raising=False)
+    console.setup(True)
+    assert console.verbose()
+    console.setup(False)
+    assert not console.verbose()
+    monkeypatch.setenv(console.VERBOSE_ENV, "1")  # the user's
+    console.setup(False)
+    assert console.verbose()
+    monkeypatch.delenv(console.VERBOSE_ENV)
+    console.setup(False)

@@ -157,6 +157,14 @@ def test_every_bad_record_reason_is_counted(tmp_path):
 
     write_png(tmp_path / "ok.png")
 
+    def _png_cut_after_its_header() -> bytes:
+        import numpy as np
+
+        buf = io.BytesIO()
+        noise = np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)
+        Image.fromarray(noise).save(buf, format="PNG")
+        return buf.getvalue()[:200]  # the IHDR chunk intact, the pixel data cut
+
     def rec(id, question, images=(), answer="1", options=None):
         return {"id": id, "question": question, "answer": answer, "options": options,
                 "images": [{"bytes": b, "path": p} for b, p in images]}
@@ -170,6 +178,7 @@ def test_every_bad_record_reason_is_counted(tmp_path):
         rec("nopath", "q", [(None, None)]),
         rec("nine", "q", options=[str(i) for i in range(9)]),
         rec("broken", "q", [(b"not a png", None)]),
+        rec("cut", "q", [(_png_cut_after_its_header(), None)]),
     ]
     feats = Features({"id": Value("string"), "question": Value("string"),
                       "answer": Value("string"), "options": List(Value("string")),
@@ -178,10 +187,12 @@ def test_every_bad_record_reason_is_counted(tmp_path):
     path = tmp_path / "bad.parquet"
     Dataset.from_list(rows, features=feats).to_parquet(str(path))
     problems, report = load_problems_from(str(path), require_answer=True)
-    # an undecodable image passes the cheap load checks; rendering skips and counts it
-    assert [p.id for p in problems] == ["good", "broken"]
+    # bytes that are no image fail the header check at load; an image whose header reads
+    # but whose pixels are cut passes it (nothing is decoded at load): rendering skips it
+    assert [p.id for p in problems] == ["good", "cut"]
     assert report.skipped == {"image_not_found": 1, "empty_question": 1, "duplicate_id": 1,
-                              "missing_answer": 1, "image_missing": 1, "too_many_options": 1}
+                              "missing_answer": 1, "image_missing": 1, "too_many_options": 1,
+                              "image_unreadable": 1}
     assert report.rows == len(rows) == report.loaded + sum(report.skipped.values())
     text = report.summary()
     assert "row 1, field 'images[0]'" in text and "bad.parquet" in text and "gone.png" in text
@@ -191,7 +202,7 @@ def test_every_bad_record_reason_is_counted(tmp_path):
 
     from processors.images import ProblemInputError, open_image
     with pytest.raises(ProblemInputError) as e:
-        open_image(problems[-1].images[0], problem_id="broken", index=0)
+        open_image(problems[-1].images[0], problem_id="cut", index=0)
     assert e.value.reason.startswith("image_")
 
 

@@ -27,6 +27,10 @@ from typing import Any
 
 #: Set to 1 by ``--verbose``; read by this process and the ones it starts.
 VERBOSE_ENV = "VLCOHORT_VERBOSE"
+#: The pid of the process whose ``--verbose`` set VERBOSE_ENV (not the user), so the next
+#: command run in that same process (a notebook, a test session) without ``--verbose`` is
+#: quiet again, while the processes it starts stay verbose.
+_SET_BY_FLAG = "VLCOHORT_VERBOSE_SET_BY_FLAG"
 
 #: Progress-bar switches read by the libraries when they are imported (huggingface_hub's
 #: also turns transformers' bars off: transformers reads it at import).
@@ -82,6 +86,10 @@ def setup(verbose_flag: bool = False) -> None:
     processes; otherwise :func:`quiet`."""
     if verbose_flag:
         os.environ[VERBOSE_ENV] = "1"
+        os.environ[_SET_BY_FLAG] = str(os.getpid())
+    elif os.environ.get(_SET_BY_FLAG) == str(os.getpid()):  # an earlier --verbose command of
+        os.environ.pop(_SET_BY_FLAG)  # this process (not the user's VLCOHORT_VERBOSE=1, nor
+        os.environ.pop(VERBOSE_ENV, None)  # a --verbose parent's): not this command
     if verbose():
         loud()
     else:
