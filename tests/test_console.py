@@ -210,8 +210,9 @@ def test_verbose_flag_reaches_child_processes(monkeypatch):
                 "print(console.verbose(), os.environ.get('HF_HUB_DISABLE_PROGRESS_BARS'), off())")
         child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                check=True).stdout.split()
-    finally:
-        monkeypatch.delenv(console.VERBOSE_ENV, raising=False)
+    finally:  # what setup(True) set, not through monkeypatch (whose undo would restore it)
+        console.setup(False)
+    assert not console.verbose()
     assert child == ["True", "None", "False"]
 
 
