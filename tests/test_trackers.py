@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from vlcohort.analysis.metrics import MetricsLogger, read_metrics
 from vlcohort.analysis.trackers import TRACKER_STATE, TrackerError, scalars
@@ -57,6 +56,10 @@ def offline_wandb(tmp_path, monkeypatch):
 
 def tensorboard_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
     """``{tag: [(step, value), ...]}`` as TensorBoard's own reader sees the folder."""
+    # imported here, not at the top: the vLLM suite's environment (.ci/vllm-cpu) collects
+    # this file too and has no tensorboard; in [dev] it is required, so this fails there
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
     acc.Reload()
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
