@@ -147,7 +147,26 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+#: The signals a driven run answers itself (stop, save, exit 128 + the signal).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextlib.contextmanager
+def _stop_signals_handled_by(handler):
+    """:data:`STOP_SIGNALS` go to ``handler`` (a function or ``signal.SIG_IGN``) inside the
+    block, their previous handlers after it; outside the main thread (where Python cannot
+    set handlers) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, previous in before.items():
+            signal.signal(s, previous)
+
+
 def stop_on_signals():
     """SIGINT and SIGTERM raise :class:`Stopped` while a run is driven (main thread only).
 
@@ -156,19 +175,16 @@ def stop_on_signals():
     start it) never turns SIGINT into KeyboardInterrupt, so ``kill -INT`` ran the run to
     the end and exited 0 (issue 18: ``test_ctrl_c_saves_a_checkpoint`` failing only when
     the suite itself ran in the background); and SIGTERM killed it without a checkpoint."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def stop(signum, frame):
         raise Stopped(signum)
 
-    before = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
+    return _stop_signals_handled_by(stop)
+
+
+def stop_on_signals_ignored():
+    """SIGINT / SIGTERM held off (main thread) while the interrupted run saves."""
+    return _stop_signals_handled_by(signal.SIG_IGN)
 
 
 def drive(run, recipe: Recipe) -> int:
@@ -192,20 +208,6 @@ def drive(run, recipe: Recipe) -> int:
     finally:
         run.logger.close(failed=True)  # after an error: W&B marks the run failed (else a no-op)
         runlock.release(run.dir)
-
-
-@contextlib.contextmanager
-def stop_on_signals_ignored():
-    """SIGINT / SIGTERM held off (main thread) while the interrupted run saves."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
 
 
 def loop(run, recipe: Recipe) -> None:
