@@ -274,6 +274,10 @@ class Adapter:
     """The family's own settings: a dataclass whose fields (defaults, docstrings) are the
     keys ``agents.N.processor: {...}`` accepts. A new family's settings need no core edit;
     the adapter reads them as ``self.family_settings``."""
+    serves_any_causal_lm: ClassVar[bool] = False
+    """Also serve every ``model_type`` that no adapter claims and that transformers'
+    ``AutoModelForCausalLM`` maps to a model class (the text adapter: Gemma-3 text, Phi,
+    OLMo, Granite, ...). Registered families keep priority."""
     vllm_tested: ClassVar[bool] = False
     """``vllm_request`` was checked against a real vLLM engine: ``tests/test_rollout_vllm.py``
     runs this family's tiny models. Read through :meth:`vllm_checked`, which takes it from

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["ADAPTERS", "FamilyFacts", "TINY_BUILDERS", "TinySpec", "register_adapter",
+__all__ = ["ADAPTERS", "CAUSAL_LM_FALLBACK", "FamilyFacts", "TINY_BUILDERS", "TinySpec", "register_adapter",
            "tiny_builder"]
 
 
@@ -68,13 +68,21 @@ class TinySpec:
 
 #: ``model_type`` -> adapter class, filled by :func:`register_adapter`.
 ADAPTERS: dict[str, type] = {}
+#: The adapter of any ``model_type`` no class claims that ``AutoModelForCausalLM`` loads
+#: (a class with ``serves_any_causal_lm = True``; at most one).
+CAUSAL_LM_FALLBACK: list[type] = []
 #: tiny name -> spec, filled by :func:`tiny_builder`.
 TINY_BUILDERS: dict[str, TinySpec] = {}
 
 
 def register_adapter(cls: type) -> type:
     """Class decorator: serve ``cls.model_types`` with ``cls``. A model_type already served
-    by another class is an error (two modules claiming one family)."""
+    by another class is an error (two modules claiming one family). A class that sets
+    ``serves_any_causal_lm`` also serves every causal-LM ``model_type`` nobody claims."""
+    if vars(cls).get("serves_any_causal_lm") and cls not in CAUSAL_LM_FALLBACK:
+        if CAUSAL_LM_FALLBACK:
+            raise ValueError(f"{CAUSAL_LM_FALLBACK[0].__name__} already serves any causal LM")
+        CAUSAL_LM_FALLBACK.append(cls)
     for mt in cls.model_types:
         if mt in ADAPTERS and ADAPTERS[mt] is not cls:
             raise ValueError(f"model_type {mt!r} is already served by {ADAPTERS[mt].__name__}")

@@ -16,9 +16,11 @@ import os
 from pathlib import Path
 
 from .base import Adapter, AdapterOptions
+from .gguf import GGUFError, gguf_checkpoint, is_gguf_spec, looks_like_gguf_file
 from .tiny import is_tiny_spec, tiny_model_path
 
-from .family import ADAPTERS, register_adapter as register  # noqa: F401 - the public names
+from .family import (ADAPTERS, CAUSAL_LM_FALLBACK,  # noqa: F401 - the public names
+                     register_adapter as register)
 
 
 class UnknownFamilyError(ValueError):
@@ -26,7 +28,7 @@ class UnknownFamilyError(ValueError):
 
 
 #: Modules of the package that are infrastructure, not families.
-_CORE_MODULES = {"base", "family", "images", "registry", "tiny"}
+_CORE_MODULES = {"base", "family", "gguf", "images", "registry", "tiny"}
 
 
 def discover_families() -> list[str]:
@@ -46,10 +48,38 @@ discover_families()
 
 
 def resolve_model_path(spec: str | os.PathLike) -> str:
-    """``tiny:<name>`` -> its built folder; a local folder -> itself; else a hub id."""
+    """``tiny:<name>`` -> its built folder; ``gguf:<file or name>`` -> its converted folder
+    (``processors/gguf.py``); a local folder -> itself; else a hub id."""
     if is_tiny_spec(spec):
         return str(tiny_model_path(str(spec)))
+    if is_gguf_spec(spec):
+        return str(gguf_checkpoint(str(spec)))
     return str(spec)
+
+
+def causal_lm_model_types() -> frozenset[str]:
+    """Every ``model_type`` transformers' ``AutoModelForCausalLM`` maps to a model class."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return frozenset(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+
+
+def adapter_class_for_type(model_type: str) -> type | None:
+    """The adapter class serving ``model_type``: the family that registered it, else the
+    any-causal-LM adapter when ``AutoModelForCausalLM`` loads that type, else None."""
+    cls = ADAPTERS.get(model_type)
+    if cls is None and CAUSAL_LM_FALLBACK and model_type in causal_lm_model_types():
+        cls = CAUSAL_LM_FALLBACK[0]
+    return cls
+
+
+def unserved_message(where: str, model_type: str) -> str:
+    """One line for a checkpoint no adapter serves: what is served and the fix."""
+    families = ", ".join(sorted({c.family for c in ADAPTERS.values()}))
+    return (f"{where}: model_type {model_type!r} has no adapter and AutoModelForCausalLM "
+            f"cannot load it (VLM families: {families}; any causal LM transformers knows is "
+            "a text agent). To add a family, write processors/<family>.py with an Adapter "
+            "subclass decorated with @register_adapter (README: 'Adding a model family').")
 
 
 def read_model_type(path: str) -> str:
@@ -83,23 +113,28 @@ def adapter_class_for(path_or_spec: str | os.PathLike) -> type | None:
     if is_tiny_spec(path_or_spec):
         spec = TINY_BUILDERS.get(str(path_or_spec)[len(TINY_PREFIX):])
         return ADAPTERS.get(spec.model_type) if spec else None
+    if is_gguf_spec(path_or_spec):  # transformers reads GGUF as causal LMs only
+        return CAUSAL_LM_FALLBACK[0] if CAUSAL_LM_FALLBACK else None
     cfg = Path(path_or_spec) / "config.json"
     try:
-        return ADAPTERS.get(str(json.loads(cfg.read_text())["model_type"]))
+        return adapter_class_for_type(str(json.loads(cfg.read_text())["model_type"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def adapter_for(path_or_spec: str | os.PathLike, options: AdapterOptions | None = None) -> Adapter:
     """The adapter for a checkpoint, with its processor loaded (the model is not)."""
+    if not is_gguf_spec(path_or_spec) and looks_like_gguf_file(path_or_spec):
+        raise GGUFError(gguf_path_message(str(path_or_spec)))
     path = resolve_model_path(path_or_spec)
     model_type = read_model_type(path)
-    cls = ADAPTERS.get(model_type)
+    cls = adapter_class_for_type(model_type)
     if cls is None:
-        supported = ", ".join(f"{mt} ({c.family})" for mt, c in sorted(ADAPTERS.items()))
-        raise UnknownFamilyError(
-            f"{path_or_spec}: model_type {model_type!r} has no adapter. Supported: {supported}. "
-            "To add a family, write processors/<family>.py with an Adapter subclass "
-            "decorated with @register_adapter (README: 'Adding a model family')."
-        )
+        raise UnknownFamilyError(unserved_message(str(path_or_spec), model_type))
     return cls(path, options)
+
+
+def gguf_path_message(path: str) -> str:
+    """A GGUF file given where a checkpoint folder belongs: say how to use it."""
+    return (f"{path} is a GGUF file, not a checkpoint folder; write gguf:{path} to convert it "
+            "once into a cached safetensors folder (processors/gguf.py)")

@@ -1,7 +1,11 @@
-"""Text-only causal LMs (Qwen2 / Qwen3 / Llama-style): the degenerate no-image case.
+"""Text-only causal LMs: the degenerate no-image case.
 
-Same interface as the VLM adapters; a problem with images is an error, not a silent drop.
-The prompt is rendered with the tokenizer's own chat template.
+Serves the text families it names (Qwen2 / Qwen3 / Llama / Mistral) and, as the registry's
+fallback, any ``model_type`` no VLM family claims that ``AutoModelForCausalLM`` loads
+(Gemma-3 text, Phi-3/4, OLMo-2, Granite, SmolLM3, ...). Same interface as the VLM
+adapters; a problem with images is an error, not a silent drop. The prompt is rendered
+with the tokenizer's own chat template, or, for a base model that has none, with a plain
+prompt format (``processors/prompt_formats.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from .tiny import train_byte_level_bpe
 class TextLMAdapter(Adapter):
     family = "text-only LM"
     model_types = ("qwen2", "qwen3", "llama", "mistral")
+    serves_any_causal_lm = True
     is_multimodal = False
     stop_tokens = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
     vllm_tested = True

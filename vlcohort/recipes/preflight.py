@@ -15,9 +15,12 @@ from vlcohort.typed_yaml import ConfigError
 
 
 def check_model_path(path: str, key: str) -> None:
-    """``path`` names a tiny spec, a checkpoint folder of a registered family, or (not
-    checked here) a hub id; otherwise a :class:`ConfigError` naming ``key``."""
-    from processors.registry import ADAPTERS, UnknownFamilyError, read_model_type
+    """``path`` names a tiny spec, a ``gguf:`` file or packaged name, a checkpoint folder
+    some adapter serves (a registered family, or any causal LM), or (not checked here) a hub
+    id; otherwise a :class:`ConfigError` naming ``key``."""
+    from processors.gguf import GGUFError, gguf_file, is_gguf_spec, looks_like_gguf_file
+    from processors.registry import (UnknownFamilyError, adapter_class_for_type,
+                                     gguf_path_message, read_model_type, unserved_message)
     from processors.tiny import TINY_MODELS, is_tiny_spec
 
     if is_tiny_spec(path):
@@ -26,17 +29,23 @@ def check_model_path(path: str, key: str) -> None:
             raise ConfigError(f"{key}: unknown tiny model {path!r}; available: "
                               + ", ".join(f"tiny:{n}" for n in TINY_MODELS))
         return
+    if is_gguf_spec(path):
+        try:
+            gguf_file(path)  # the file (or package) is there; conversion happens at load
+        except GGUFError as e:
+            raise ConfigError(f"{key}: {e}") from None
+        return
     local = Path(path).expanduser()
     if not (local.exists() or str(path).startswith((".", "/", "~"))):
         return  # a hub id: from_pretrained resolves (or refuses) it
+    if looks_like_gguf_file(local):
+        raise ConfigError(f"{key}: {gguf_path_message(path)}")
     try:
         model_type = read_model_type(str(local))
     except (FileNotFoundError, UnknownFamilyError) as e:
         raise ConfigError(f"{key}: {e}") from None
-    if model_type not in ADAPTERS:
-        raise ConfigError(f"{key}: {local} is a {model_type!r} checkpoint, which no adapter "
-                          f"serves (supported: {', '.join(sorted(ADAPTERS))}); see the README "
-                          "section 'Adding a model family'")
+    if adapter_class_for_type(model_type) is None:
+        raise ConfigError(unserved_message(f"{key}: {local}", model_type))
 
 
 def preflight(cfg) -> None:
