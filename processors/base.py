@@ -79,6 +79,10 @@ class AdapterOptions:
     """Decompression-bomb guard: refuse an image whose header declares more pixels."""
     min_image_side: int = ImageLimits.min_side
     """Refuse an image with a side shorter than this (a 1x1 image is a broken export)."""
+    prompt_format: str = ""
+    """How prompts are written: "" (prompt.format's value) | auto (the chat template, or
+    r1_zero for a base model without one) | chat | r1_zero | plain | a .jinja file
+    (``processors/prompt_formats.py``)."""
     logprob_chunk_tokens: int = 256
     """Completion positions per chunk when computing log-probs ([N, chunk, V] at a time)."""
     processor: dict[str, Any] = field(default_factory=dict)
@@ -295,6 +299,29 @@ class Adapter:
         self.family_settings = family_settings(self.settings, self.options.processor,
                                                self.family or type(self).__name__)
         self.processor = processor if processor is not None else self._load_processor()
+        self.prompt_format = self._resolve_prompt_format()
+
+    def _resolve_prompt_format(self) -> str:
+        """The prompt format this checkpoint is rendered with (``auto`` resolved by whether
+        it has a chat template); a plain format needs a text model (its content is text)."""
+        from . import prompt_formats
+
+        requested = self.options.prompt_format or prompt_formats.AUTO
+        has_template = bool(getattr(self.processor, "chat_template", None)
+                            or getattr(self.tokenizer, "chat_template", None))
+        fmt = prompt_formats.resolve(requested, has_template, where=self.path)
+        if fmt != prompt_formats.CHAT and self.is_multimodal:
+            raise prompt_formats.PromptFormatError(
+                f"{self.path}: prompt format {fmt!r} writes text only, and {self.family} takes "
+                "images; use prompt format chat (the checkpoint's template)")
+        return fmt
+
+    def prompt_format_description(self) -> str:
+        """Which prompt format this adapter uses and why, for the run's first lines."""
+        from . import prompt_formats
+
+        return prompt_formats.describe(self.prompt_format,
+                                       self.options.prompt_format or prompt_formats.AUTO)
 
     # ----------------------------------------------------------------------- loading
 
@@ -364,10 +391,30 @@ class Adapter:
         """Problem -> prompt text through the family's own chat template, plus its images
         opened, checked and preprocessed by the family's rules."""
         msgs = self.messages(problem, system_prompt, instruction)
-        text = self.processor.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        text = self.apply_prompt_format(msgs)
         images = self.prepare_images(problem.images, problem_id=problem.id,
                                      base_dir=problem.meta.get("base_dir"))
         return RenderedPrompt(problem_id=problem.id, text=text, images=images)
+
+    def apply_prompt_format(self, msgs: list[dict]) -> str:
+        """Messages -> prompt text: the chat template, or the plain format's template
+        (rendered by the same Jinja machinery, with ``plain_bos``)."""
+        from . import prompt_formats
+
+        template = prompt_formats.template_text(self.prompt_format)
+        if template is None:
+            return self.processor.apply_chat_template(msgs, tokenize=False,
+                                                      add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(
+            msgs, chat_template=template, tokenize=False, add_generation_prompt=True,
+            plain_bos=self._bos_the_tokenizer_adds())
+
+    def _bos_the_tokenizer_adds(self) -> str:
+        """The BOS text when tokenizing with special tokens would add it, else ""."""
+        tok = self.tokenizer
+        if not tok.bos_token or tok.bos_token_id is None:
+            return ""
+        return tok.bos_token if tok.bos_token_id in tok("", add_special_tokens=True)["input_ids"] else ""
 
     # ----------------------------------------------------------------------- images
 

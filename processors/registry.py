@@ -28,7 +28,8 @@ class UnknownFamilyError(ValueError):
 
 
 #: Modules of the package that are infrastructure, not families.
-_CORE_MODULES = {"base", "family", "gguf", "images", "registry", "tiny"}
+_CORE_MODULES = {"base", "family", "gguf", "images", "prompt_formats", "published", "registry",
+                 "tiny"}
 
 
 def discover_families() -> list[str]:

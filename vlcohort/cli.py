@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vlcohort.config import DEMO_RECIPE, Config, field_docs, load_config, resolved_text
+from vlcohort.config import Config, field_docs, load_config, resolved_text, train_base
 from vlcohort.typed_yaml import ConfigError
 from vlcohort.errors import RunError
 
@@ -101,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
 
                 cfg = resume_config(args.resume, overrides)
             else:
-                cfg = load_config(config_path or DEMO_RECIPE, overrides)
+                base, overrides, base_line = train_base(config_path, overrides)
+                cfg = load_config(base, overrides)
+                if not getattr(args, "fields", False):
+                    print(base_line)
             if args.command == "config":
                 if args.fields:
                     for key, default, doc in field_docs():

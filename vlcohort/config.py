@@ -190,6 +190,11 @@ class PromptConfig:
     """System message; families without a system role fold it into the first user turn."""
     instruction: str = ("Think briefly, then give the final answer as <answer>X</answer>.")
     """Answer-format instruction appended to every question."""
+    format: str = "auto"
+    """How messages become prompt text, for every agent without its own
+    ``agents.N.prompt_format``: auto (the chat template; a base model without one gets
+    r1_zero, and the run says so) | chat | r1_zero | plain | a .jinja file
+    (``processors/prompt_formats.py``)."""
 
 
 @dataclass
@@ -713,6 +718,36 @@ def merged(under: dict, over: dict) -> dict:
 #: The packaged demo recipe: what ``vlcohort train`` runs with no arguments
 #: (``configs/demo.yaml`` is a link to it).
 DEMO_RECIPE = Path(__file__).resolve().parent / "recipes" / "demo.yaml"
+
+
+#: Override keys that say "my own data / my own models": with no recipe file they start
+#: from the plain defaults, never from the demo's prompt, tasks and agents.
+OWN_RUN_KEYS = ("data", "agents")
+
+
+def train_base(config_path: str | Path | None, overrides: list[str] | tuple[str, ...]
+               ) -> tuple[Path | None, list[str], str]:
+    """What ``vlcohort train`` / ``vlcohort config`` build on: ``(recipe or None for the
+    plain defaults, overrides, one line saying which and why)``.
+
+    A recipe file given is used as is. With none, bare ``vlcohort train`` (or overrides of
+    other sections only) runs the packaged demo; overrides of ``data.*`` or ``agents``
+    mean a run of the user's own, so they start from the plain defaults (the demo's
+    multiple-choice instruction, synthetic tasks and warm-ups would otherwise leak into
+    it), and ``data.path`` without ``data.source`` implies ``data.source=file``."""
+    if config_path is not None:
+        return Path(config_path), list(overrides), f"# base recipe: {config_path}"
+    keys = [split_override(item)[0] for item in overrides]
+    own = sorted({k.split(".")[0] for k in keys if k.split(".")[0] in OWN_RUN_KEYS})
+    if not own:
+        return DEMO_RECIPE, list(overrides), (f"# base recipe: the packaged demo ({DEMO_RECIPE.name}"
+                                              "; give a recipe file or data.* / agents "
+                                              "overrides for a run of your own)")
+    implied = (["data.source=file"] if "data.path" in keys and "data.source" not in keys
+               else [])
+    return None, implied + list(overrides), (
+        f"# base recipe: none, the plain defaults ({' and '.join(own)} overrides given"
+        + (", data.source=file implied by data.path" if implied else "") + ")")
 
 
 def default_config(overrides: list[str] | tuple[str, ...] = ()) -> Config:

@@ -142,11 +142,25 @@ def _check_processor_settings(cfg: "Config") -> None:
             raise ConfigError(str(e)) from None
 
 
+def _check_prompt_formats(cfg: "Config") -> None:
+    """``prompt.format`` and each ``agents.N.prompt_format``: a known name or a file."""
+    from processors.prompt_formats import PromptFormatError, check_format
+
+    try:
+        check_format(cfg.prompt.format, "prompt.format")
+        for i, a in enumerate(cfg.agents):
+            if a.prompt_format:
+                check_format(a.prompt_format, f"agents.{i}.prompt_format")
+    except PromptFormatError as e:
+        raise ConfigError(str(e)) from None
+
+
 def validate(cfg: "Config") -> None:
     """Checks that need more than one field, and choice fields; fills derived fields
     (``reward.source`` from ``method``)."""
     _check_choice("method", cfg.method)
     _check_processor_settings(cfg)
+    _check_prompt_formats(cfg)
     _validate_answer_kind(cfg)
     if cfg.method in RECIPE_METHODS:
         return _validate_self_play(cfg)

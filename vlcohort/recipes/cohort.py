@@ -94,7 +94,10 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
                           weights_from=str(folder / cfg.agents[i].name) if folder else None)
               for i in local]
     adapters = [agents[local.index(i)].adapter if i in local else
-                adapter_for(mc.path, adapter_options(mc)) for i, mc in enumerate(cfg.agents)]
+                adapter_for(mc.path, adapter_options(mc, cfg)) for i, mc in enumerate(cfg.agents)]
+    if layout.is_logger:  # a base model's plain format is said, never silently chosen
+        print("# prompt format: " + "; ".join(f"{mc.name} {ad.prompt_format_description()}"
+                                              for mc, ad in zip(cfg.agents, adapters)))
     run = Run(cfg=cfg, dir=run_dir, agents=agents, stream=stream, grader=get_grader(cfg.reward.grader),
               logger=MetricsLogger(run_dir, log=cfg.log, enabled=layout.is_logger,
                                    run_name=cfg.run.name, run_config=to_dict(cfg)),

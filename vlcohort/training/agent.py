@@ -108,10 +108,14 @@ def zero_stage(engine) -> int:
     return int(engine.zero_optimization_stage())
 
 
-def adapter_options(mc: ModelConfig) -> AdapterOptions:
+def adapter_options(mc: ModelConfig, cfg: Config | None = None) -> AdapterOptions:
     """The ``agents.N.*`` settings the adapter takes: ``ModelConfig`` inherits them from
-    ``AdapterOptions``, so this is their plain copy, not a field-by-field mirror."""
-    return AdapterOptions.of(mc)
+    ``AdapterOptions``, so this is their plain copy, not a field-by-field mirror; an agent
+    without its own ``prompt_format`` takes the run's ``prompt.format``."""
+    options = AdapterOptions.of(mc)
+    if not options.prompt_format and cfg is not None:
+        options.prompt_format = cfg.prompt.format
+    return options
 
 
 def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | None = None,
@@ -123,7 +127,7 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
     ``layout`` the policy and optimizer are wrapped by DeepSpeed ZeRO over the agent's
     rank group (``distributed.py``).
     """
-    adapter = adapter_for(mc.path, adapter_options(mc))
+    adapter = adapter_for(mc.path, adapter_options(mc, cfg))
     if weights_from is not None and mc.lora_rank == 0:
         model = _load_from(adapter, weights_from)
     else:
