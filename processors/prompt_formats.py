@@ -49,7 +49,8 @@ _SYSTEM_TEXT = ("{% for m in messages %}{% if m['role'] == 'system' %}{{ m['cont
 #: name -> Jinja template (the same variables a chat template gets, plus ``plain_bos``).
 NAMED_FORMATS: dict[str, str] = {
     "r1_zero": "{{ plain_bos }}" + R1_ZERO_PREAMBLE + " User: " + _USER_TEXT + " Assistant:",
-    "plain": "{{ plain_bos }}" + _SYSTEM_TEXT + "Question: " + _USER_TEXT + "\nAnswer:",
+    # (chat-template Jinja drops a newline right after a block tag: hence {{ '\n' }})
+    "plain": "{{ plain_bos }}" + _SYSTEM_TEXT + "Question: " + _USER_TEXT + "{{ '\\n' }}Answer:",
 }
 
 
