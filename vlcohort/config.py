@@ -17,6 +17,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
@@ -207,9 +208,10 @@ class VLLMConfig:
     ``distributed.ranks_per_agent`` when > 1)."""
     gpu_memory_utilization: float = 0.3
     """Share of each GPU's memory vLLM may take (weights + KV cache); the rest is training's."""
-    sleep_mode: bool = True
-    """Free vLLM's KV cache and weights during the policy update (``LLM.sleep``/``wake_up``;
-    GPU only: on vLLM's CPU build set it false)."""
+    sleep_mode: Literal["auto", True, False] = "auto"
+    """auto | true | false: free vLLM's KV cache and weights during the policy update
+    (``LLM.sleep``/``wake_up``). Only a GPU has sleep mode: auto uses it there (one engine
+    per process) and runs without it elsewhere; true where it is missing is an error."""
     enforce_eager: bool = False
     """Skip CUDA graph capture (faster start, slower decoding)."""
     max_model_len: int = 0

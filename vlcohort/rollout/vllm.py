@@ -58,13 +58,15 @@ Devices: :func:`device_engine_kwargs` is the one place CPU and GPU differ (chunk
 prefill off on CPU, where a seeded request cannot be chunk-prefilled; the KV cache sized
 in bytes there).
 
-Memory (``rollout.vllm.sleep_mode``, GPU only): after each ``generate`` the engine sleeps at level
-1 (weights offloaded to CPU, KV cache freed) so the update has the GPU memory;
-``update_weights`` wakes the weights only and overwrites them; ``generate`` wakes the KV
-cache. Level 1 rather than 2 keeps the old weights, so a push that misses a tensor can
-never leave uninitialised memory behind (vLLM #29341). vLLM's sleep allocator is one per
-process, so sleep mode allows one engine per process: agents in one process (no
-launcher) need ``sleep_mode=false``; under ``torchrun`` each rank holds one agent.
+Memory (``rollout.vllm.sleep_mode``: auto | true | false; only a GPU has sleep mode, and
+``auto``, the default, uses it there and runs without it elsewhere, see
+:func:`resolve_sleep_mode`): after each ``generate`` the engine sleeps at level 1 (weights
+offloaded to CPU, KV cache freed) so the update has the GPU memory; ``update_weights``
+wakes the weights only and overwrites them; ``generate`` wakes the KV cache. Level 1
+rather than 2 keeps the old weights, so a push that misses a tensor can never leave
+uninitialised memory behind (vLLM #29341). vLLM's sleep allocator is one per process, so
+one engine per process may sleep: with agents in one process (no launcher) ``auto`` lets
+the first sleep, ``true`` is an error; under ``torchrun`` each rank holds one agent.
 
 Distribution: ``distributed_executor_backend="external_launcher"`` runs vLLM inside this
 process (one worker per rank, the model reachable for ``load_weights``) and makes the
@@ -99,6 +101,7 @@ import torch
 from processors import RenderedPrompt, cut_at_stop
 from processors.base import unwrap
 
+from vlcohort.errors import RunError
 from vlcohort.rollout.base import Rollouts, SamplingParams
 
 VLLM_MIN_VERSION = "0.10.2"
@@ -109,8 +112,9 @@ INSTALL_HINT = ("install it with pip install 'vlcohort[vllm]' (NVIDIA GPU) or vL
                 ".ci/vllm-cpu builds one), or use rollout.engine=hf")
 
 
-class EngineUnavailableError(RuntimeError):
-    """``rollout.engine=vllm`` on a machine that cannot run it."""
+class EngineUnavailableError(RunError):
+    """``rollout.engine=vllm`` (or one of its settings) on a machine that cannot run it: a
+    run error, so the command line prints its one-line message, not a traceback."""
 
 
 # ----------------------------------------------------------------------- availability
@@ -156,13 +160,50 @@ def check_available() -> str:
     return device
 
 
-def sleep_mode_error(requested: bool, available: bool, device: str) -> str | None:
-    """A clear message when ``rollout.vllm.sleep_mode`` asks for what the platform lacks."""
-    if requested and not available:
-        return (f"rollout.vllm.sleep_mode=true, but vLLM has no sleep mode on {device} "
-                "(it is a GPU-memory feature: weights and KV cache handed to training during "
-                "the update). Set rollout.vllm.sleep_mode=false.")
+#: ``rollout.vllm.sleep_mode``: ``auto`` sleeps where vLLM can, ``true`` insists, ``false`` never.
+SLEEP_MODES = ("auto", True, False)
+
+
+def _valid_sleep_mode(value) -> bool:
+    return isinstance(value, bool) or value == "auto"  # not `in SLEEP_MODES`: 1 == True
+
+
+def sleep_mode_error(requested, available: bool, device: str) -> str | None:
+    """A one-line message when ``rollout.vllm.sleep_mode`` cannot be honoured (None: it
+    can): a value other than auto / true / false, or ``true`` where the platform has no
+    sleep mode. ``auto`` never fails: it is the default, which must run everywhere."""
+    if not _valid_sleep_mode(requested):
+        return (f"rollout.vllm.sleep_mode: {requested!r} is not one of auto, true, false "
+                "(auto: sleep where vLLM can, i.e. on a GPU)")
+    if requested is True and not available:
+        return (f"rollout.vllm.sleep_mode=true, but vLLM has no sleep mode on {device} (it "
+                "hands GPU memory to training during the update); auto, the default, sleeps "
+                "only where it can. Set rollout.vllm.sleep_mode=false.")
     return None
+
+
+def resolve_sleep_mode(requested, available: bool, device: str, sleeping_engines: int = 0) -> bool:
+    """Whether this engine sleeps: ``requested`` (``rollout.vllm.sleep_mode``) against what
+    the platform has (``current_platform.is_sleep_mode_available()``: a GPU) and how many
+    engines of this process already sleep.
+
+    ``auto`` sleeps where vLLM can and this process has no sleeping engine yet (vLLM's
+    sleep allocator is one per process), so the default runs on CPU and with several
+    agents in one process; ``true`` where it cannot is an :class:`EngineUnavailableError`
+    naming the key and the fix; ``false`` never sleeps."""
+    reason = sleep_mode_error(requested, available, device)
+    if reason:
+        raise EngineUnavailableError(reason)
+    if requested == "auto":
+        return available and not sleeping_engines
+    if requested and sleeping_engines:
+        raise EngineUnavailableError(
+            "rollout.vllm.sleep_mode=true: vLLM's sleep allocator is shared by the whole "
+            "process, so only one engine per process may sleep, and this process already has "
+            "one (several agents without a launcher). Set rollout.vllm.sleep_mode=auto (the "
+            "first engine sleeps) or false, or launch with torchrun so that each rank holds "
+            "one agent (distributed.ranks_per_agent).")
+    return bool(requested)
 
 
 def device_engine_kwargs(device: str, cfg, model_max_len: int) -> dict[str, Any]:
@@ -554,17 +595,9 @@ class VLLMEngine:
         from vllm import LLM
         from vllm.platforms import current_platform
 
-        reason = sleep_mode_error(cfg.sleep_mode, current_platform.is_sleep_mode_available(),
-                                  self.device)
-        if reason:
-            raise EngineUnavailableError(reason)
-        if cfg.sleep_mode and _SLEEPING_ENGINES:
-            raise EngineUnavailableError(
-                "rollout.vllm.sleep_mode: vLLM's sleep allocator is shared by the whole "
-                "process, so only one engine per process may sleep, and this process "
-                "already has one (several agents without a launcher). Set "
-                "rollout.vllm.sleep_mode=false, or launch with torchrun so that each rank "
-                "holds one agent (distributed.ranks_per_agent).")
+        self.sleep_mode = resolve_sleep_mode(cfg.sleep_mode,
+                                             current_platform.is_sleep_mode_available(),
+                                             self.device, _SLEEPING_ENGINES)
         self.adapter = adapter
         self.cfg = cfg
         self.tp = cfg.tensor_parallel_size
@@ -575,7 +608,7 @@ class VLLMEngine:
             model=adapter.path, tokenizer=adapter.path, dtype=cfg.dtype,
             tensor_parallel_size=cfg.tensor_parallel_size,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
-            enable_sleep_mode=cfg.sleep_mode, enforce_eager=cfg.enforce_eager,
+            enable_sleep_mode=self.sleep_mode, enforce_eager=cfg.enforce_eager,
             max_num_seqs=cfg.max_num_seqs, seed=seed,
             distributed_executor_backend="external_launcher",
             logprobs_mode="processed_logprobs",
@@ -591,7 +624,7 @@ class VLLMEngine:
             if adapter.vllm_processor_kwargs():  # also sizes the memory profile's images
                 kwargs["mm_processor_kwargs"] = adapter.vllm_processor_kwargs()
         self.llm = LLM(**kwargs)
-        if cfg.sleep_mode:
+        if self.sleep_mode:
             _SLEEPING_ENGINES += 1
         self._asleep: set[str] = set()  # tags vLLM holds asleep: "weights", "kv_cache"
         self.push_seconds = 0.0  # wall time of the last update_weights
@@ -603,7 +636,7 @@ class VLLMEngine:
         global _SLEEPING_ENGINES
         if getattr(self, "llm", None) is None:
             return
-        if self.cfg.sleep_mode:
+        if self.sleep_mode:
             _SLEEPING_ENGINES = max(0, _SLEEPING_ENGINES - 1)
         self.llm = None
 
@@ -620,7 +653,7 @@ class VLLMEngine:
             self._asleep.difference_update(wanted)
 
     def _sleep(self) -> None:
-        if self.cfg.sleep_mode and not self._asleep:
+        if self.sleep_mode and not self._asleep:
             self.llm.sleep(level=1)
             self._asleep = {"weights", "kv_cache"}
 
