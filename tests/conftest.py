@@ -1,12 +1,15 @@
 """Shared pytest fixtures.
 
 ``benchmark_dir`` finds the real benchmark annotation files (MathVista, MATH-V, We-Math,
-MathVerse) that live outside the repository, in the shared data folder.
+MathVerse) that live outside the repository, in the shared data folder; ``published_dir``
+finds the published model files there (a released checkpoint's processor files, published
+chat templates), which the tests read in place and never copy into the repository.
 
 Where they are looked for, in order:
 
-1. the directory named by the environment variable ``VLCOHORT_BENCHMARK_DATA``;
-2. ``../shared/data/benchmarks`` relative to the project root.
+1. the directory named by the environment variable ``VLCOHORT_BENCHMARK_DATA``
+   (``VLCOHORT_PUBLISHED_DATA``);
+2. ``../shared/data/benchmarks`` (``../shared/data/published``) relative to the project root.
 
 When they are missing the tests that need them are *skipped* with a message naming
 the path that was tried, because a contributor without the shared folder should still
@@ -24,14 +27,14 @@ import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BENCHMARK_DIR = PROJECT_ROOT.parent / "shared" / "data" / "benchmarks"
+DEFAULT_PUBLISHED_DIR = PROJECT_ROOT.parent / "shared" / "data" / "published"
 
 
-def _missing(what: str) -> None:
+def _missing(what: str, env: str = "VLCOHORT_BENCHMARK_DATA",
+             holds: str = "shared benchmark annotation files",
+             default: Path = DEFAULT_BENCHMARK_DIR) -> None:
     """Skip the test, or fail it when the shared data is required."""
-    message = (
-        f"{what}; set VLCOHORT_BENCHMARK_DATA to the folder holding the shared "
-        f"benchmark annotation files (default {DEFAULT_BENCHMARK_DIR})"
-    )
+    message = f"{what}; set {env} to the folder holding the {holds} (default {default})"
     if os.environ.get("VLCOHORT_REQUIRE_SHARED_DATA") == "1":
         pytest.fail(message + " [VLCOHORT_REQUIRE_SHARED_DATA=1 makes this a failure]")
     pytest.skip(message)
@@ -108,6 +111,35 @@ def benchmark_file(benchmark_dir: Path) -> Callable[[str], Path]:
         path = benchmark_dir / name
         if not path.is_file():
             _missing(f"shared benchmark file not found: {path}")
+        return path
+
+    return find
+
+
+def _missing_published(what: str) -> None:
+    _missing(what, env="VLCOHORT_PUBLISHED_DATA", holds="published model files",
+             default=DEFAULT_PUBLISHED_DIR)
+
+
+@pytest.fixture(scope="session")
+def published_dir() -> Path:
+    """The folder of published model files (skip or fail when absent)."""
+    path = Path(os.environ.get("VLCOHORT_PUBLISHED_DATA") or DEFAULT_PUBLISHED_DIR)
+    if not path.is_dir():
+        _missing_published(f"shared published-files folder not found: {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def published_path(published_dir: Path) -> Callable[[str], Path]:
+    """A function ``name -> Path`` for one file or folder in ``published_dir`` (e.g.
+    ``"qwen2_5_vl_7b_instruct"``, ``"chat_templates/gemma3.jinja"``); skip or fail when
+    absent."""
+
+    def find(name: str) -> Path:
+        path = published_dir / name
+        if not path.exists():
+            _missing_published(f"shared published file not found: {path}")
         return path
 
     return find
