@@ -31,7 +31,16 @@ def test_an_explicit_source_is_kept_and_agents_alone_also_count():
     base, overrides, _ = train_base(None, ["data.source=hub", "data.path=org/set"])
     assert base is None and overrides == ["data.source=hub", "data.path=org/set"]
     base, overrides, line = train_base(None, ["agents=[{name: A, path: 'tiny:qwen2'}]"])
-    assert base is None and "agents overrides given" in line
+    assert base is None and "agents given" in line
+    base, overrides, line = train_base(None, ["agents.1.path=tiny:qwen2"])
+    assert base is None and "agents.1.path given" in line
+    cfg = load_config(base, overrides)  # agents.N edits the default cohort
+    assert [a.path for a in cfg.agents] == [Config().agents[0].path, "tiny:qwen2"]
+
+
+def test_tuning_the_demo_keeps_the_demo():
+    for tweak in (["agents.0.warmup.steps=2"], ["data.num_problems=64"], ["prompt.format=plain"]):
+        assert train_base(None, tweak)[0] == DEMO_RECIPE
 
 
 def test_a_recipe_file_is_used_as_given(tmp_path):

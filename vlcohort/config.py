@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -722,9 +723,10 @@ def merged(under: dict, over: dict) -> dict:
 DEMO_RECIPE = Path(__file__).resolve().parent / "recipes" / "demo.yaml"
 
 
-#: Override keys that say "my own data / my own models": with no recipe file they start
-#: from the plain defaults, never from the demo's prompt, tasks and agents.
-OWN_RUN_KEYS = ("data", "agents")
+#: Override keys that say "my own data / my own models" (``agents.N.path`` too): with no
+#: recipe file they start from the plain defaults, never from the demo's prompt, tasks and
+#: agents. Other keys (``agents.0.warmup.steps``, ``data.num_problems``) tune the demo.
+OWN_RUN_KEYS = ("data.path", "data.source", "agents")
 
 
 def train_base(config_path: str | Path | None, overrides: list[str] | tuple[str, ...]
@@ -733,22 +735,26 @@ def train_base(config_path: str | Path | None, overrides: list[str] | tuple[str,
     plain defaults, overrides, one line saying which and why)``.
 
     A recipe file given is used as is. With none, bare ``vlcohort train`` (or overrides of
-    other sections only) runs the packaged demo; overrides of ``data.*`` or ``agents``
-    mean a run of the user's own, so they start from the plain defaults (the demo's
+    settings that tune it) runs the packaged demo; ``data.path``, ``data.source``,
+    ``agents`` or an ``agents.N.path`` mean a run of the user's own, so they start from the plain defaults (the demo's
     multiple-choice instruction, synthetic tasks and warm-ups would otherwise leak into
     it), and ``data.path`` without ``data.source`` implies ``data.source=file``."""
     if config_path is not None:
         return Path(config_path), list(overrides), f"# base recipe: {config_path}"
     keys = [split_override(item)[0] for item in overrides]
-    own = sorted({k.split(".")[0] for k in keys if k.split(".")[0] in OWN_RUN_KEYS})
+    own = [k for k in keys if k in OWN_RUN_KEYS or re.fullmatch(r"agents\.\d+\.path", k)]
     if not own:
         return DEMO_RECIPE, list(overrides), (f"# base recipe: the packaged demo ({DEMO_RECIPE.name}"
-                                              "; give a recipe file or data.* / agents "
+                                              "; give a recipe file, or data.path / agents "
                                               "overrides for a run of your own)")
     implied = (["data.source=file"] if "data.path" in keys and "data.source" not in keys
                else [])
+    if "agents" not in keys and any(k.startswith("agents.") for k in keys):
+        # agents.N.* edits the default cohort, as it edits a recipe's list
+        implied.append("agents=" + yaml.safe_dump(list(_default_cohort_entries()),
+                                                  default_flow_style=True, width=10**6).strip())
     return None, implied + list(overrides), (
-        f"# base recipe: none, the plain defaults ({' and '.join(own)} overrides given"
+        f"# base recipe: none, the plain defaults ({', '.join(own)} given"
         + (", data.source=file implied by data.path" if implied else "") + ")")
 
 
