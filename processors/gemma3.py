@@ -96,34 +96,63 @@ class Gemma3Adapter(Adapter):
 
 # --------------------------------------------------------------------------- tiny model
 
+#: Gemma-3's published chat template, byte for byte (as TRL keeps it for its identity
+#: checks): ``{{ bos_token }}`` first, the system text folded into the first user turn,
+#: turns ``<start_of_turn>user`` / ``<start_of_turn>model``, texts trimmed, an image as
+#: ``<start_of_image>`` (the processor expands it).
+GEMMA3_CHAT_TEMPLATE = r"""{{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '
+
+' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '
+
+' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '
+' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>
+' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model
+'}}
+{%- endif -%}
+"""
+
+
 def gemma3_chat_template() -> str:
-    """Gemma-3's published template: system text folded into the first user turn."""
-    return (
-        "{{ bos_token }}"
-        "{%- if messages[0]['role'] == 'system' -%}"
-        "{%- if messages[0]['content'] is string -%}"
-        "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}"
-        "{%- else -%}{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}"
-        "{%- endif -%}{%- set loop_messages = messages[1:] -%}"
-        "{%- else -%}{%- set first_user_prefix = '' -%}{%- set loop_messages = messages -%}{%- endif -%}"
-        "{%- for message in loop_messages -%}"
-        "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
-        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
-        "{%- endif -%}"
-        "{%- if (message['role'] == 'assistant') -%}{%- set role = 'model' -%}"
-        "{%- else -%}{%- set role = message['role'] -%}{%- endif -%}"
-        "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
-        "{%- if message['content'] is string -%}{{ message['content'] | trim }}"
-        "{%- elif message['content'] is iterable -%}"
-        "{%- for item in message['content'] -%}"
-        "{%- if item['type'] == 'image' -%}{{ '<start_of_image>' }}"
-        "{%- elif item['type'] == 'text' -%}{{ item['text'] | trim }}{%- endif -%}"
-        "{%- endfor -%}"
-        "{%- else -%}{{ raise_exception('Invalid content type') }}{%- endif -%}"
-        "{{ '<end_of_turn>\n' }}"
-        "{%- endfor -%}"
-        "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
-    )
+    """Gemma-3's published template (:data:`GEMMA3_CHAT_TEMPLATE`)."""
+    return GEMMA3_CHAT_TEMPLATE
 
 
 GEMMA3_SPECIALS = ["<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>",

@@ -69,43 +69,137 @@ QWEN3_VL_SPECIALS = [
 QWEN3_THINK_TOKENS = ["<think>", "</think>"]
 
 
-def qwen3_vl_chat_template() -> str:
-    """Qwen3-VL-Instruct's published template (ChatML), without its tool-call branch.
+#: Qwen3-VL-Instruct's published chat template, byte for byte (as TRL keeps it for its
+#: identity checks against ``tokenizer.chat_template``): a system turn only when the
+#: first message is one, user contents with ``<|vision_start|><|image_pad|><|vision_end|>``
+#: per image (``Picture n:`` with ``add_vision_id``), tool calls and responses, and the
+#: generation prompt ``<|im_start|>assistant\n``.
+QWEN3_VL_CHAT_TEMPLATE = r"""{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0].role == 'system' %}
+        {%- if messages[0].content is string %}
+            {{- messages[0].content }}
+        {%- else %}
+            {%- for content in messages[0].content %}
+                {%- if 'text' in content %}
+                    {{- content.text }}
+                {%- endif %}
+            {%- endfor %}
+        {%- endif %}
+        {{- '\n\n' }}
+    {%- endif %}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0].role == 'system' %}
+        {{- '<|im_start|>system\n' }}
+        {%- if messages[0].content is string %}
+            {{- messages[0].content }}
+        {%- else %}
+            {%- for content in messages[0].content %}
+                {%- if 'text' in content %}
+                    {{- content.text }}
+                {%- endif %}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- set image_count = namespace(value=0) %}
+{%- set video_count = namespace(value=0) %}
+{%- for message in messages %}
+    {%- if message.role == "user" %}
+        {{- '<|im_start|>' + message.role + '\n' }}
+        {%- if message.content is string %}
+            {{- message.content }}
+        {%- else %}
+            {%- for content in message.content %}
+                {%- if content.type == 'image' or 'image' in content or 'image_url' in content %}
+                    {%- set image_count.value = image_count.value + 1 %}
+                    {%- if add_vision_id %}Picture {{ image_count.value }}: {% endif -%}
+                    <|vision_start|><|image_pad|><|vision_end|>
+                {%- elif content.type == 'video' or 'video' in content %}
+                    {%- set video_count.value = video_count.value + 1 %}
+                    {%- if add_vision_id %}Video {{ video_count.value }}: {% endif -%}
+                    <|vision_start|><|video_pad|><|vision_end|>
+                {%- elif 'text' in content %}
+                    {{- content.text }}
+                {%- endif %}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role + '\n' }}
+        {%- if message.content is string %}
+            {{- message.content }}
+        {%- else %}
+            {%- for content_item in message.content %}
+                {%- if 'text' in content_item %}
+                    {{- content_item.text }}
+                {%- endif %}
+            {%- endfor %}
+        {%- endif %}
+        {%- if message.tool_calls %}
+            {%- for tool_call in message.tool_calls %}
+                {%- if (loop.first and message.content) or (not loop.first) %}
+                    {{- '\n' }}
+                {%- endif %}
+                {%- if tool_call.function %}
+                    {%- set tool_call = tool_call.function %}
+                {%- endif %}
+                {{- '<tool_call>\n{"name": "' }}
+                {{- tool_call.name }}
+                {{- '", "arguments": ' }}
+                {%- if tool_call.arguments is string %}
+                    {{- tool_call.arguments }}
+                {%- else %}
+                    {{- tool_call.arguments | tojson }}
+                {%- endif %}
+                {{- '}\n</tool_call>' }}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {%- if message.content is string %}
+            {{- message.content }}
+        {%- else %}
+            {%- for content in message.content %}
+                {%- if content.type == 'image' or 'image' in content or 'image_url' in content %}
+                    {%- set image_count.value = image_count.value + 1 %}
+                    {%- if add_vision_id %}Picture {{ image_count.value }}: {% endif -%}
+                    <|vision_start|><|image_pad|><|vision_end|>
+                {%- elif content.type == 'video' or 'video' in content %}
+                    {%- set video_count.value = video_count.value + 1 %}
+                    {%- if add_vision_id %}Video {{ video_count.value }}: {% endif -%}
+                    <|vision_start|><|video_pad|><|vision_end|>
+                {%- elif 'text' in content %}
+                    {{- content.text }}
+                {%- endif %}
+            {%- endfor %}
+        {%- endif %}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+"""
 
-    Structure kept from the published file: a system turn only when the first message is
-    one (its text parts joined, images refused there by omission); user contents render
-    images as ``<|vision_start|><|image_pad|><|vision_end|>`` (``Picture n:`` with
-    ``add_vision_id``), videos likewise, text as is; the generation prompt is
-    ``<|im_start|>assistant\\n``."""
-    return (
-        "{%- set image_count = namespace(value=0) %}{%- set video_count = namespace(value=0) %}"
-        "{%- macro render_content(content, do_vision_count) %}"
-        "{%- if content is string %}{{- content }}"
-        "{%- else %}{%- for item in content %}"
-        "{%- if 'image' in item or 'image_url' in item or item.type == 'image' %}"
-        "{%- if do_vision_count %}{%- set image_count.value = image_count.value + 1 %}{%- endif %}"
-        "{%- if add_vision_id %}Picture {{ image_count.value }}: {% endif -%}"
-        "<|vision_start|><|image_pad|><|vision_end|>"
-        "{%- elif 'video' in item or item.type == 'video' %}"
-        "{%- if do_vision_count %}{%- set video_count.value = video_count.value + 1 %}{%- endif %}"
-        "{%- if add_vision_id %}Video {{ video_count.value }}: {% endif -%}"
-        "<|vision_start|><|video_pad|><|vision_end|>"
-        "{%- elif 'text' in item %}{{- item.text }}{%- endif %}"
-        "{%- endfor %}{%- endif %}"
-        "{%- endmacro %}"
-        "{%- if messages[0].role == 'system' %}"
-        "{{- '<|im_start|>system\\n' + render_content(messages[0].content, false) + '<|im_end|>\\n' }}"
-        "{%- endif %}"
-        "{%- for message in messages %}"
-        "{%- set content = render_content(message.content, true) %}"
-        "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}"
-        "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}"
-        "{%- elif message.role == 'assistant' %}"
-        "{{- '<|im_start|>assistant\\n' + content + '<|im_end|>\\n' }}"
-        "{%- endif %}"
-        "{%- endfor %}"
-        "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-    )
+
+def qwen3_vl_chat_template() -> str:
+    """Qwen3-VL-Instruct's published template (:data:`QWEN3_VL_CHAT_TEMPLATE`)."""
+    return QWEN3_VL_CHAT_TEMPLATE
 
 
 def qwen3_vl_tokenizer():
