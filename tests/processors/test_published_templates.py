@@ -65,7 +65,7 @@ def test_qwen3_5_both_published_forms_render_the_adapters_prompts(tiny_paths, pu
         assert rendered.endswith("<think>\n" if thinking else "<think>\n\n</think>\n\n")
 
 
-def test_idefics3_differs_from_idefics3_8b_only_in_the_opening_token(tiny_paths, published_path):
+def test_idefics3_differs_from_idefics3_8b_only_in_opening_and_spelling(tiny_paths, published_path):
     """Not byte-equal, and why: the tiny Idefics3 is SmolVLM-Instruct-shaped (also
     ``model_type: idefics3``, BOS ``<|im_start|>``) and carries SmolVLM-Instruct's published
     template (not in the shared data), which is Idefics3-8B-Llama3's with two edits: it
