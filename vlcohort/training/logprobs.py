@@ -6,6 +6,19 @@ the intrinsic rewards' token statistics, the warm-up): the decoder runs once to 
 states, then the LM head and ``log_softmax`` run over chunks of completion positions in
 float32, so that [N, T, V] logits never exist whole.
 
+Memory bound. A chunk is ``c`` completion positions of all N sequences, and each float32
+buffer of a chunk is [N, c, V] (4 N c V bytes): the logits, their ``log_softmax``, a
+temperature-scaled copy, a statistics buffer. ``c`` is the options' chunk
+(``logprob_chunk_tokens``) but never more than :data:`LOGITS_BUDGET_BYTES` allows:
+c = max(1, budget // (4 N V)). A fixed chunk of positions is not a bound on its own: 256
+positions of 16 sequences over a 262k vocabulary are 4.3 GB per buffer. With gradient
+enabled, autograd would keep every chunk's ``log_softmax`` for the backward pass, so the
+chunks together would hold [N, T, V] again; when that whole would exceed the budget, each
+chunk is recomputed in the backward pass instead (activation checkpointing of the head
+and ``log_softmax``: one more LM-head matmul per chunk, and at most one chunk's buffers
+alive at a time). Peak memory of a pass is then about (buffers per chunk) x budget above
+the decoder's own activations, whatever T and V are.
+
 The family knowledge it needs comes from the adapter's hooks (``processors.base.Adapter``):
 ``decoder_hidden_states`` (vision features merged in), ``lm_head``, ``logit_softcap``,
 ``suppressed_token_ids`` (placeholders generation never samples) and the default chunk
@@ -23,8 +36,14 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from processors.base import Adapter, TrainingBatch, unwrap
+
+#: Most bytes of one [N, c, V] float32 buffer of a chunk: the chunk's positions c are cut to
+#: fit (at least 1). 256 MiB: 16 sequences x 16 positions of a 262k vocabulary, or x 27 of a
+#: 152k one; the LM-head matmul still sees N x c >= 256 rows, which keeps it efficient.
+LOGITS_BUDGET_BYTES = 256 * 2**20
 
 
 @dataclass
@@ -38,22 +57,26 @@ class CompletionStats:
 
 
 def completion_logprobs(adapter: Adapter, model, batch: TrainingBatch, temperature: float = 1.0,
-                        chunk_tokens: int | None = None) -> torch.Tensor:
+                        chunk_tokens: int | None = None, budget_bytes: int | None = None
+                        ) -> torch.Tensor:
     """Per-token log-probabilities of the completion tokens under ``model``.
 
     ``batch``: the adapter's ``encode_training`` output (``input_ids`` [N, L],
     ``completion_ids`` / ``completion_mask`` [N, T]). ``temperature`` divides the logits
     first (the distribution the sampler drew from); the family's suppressed placeholder ids
     are outside the distribution (probability 0). ``chunk_tokens``: completion positions
-    per LM-head chunk ([N, chunk, V] at a time; None: ``adapter.options``'). Returns
-    [N, T] float32; padded positions hold 0. Differentiable: the trainer calls it with
-    grad enabled for the policy loss.
+    per LM-head chunk ([N, chunk, V] at a time; None: ``adapter.options``'), at most what
+    ``budget_bytes`` per [N, chunk, V] float32 buffer allows (None:
+    :data:`LOGITS_BUDGET_BYTES`). Returns [N, T] float32; padded positions hold 0.
+    Differentiable: the trainer calls it with grad enabled for the policy loss.
     """
-    return _chunked_pass(adapter, model, batch, temperature, chunk_tokens, stats=None)[0]
+    return _chunked_pass(adapter, model, batch, temperature, chunk_tokens, stats=None,
+                         budget_bytes=budget_bytes)[0]
 
 
 def completion_logprobs_and_entropy(adapter: Adapter, model, batch: TrainingBatch,
-                                    temperature: float = 1.0, chunk_tokens: int | None = None
+                                    temperature: float = 1.0, chunk_tokens: int | None = None,
+                                    budget_bytes: int | None = None
                                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`completion_logprobs` (with gradient) and, from the same chunks, the entropy
     [N, T] of the distribution each completion token is scored under:
@@ -64,13 +87,14 @@ def completion_logprobs_and_entropy(adapter: Adapter, model, batch: TrainingBatc
     [N, chunk, V] buffer at a time and no second pass. Padded positions hold 0.
     """
     lp, _, _, ent = _chunked_pass(adapter, model, batch, temperature, chunk_tokens, stats=None,
-                                  sampled_entropy=True)
+                                  sampled_entropy=True, budget_bytes=budget_bytes)
     return lp, ent
 
 
 def completion_token_stats(adapter: Adapter, model, batch: TrainingBatch,
                            temperature: float = 1.0, chunk_tokens: int | None = None,
-                           stats_temperature_scaled: bool = False) -> CompletionStats:
+                           stats_temperature_scaled: bool = False,
+                           budget_bytes: int | None = None) -> CompletionStats:
     """Log-probs of the completion tokens *and* statistics of the distribution each was
     drawn from, from one chunked pass (the LM head runs once per chunk for both).
 
@@ -86,18 +110,21 @@ def completion_token_stats(adapter: Adapter, model, batch: TrainingBatch,
     """
     with torch.no_grad():
         lp, sc, ent, _ = _chunked_pass(adapter, model, batch, temperature, chunk_tokens,
-                                       stats=stats_temperature_scaled)
+                                       stats=stats_temperature_scaled,
+                                       budget_bytes=budget_bytes)
     return CompletionStats(logprobs=lp, self_certainty=sc, entropy=ent)
 
 
 def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: float,
-                  chunk_tokens: int | None, stats: bool | None, sampled_entropy: bool = False):
+                  chunk_tokens: int | None, stats: bool | None, sampled_entropy: bool = False,
+                  budget_bytes: int | None = None):
     """The one chunk loop behind :func:`completion_logprobs`,
     :func:`completion_logprobs_and_entropy` and :func:`completion_token_stats`. ``stats``:
     None = log-probs only; True / False = also per-token statistics, of the
     temperature-scaled / unscaled distribution. ``sampled_entropy``: also the entropy of
-    the scored distribution (no gradient). Returns (logprobs, self_certainty or None,
-    entropy or None, sampled entropy or None), each [N, T]."""
+    the scored distribution (no gradient). ``budget_bytes``: see the module docstring.
+    Returns (logprobs, self_certainty or None, entropy or None, sampled entropy or None),
+    each [N, T]."""
     model = unwrap(model)
     hidden = adapter.decoder_hidden_states(model, batch.inputs)  # [N, L, H], L = P + T
     P, T = batch.prompt_len, batch.completion_ids.shape[1]
@@ -105,32 +132,73 @@ def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: fl
     head = adapter.lm_head(model)
     softcap = adapter.logit_softcap(model)
     suppressed = adapter.suppressed_token_ids()
-    chunk = chunk_tokens or adapter.options.logprob_chunk_tokens
-    out, out_sc, out_ent, out_h = [], [], [], []
-    for s in range(0, T, chunk):
-        logits = head(h[:, s: s + chunk]).float()  # [N, c, V], c = this chunk's positions
+    N = h.shape[0]
+    V = _vocab_size(head, h)
+    budget = LOGITS_BUDGET_BYTES if budget_bytes is None else budget_bytes
+    chunk = chunk_positions(N, V, chunk_tokens or adapter.options.logprob_chunk_tokens, budget)
+    # With gradient, autograd keeps each chunk's [N, c, V] log_softmax for backward: past the
+    # budget, recompute each chunk in backward instead of keeping them all.
+    recompute = torch.is_grad_enabled() and h.requires_grad and 4 * N * T * V > budget
+
+    def one_chunk(h_c: torch.Tensor, ids_c: torch.Tensor):
+        """Log-probs (and statistics) of c positions: h_c [N, c, H], ids_c [N, c]."""
+        logits = head(h_c).float()  # [N, c, V]
         if softcap:
             logits = torch.tanh(logits / softcap) * softcap
+        sc = ent = h_ent = None
         if stats is not None:  # on the finite logits, before the in-place -inf below
             z = logits / temperature if stats and temperature != 1.0 else logits
             sc, ent = distribution_stats(z, suppressed)  # [N, c] each
-            out_sc.append(sc)
-            out_ent.append(ent)
         if suppressed:
             logits[..., suppressed] = float("-inf")
         if temperature != 1.0:
             logits = logits / temperature
         logp = torch.log_softmax(logits, dim=-1)  # [N, c, V]
-        out.append(logp.gather(-1, batch.completion_ids[:, s: s + chunk, None]).squeeze(-1))
+        lp = logp.gather(-1, ids_c[..., None]).squeeze(-1)  # [N, c]
         if sampled_entropy:
             with torch.no_grad():  # a metric: no graph kept; entr(0) = 0 on suppressed ids
-                out_h.append(torch.special.entr(logp.detach().exp()).sum(-1))  # [N, c]
+                h_ent = torch.special.entr(logp.detach().exp()).sum(-1)  # [N, c]
+        return lp, sc, ent, h_ent
+
+    out, out_sc, out_ent, out_h = [], [], [], []
+    for s in range(0, T, chunk):
+        args = (h[:, s: s + chunk], batch.completion_ids[:, s: s + chunk])
+        if recompute:
+            lp, sc, ent, h_ent = checkpoint(one_chunk, *args, use_reentrant=False,
+                                            preserve_rng_state=False)  # no sampling inside
+        else:
+            lp, sc, ent, h_ent = one_chunk(*args)
+        out.append(lp)
+        out_sc.append(sc)
+        out_ent.append(ent)
+        out_h.append(h_ent)
     mask = batch.completion_mask  # [N, T]
     logprobs = torch.cat(out, dim=1) * mask  # [N, T]
     h_sampled = torch.cat(out_h, 1) * mask if sampled_entropy else None  # [N, T]
     if stats is None:
         return logprobs, None, None, h_sampled
     return logprobs, torch.cat(out_sc, 1) * mask, torch.cat(out_ent, 1) * mask, h_sampled
+
+
+def chunk_positions(n_seqs: int, vocab: int, chunk_tokens: int,
+                    budget_bytes: int = LOGITS_BUDGET_BYTES) -> int:
+    """Completion positions per chunk: ``chunk_tokens``, cut so that one [N, c, V] float32
+    buffer fits ``budget_bytes`` (at least 1 position)."""
+    fit = budget_bytes // (4 * max(1, n_seqs) * max(1, vocab))
+    return max(1, min(int(chunk_tokens), int(fit)))
+
+
+def _vocab_size(head: torch.nn.Module, h: torch.Tensor) -> int:
+    """V of the LM head: a linear layer's output features (a wrapped head's weight rows),
+    else measured on one position without gradient."""
+    features = getattr(head, "out_features", None)
+    if isinstance(features, int):
+        return features
+    weight = getattr(head, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.dim() == 2:
+        return int(weight.shape[0])
+    with torch.no_grad():
+        return int(head(h[:1, :1]).shape[-1])
 
 
 def distribution_stats(logits: torch.Tensor, excluded: Sequence[int] = ()

@@ -1,0 +1,227 @@
+"""The chunked log-prob pass within a stated memory bound, on Gemma-3-270M's 262,144-token
+vocabulary, where a fixed chunk of positions is no bound at all: 256 positions x 16
+sequences x 262,144 x 4 bytes = 4.3 GB per float32 buffer.
+
+The bound (``vlcohort/training/logprobs.py``): a chunk's positions are cut so that one
+[N, c, V] float32 buffer fits the budget, and with gradient each chunk is recomputed in
+backward once the kept [N, T, V] log-softmaxes would exceed it. A pass then holds a few
+budget-sized buffers above the decoder's own activations. Measured here as the peak
+resident memory of the process during the pass above its resident memory before it
+(Linux: the peak is reset through ``/proc/self/clear_refs``; torch's CPU allocator hands
+large buffers back to the OS when freed, so the process's resident set follows the live
+tensors).
+
+Below, the same maths on a toy model: the budget's chunk arithmetic, and recomputation in
+backward giving the gradients of the plain pass.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from processors.base import Adapter, AdapterOptions, TrainingBatch
+from vlcohort.data.problems import Problem
+from vlcohort.training.logprobs import (LOGITS_BUDGET_BYTES, chunk_positions,
+                                        completion_logprobs, completion_token_stats)
+
+MiB = 2**20
+N, T = 8, 64  # sequences, completion tokens of the real-model batch
+BUDGET = 32 * MiB  # bytes per [N, c, V] float32 buffer in the bounded passes
+#: Buffers of one chunk alive at once at most (logits, log_softmax, the statistics' softmax,
+#: a temperature-scaled copy), and room for the decoder's activations (a no-grad forward of
+#: 8 x ~165 tokens through a 640-wide, 18-layer body: ~10 MB at a time) and allocator slack.
+BUFFERS, SLACK = 4, 96 * MiB
+BOUND = BUFFERS * BUDGET + SLACK
+
+
+def _status(field: str) -> int:
+    return int(re.search(rf"{field}:\s+(\d+) kB", Path("/proc/self/status").read_text())
+               .group(1)) * 1024
+
+
+def _peak_above_now(fn):
+    """(fn's result, peak resident bytes of this process while fn ran, above the resident
+    bytes before it)."""
+    gc.collect()
+    clear = Path("/proc/self/clear_refs")
+    try:
+        clear.write_text("5")  # reset VmHWM to the current resident set
+    except OSError as e:
+        pytest.skip(f"cannot reset the peak resident memory here ({e}); Linux only")
+    before = _status("VmRSS")
+    result = fn()
+    return result, _status("VmHWM") - before
+
+
+def _real_batch(loaded) -> TrainingBatch:
+    """N sequences of a rendered prompt (r1_zero, ~100 tokens) followed by T seeded
+    random completion tokens ([N, T]); the log-prob of any token sequence is defined."""
+    a = loaded.adapter
+    r = a.render(Problem("q", "What is 6 times 7?"), None, "Put the answer in \\boxed{}.")
+    prompts = a.encode_prompts([r] * N)
+    V = a.lm_head(loaded.model).weight.shape[0]
+    g = torch.Generator().manual_seed(0)
+    completions = torch.randint(1000, V, (N, T), generator=g).tolist()
+    completions[1] = completions[1][: T // 2]  # one shorter completion: padding too
+    return a.encode_training(prompts, completions)
+
+
+@pytest.fixture(scope="module")
+def batch(gemma3):
+    return _real_batch(gemma3)
+
+
+def test_gemma_vocabulary_is_the_case_that_needs_a_bound(gemma3):
+    V = gemma3.adapter.lm_head(gemma3.model).weight.shape[0]
+    assert V == 262_144
+    # the options' default chunk is cut by the default budget: 256 positions would be
+    # 2 GiB per buffer for 8 sequences; 32 fit 256 MiB
+    assert chunk_positions(N, V, gemma3.adapter.options.logprob_chunk_tokens) == 32
+    assert 4 * N * 32 * V <= LOGITS_BUDGET_BYTES
+
+
+def test_no_grad_pass_stays_within_the_bound_and_equals_the_unchunked_numbers(gemma3, batch,
+                                                                              record_property):
+    a, model = gemma3.adapter, gemma3.model
+    V = 262_144
+    whole_bytes = 4 * N * T * V  # one [N, T, V] float32 buffer: 512 MiB
+    with torch.no_grad():
+        whole, peak_whole = _peak_above_now(
+            lambda: completion_logprobs(a, model, batch, 0.7, chunk_tokens=T,
+                                        budget_bytes=whole_bytes))
+        bounded, peak = _peak_above_now(
+            lambda: completion_logprobs(a, model, batch, 0.7, budget_bytes=BUDGET))
+    print(f"gemma3 no-grad log-prob pass, N={N} T={T} V={V}: peak {peak / MiB:.0f} MiB with a "
+          f"{BUDGET // MiB} MiB budget (bound {BOUND / MiB:.0f} MiB); unchunked "
+          f"{peak_whole / MiB:.0f} MiB")
+    record_property("peak_mib_budgeted", peak / MiB)
+    record_property("peak_mib_unchunked", peak_whole / MiB)
+    assert peak_whole > BOUND, "the measurement does not see the logits: weak test"
+    assert peak < BOUND, f"{peak / MiB:.0f} MiB > bound {BOUND / MiB:.0f} MiB"
+    mask = batch.completion_mask.bool()
+    assert torch.allclose(bounded, whole, atol=1e-4, rtol=0), float((bounded - whole).abs().max())
+    assert (bounded[~mask] == 0).all() and torch.isfinite(bounded[mask]).all()
+
+
+def test_grad_pass_recomputes_chunks_within_the_bound_with_the_same_gradient(gemma3, batch):
+    """With gradient, kept chunks would hold [N, T, V] log-softmaxes for backward (512 MiB
+    here); recomputed in backward, a chunk at a time. Only the final norm takes a gradient
+    (the body's activations then need not be kept), so the measured memory is the head's."""
+    a, model = gemma3.adapter, gemma3.model
+    norm = model.model.norm.weight
+    saved = [p.requires_grad for p in model.parameters()]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    norm.requires_grad_(True)
+    try:
+        def loss_and_grad(budget):
+            def run():
+                norm.grad = None
+                lp = completion_logprobs(a, model, batch, budget_bytes=budget)
+                lp.sum().backward()
+                return lp.detach(), norm.grad.clone()
+            return run
+
+        (lp_kept, g_kept), peak_kept = _peak_above_now(loss_and_grad(4 * N * T * 262_144))
+        (lp_rec, g_rec), peak_rec = _peak_above_now(loss_and_grad(BUDGET))
+    finally:
+        for p, r in zip(model.parameters(), saved):
+            p.requires_grad_(r)
+        norm.grad = None
+    print(f"gemma3 grad log-prob pass: peak {peak_rec / MiB:.0f} MiB recomputing chunks "
+          f"(bound {BOUND / MiB:.0f} MiB), {peak_kept / MiB:.0f} MiB keeping them")
+    assert peak_kept > BOUND, "the measurement does not see the kept chunks: weak test"
+    assert peak_rec < BOUND, f"{peak_rec / MiB:.0f} MiB > bound {BOUND / MiB:.0f} MiB"
+    assert torch.allclose(lp_rec, lp_kept, atol=1e-4, rtol=0)
+    assert torch.allclose(g_rec, g_kept, rtol=1e-4, atol=1e-4), float((g_rec - g_kept).abs().max())
+
+
+# --------------------------------------------------------------------------- toy model
+
+V_TOY, H_TOY = 11, 6
+
+
+class _Toy(torch.nn.Module):
+    """A causal toy LM: hidden state t = running mean of the token embeddings up to t."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.embed = torch.nn.Parameter(torch.randn(V_TOY, H_TOY, generator=g))
+        self.head = torch.nn.Linear(H_TOY, V_TOY)
+        with torch.no_grad():
+            self.head.weight.copy_(3 * torch.randn(V_TOY, H_TOY, generator=g))
+            self.head.bias.copy_(torch.randn(V_TOY, generator=g))
+
+    def hidden(self, ids):  # [N, L] -> [N, L, H]
+        e = self.embed[ids]
+        return e.cumsum(1) / torch.arange(1, ids.shape[1] + 1)[None, :, None]
+
+
+class _ToyAdapter(Adapter):
+    is_multimodal = False
+
+    def __init__(self):
+        super().__init__("toy", AdapterOptions(), processor=type("P", (), {"chat_template": "x"})())
+
+    def decoder_hidden_states(self, model, inputs):
+        return model.hidden(inputs["input_ids"])
+
+    def lm_head(self, model):
+        return model.head
+
+    def logit_softcap(self, model):
+        return 3.0
+
+    def suppressed_token_ids(self):
+        return [5]
+
+
+def _toy_batch() -> TrainingBatch:
+    """N = 3, P = 2, T = 7 completion tokens (rows 1, 2 right-padded)."""
+    prompt = torch.tensor([[1, 2], [3, 4], [6, 7]])
+    comp = torch.tensor([[7, 8, 9, 10, 1, 2, 3], [2, 3, 4, 0, 0, 0, 0], [4, 0, 0, 0, 0, 0, 0]])
+    mask = (comp != 0).long()
+    mask[0] = 1
+    return TrainingBatch(inputs={"input_ids": torch.cat([prompt, comp], 1),
+                                 "attention_mask": torch.cat([torch.ones_like(prompt), mask], 1)},
+                         completion_ids=comp, completion_mask=mask, prompt_len=2)
+
+
+def test_chunk_positions_fit_the_budget():
+    V = 262_144
+    assert chunk_positions(16, V, 256, 256 * MiB) == 16  # 16 x 16 x V x 4 = 256 MiB
+    assert chunk_positions(1, V, 256, 256 * MiB) == 256  # the option's chunk is the cap
+    assert chunk_positions(64, V, 256, 1 * MiB) == 1  # never below one position
+    for n, c in ((3, 100), (16, 256), (128, 512)):
+        k = chunk_positions(n, V, c, 64 * MiB)
+        assert 1 <= k <= c and (k == 1 or 4 * n * k * V <= 64 * MiB)
+
+
+@pytest.mark.parametrize("budget", [4 * 3 * 1 * V_TOY, 4 * 3 * 2 * V_TOY, 10**9])
+def test_budgeted_chunks_and_recomputation_keep_numbers_and_gradients(budget):
+    """Budgets of 1 and 2 positions (recomputation in backward: [N, T, V] is past them) and
+    an unbounded one give the same log-probs, token statistics and gradients."""
+    adapter, tb = _ToyAdapter(), _toy_batch()
+
+    def run(b):
+        model = _Toy()
+        lp = completion_logprobs(adapter, model, tb, 0.8, chunk_tokens=100, budget_bytes=b)
+        (lp * torch.linspace(-1, 1, lp.shape[1])).sum().backward()
+        stats = completion_token_stats(adapter, model, tb, 0.8, chunk_tokens=100,
+                                       budget_bytes=b)
+        return lp.detach(), [p.grad for p in model.parameters()], stats
+
+    lp, grads, stats = run(budget)
+    lp0, grads0, stats0 = run(10**12)
+    assert torch.allclose(lp, lp0, atol=1e-6)
+    assert all(torch.allclose(g, g0, atol=1e-6) for g, g0 in zip(grads, grads0))
+    assert grads[0].abs().sum() > 0 and grads[1].abs().sum() > 0  # the gradient flows
+    for key in ("logprobs", "self_certainty", "entropy"):
+        assert torch.allclose(getattr(stats, key), getattr(stats0, key), atol=1e-6), key
+    assert (lp[tb.completion_mask == 0] == 0).all()
