@@ -54,9 +54,10 @@ vLLM's LoRA path and without merging into (and un-merging from) the training wei
 which would drift them by rounding. After a push the prefix cache and, where vLLM has
 it, the multimodal encoder cache are reset: both hold activations of the old weights.
 
-Devices: :func:`device_engine_kwargs` is the one place CPU and GPU differ (chunked
+Devices: :func:`device_engine_kwargs` holds the settings CPU and GPU differ in (chunked
 prefill off on CPU, where a seeded request cannot be chunk-prefilled; the KV cache sized
-in bytes there).
+in bytes there). On CPU, ``max_model_len`` 0 is vLLM's auto-fit to that cache, as a
+model's own context may not fit it; sleep mode is a GPU's only (:func:`resolve_sleep_mode`).
 
 Memory (``rollout.vllm.sleep_mode``: auto | true | false; only a GPU has sleep mode, and
 ``auto``, the default, uses it there and runs without it elsewhere, see
@@ -619,6 +620,13 @@ class VLLMEngine:
         )
         if cfg.max_model_len:
             kwargs["max_model_len"] = cfg.max_model_len
+        elif self.device == "cpu":
+            # The CPU KV cache has a fixed size (1 GiB unless set), which may not hold one
+            # sequence of the model's own context (measured: a 270M model with a 32768-token
+            # context needs 1.13 GiB in fp32), and vLLM then refuses to start. -1 is vLLM's
+            # auto-fit: the model's context when the cache holds it, else the longest one
+            # that fits (vLLM logs it).
+            kwargs["max_model_len"] = -1
         if adapter.is_multimodal:
             kwargs["limit_mm_per_prompt"] = adapter.vllm_mm_limits(cfg.max_images_per_prompt)
             if adapter.vllm_processor_kwargs():  # also sizes the memory profile's images
