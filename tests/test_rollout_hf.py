@@ -119,3 +119,47 @@ def test_checkpoint_min_p_does_not_leak_into_rollouts():
     torch.testing.assert_close(ro.logprobs[mask], logp.gather(
         -1, torch.tensor([c + [0] * (ro.logprobs.shape[1] - len(c)) for c in ro.completions])[..., None]
     ).squeeze(-1)[mask], atol=1e-4, rtol=1e-4)
+
+
+def test_shared_prompt_prefill_samples_what_a_prefill_per_row_does(monkeypatch):
+    """The engine runs each prompt's forward once per group and repeats its KV cache over
+    the G samples: the same tokens and, up to float noise, the same recorded log-probs as
+    running every row's prompt (left-padded prompts of different lengths)."""
+    import vlcohort.rollout.hf as hf
+
+    adapter = adapter_for(tiny_model_path("tiny:qwen2"))
+    model = adapter.load_model().eval()
+    rendered = [adapter.render(Problem(id=str(i), text="Count " + "and count " * i + "on."),
+                               None, None) for i in range(3)]
+    sampling = SamplingParams(max_new_tokens=10, temperature=0.9)
+    used, real = [], hf.shared_prompt_cache
+
+    def spy(*args):
+        out = real(*args)
+        used.append(out is not None)
+        return out
+
+    monkeypatch.setattr(hf, "shared_prompt_cache", spy)
+    shared = HFEngine(adapter, model).generate(rendered, 4, sampling, seed=5)
+    monkeypatch.setattr(hf, "shared_prompt_cache", lambda *args: None)
+    per_row = HFEngine(adapter, model).generate(rendered, 4, sampling, seed=5)
+    assert used == [True]
+    assert shared.completions == per_row.completions
+    torch.testing.assert_close(shared.logprobs, per_row.logprobs, atol=1e-5, rtol=1e-5)
+
+
+def test_prompt_cache_is_shared_only_between_equal_rows():
+    """Rows that are not groups of equal prompts (or a group of one) keep their own
+    prefill."""
+    from vlcohort.rollout.hf import shared_prompt_cache
+
+    adapter = adapter_for(tiny_model_path("tiny:qwen2"))
+    model = adapter.load_model().eval()
+    rendered = [adapter.render(Problem(id=str(i), text=f"Count to {i}."), None, None)
+                for i in range(2)]
+    grouped = adapter.encode_prompts([r for r in rendered for _ in range(2)]).inputs
+    mixed = adapter.encode_prompts(rendered * 2).inputs  # rows 0 1 0 1
+    with torch.no_grad():
+        assert shared_prompt_cache(model, grouped, 2) is not None
+        assert shared_prompt_cache(model, mixed, 2) is None
+        assert shared_prompt_cache(model, grouped, 1) is None

@@ -18,10 +18,20 @@ transformers' order, ahead of the recorder (custom logits processors run before
 ``generate``'s warpers, so a recorder there would see the untruncated logits); ``generate``
 is then told to sample from the processed scores as they are (temperature 1, no top-k /
 top-p, every other sampling setting neutral: ``NEUTRAL_SAMPLING``).
+
+The G rows of one prompt share their prompt: for a text-only prompt batch the engine runs
+the prompt once per group (B rows, not B x G) into the KV cache, repeats the cache G times
+and lets ``generate`` start from it (:func:`shared_prompt_cache`). The prompt's forward
+is the largest single cost of a short rollout (measured with SmolLM2-135M on one CPU
+thread, 2 prompts x 4 samples of a 77-token prompt, 48 new tokens: the prefill of the 8
+rows took 2.5 s, a quarter of the rollout, that of 2 rows 0.6 s), and the repeats computed
+the same keys and values G times. The sampled tokens and their log-probs are those of a
+prefill per row up to float noise (tested).
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Sequence
 
 import torch
@@ -105,6 +115,49 @@ def sampling_warpers(sampling: SamplingParams) -> list[LogitsProcessor]:
     return warpers
 
 
+def shared_prompt_cache(model, inputs: dict[str, torch.Tensor], group_size: int):
+    """The KV cache of a prompt batch whose rows come in groups of ``group_size`` equal
+    prompts (row b*G + g), computed once per group and repeated G times; None where it
+    cannot be shared.
+
+    ``inputs``: ``input_ids`` / ``attention_mask`` [N, P], left-padded, N = B x G. The
+    cache covers the first P - 1 positions of every row, so ``generate`` (given the cache
+    and the whole prompt) runs only the last prompt token and then decodes as usual. The
+    positions are ``generate``'s own for a left-padded batch (attention-mask cumsum), so
+    the cached keys are the ones its own prefill would store. Shared only for prompts of
+    ids and mask alone (family tensors such as images or multimodal rope offsets are
+    prepared per row by the model's own prefill) and caches that can repeat their rows;
+    returns (cache, the keyword ``generate`` takes it by).
+    """
+    G = group_size
+    if G < 2 or set(inputs) != {"input_ids", "attention_mask"}:
+        return None
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]  # [N, P]
+    N, P = ids.shape
+    if P < 2 or N % G:
+        return None
+    first = slice(0, N, G)  # row b*G: the group's prompt (the G rows are equal)
+    if not (torch.equal(ids.reshape(N // G, G, P), ids[first, None].expand(N // G, G, P))
+            and torch.equal(mask.reshape(N // G, G, P), mask[first, None].expand(N // G, G, P))):
+        return None
+    params = inspect.signature(model.forward).parameters
+    key = "cache" if "cache" in params else "past_key_values"  # transformers 5.2x: cache
+    if key not in params:
+        return None
+    m = mask[first, :-1]  # [B, P - 1]
+    position_ids = (m.long().cumsum(-1) - 1).masked_fill(m == 0, 0)  # generate's positions
+    extra = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+    out = model(input_ids=ids[first, :-1], attention_mask=m, position_ids=position_ids,
+                use_cache=True, **extra)
+    cache = getattr(out, "cache", None)
+    if cache is None:
+        cache = getattr(out, "past_key_values", None)
+    if cache is None or not hasattr(cache, "batch_repeat_interleave"):
+        return None
+    cache.batch_repeat_interleave(G)  # [B, ...] -> [B x G, ...], row b*G + g
+    return cache, key
+
+
 class HFEngine:
     """Generation with the policy model itself (no second copy, no weight sync)."""
 
@@ -132,8 +185,12 @@ class HFEngine:
         self.model.eval()
         try:
             device = next(self.model.parameters()).device
+            inputs = prompts.to(device).inputs
+            # multimodal prompts: the family's own prefill (image features, rope offsets)
+            shared = None if adapter.is_multimodal else shared_prompt_cache(self.model, inputs, G)
+            cache = {shared[1]: shared[0]} if shared is not None else {}  # the KV cache kwarg
             sequences = self.model.generate(
-                **prompts.to(device).inputs, do_sample=True, temperature=1.0, top_p=1.0,
+                **inputs, **cache, do_sample=True, temperature=1.0, top_p=1.0,
                 top_k=0,  # the engine's warpers below, ahead of the recorder
                 max_new_tokens=sampling.max_new_tokens, eos_token_id=stop_ids,
                 pad_token_id=adapter.pad_token_id(),
