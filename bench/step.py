@@ -219,8 +219,8 @@ class SelfVoteReward:
 
     __name__ = "self_vote"
 
-    def __init__(self, run):
-        self.cfg, self.grader = run.cfg, run.grader
+    def __init__(self, run, group_size: int = G):
+        self.cfg, self.grader, self.G = run.cfg, run.grader, group_size
         self.by_id = {p.id: p for p in run.stream.problems}
         self.calls: list[dict] = []
 
@@ -228,7 +228,7 @@ class SelfVoteReward:
         from vlcohort.training.rewards import extract_all, score, vote_all
 
         t0 = time.perf_counter()
-        r = self.cfg.reward
+        r, G = self.cfg.reward, self.G
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
         n = len(texts)
         assert n % G == 0, n
@@ -247,26 +247,23 @@ class SelfVoteReward:
         return rewards.reshape(-1).tolist()
 
 
-def trl_trainer(run, path: str, out_dir: str, steps: int, reward_fn, callbacks):
-    from transformers import AutoProcessor, PrinterCallback, Qwen2_5_VLForConditionalGeneration
-    from trl import GRPOConfig, GRPOTrainer
+def grpo_args(cfg, out_dir: str, steps: int, prompts: int, group: int, new_tokens: int):
+    """TRL's ``GRPOConfig`` doing vlcohort's step as ``cfg`` configures it, like for like
+    (module docstring): CPU, fp32, no KL, no vLLM, ``prompts`` x ``group`` rows per step
+    (one generation and one optimizer step), ``new_tokens`` new tokens, vlcohort's
+    sampling, optimizer, schedule and clips, no logging."""
+    from trl import GRPOConfig
 
-    cfg = run.cfg
-    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
-        path, dtype=torch.float32, attn_implementation=cfg.agents[0].attn_implementation)
-    processor = AutoProcessor.from_pretrained(path)
-    dataset = trl_dataset(run)
-    check_same_prompt(run, dataset, processor)
-    args = GRPOConfig(
+    return GRPOConfig(
         output_dir=out_dir,
         use_cpu=True, bf16=False, fp16=False,
         gradient_checkpointing=False,
         beta=0.0,
-        num_generations=G,
-        per_device_train_batch_size=B * G,  # B prompts x G generations
+        num_generations=group,
+        per_device_train_batch_size=prompts * group,  # B prompts x G generations
         gradient_accumulation_steps=1,
         num_iterations=1,
-        max_completion_length=NEW_TOKENS,
+        max_completion_length=new_tokens,
         temperature=cfg.rollout.temperature,
         top_p=cfg.rollout.top_p,
         use_vllm=False,
@@ -287,6 +284,19 @@ def trl_trainer(run, path: str, out_dir: str, steps: int, reward_fn, callbacks):
         dataloader_num_workers=0,
         log_completions=False,
     )
+
+
+def trl_trainer(run, path: str, out_dir: str, steps: int, reward_fn, callbacks):
+    from transformers import AutoProcessor, PrinterCallback, Qwen2_5_VLForConditionalGeneration
+    from trl import GRPOTrainer
+
+    cfg = run.cfg
+    model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
+        path, dtype=torch.float32, attn_implementation=cfg.agents[0].attn_implementation)
+    processor = AutoProcessor.from_pretrained(path)
+    dataset = trl_dataset(run)
+    check_same_prompt(run, dataset, processor)
+    args = grpo_args(cfg, out_dir, steps, B, G, NEW_TOKENS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = GRPOTrainer(model=model, reward_funcs=[reward_fn], args=args,
@@ -311,6 +321,34 @@ def make_pace(trl_times: list, between=None):
             self.mark = time.perf_counter()
 
     return Pace()
+
+
+def require_trl(script: str):
+    """The peer's module, or exit saying how to install it."""
+    try:
+        import trl
+    except ImportError:
+        sys.exit(f"{script} needs TRL as the peer: pip install trl (check first with "
+                 "`pip install --dry-run trl` that it leaves torch alone)")
+    return trl
+
+
+def drive(vl, trainer_for, steps: int, sequential: bool) -> tuple[list[float], float]:
+    """Both sides' ``steps`` steps: interleaved (TRL's trainer drives; after each of its
+    steps a callback runs ``vl.step()``, untimed for TRL) or sequential (vlcohort first).
+    ``trainer_for(callbacks)`` builds TRL's trainer. Returns TRL's step times and the
+    seconds ``trainer.train()`` took."""
+    trl_times: list[float] = []
+    if sequential:
+        for _ in range(steps):
+            vl.step()
+        callbacks = [make_pace(trl_times)]
+    else:
+        callbacks = [make_pace(trl_times, between=vl.step)]
+    trainer = trainer_for(callbacks)
+    t0 = time.perf_counter()
+    trainer.train()
+    return trl_times, time.perf_counter() - t0
 
 
 # ============================================================================ report
@@ -366,11 +404,7 @@ def report(vl: VlcohortSide, trl_times: list[float], calls: list[dict], N: int, 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        import trl
-    except ImportError:
-        sys.exit("bench/step.py needs TRL as the peer: pip install trl (check first with "
-                 "`pip install --dry-run trl` that it leaves torch alone)")
+    trl = require_trl("bench/step.py")
     import transformers
 
     transformers.utils.logging.disable_progress_bar()
@@ -384,17 +418,8 @@ def main(argv=None) -> int:
     vl = VlcohortSide(vlcohort_run(os.path.join(tmp.name, "vlcohort"), args.seed,
                                    2 * N - W if args.profile else N))
     reward_fn = SelfVoteReward(vl.run)
-    trl_times: list[float] = []
-    if args.sequential:
-        for _ in range(N):
-            vl.step()
-        callbacks = [make_pace(trl_times)]
-    else:
-        callbacks = [make_pace(trl_times, between=vl.step)]
-    trainer = trl_trainer(vl.run, path, os.path.join(tmp.name, "trl"), N, reward_fn, callbacks)
-    t0 = time.perf_counter()
-    trainer.train()
-    total = time.perf_counter() - t0
+    trl_times, total = drive(vl, lambda callbacks: trl_trainer(
+        vl.run, path, os.path.join(tmp.name, "trl"), N, reward_fn, callbacks), N, args.sequential)
     profiler = None
     if args.profile:  # separate steps: the profiler's overhead must not touch the timed ones
         import cProfile
