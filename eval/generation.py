@@ -333,13 +333,16 @@ def text_generator(settings: EvalSettings, adapter, model, worker: int = 0,
     from vlcohort.rollout.base import SamplingParams
     from vlcohort.rollout.engines import make_engine
 
-    from vlcohort.rollout.vllm import EngineUnavailableError
+    from vlcohort.rollout.vllm import EngineUnavailableError, check_available
 
     try:
+        # On vLLM's CPU build enforce_eager skips torch.compile, which took ~90 s of every
+        # engine start plus a warm-up over the whole context, and bought nothing here.
+        eager = check_available() == "cpu"
         engine = make_engine("vllm", adapter, model, vllm=VLLMConfig(
             sleep_mode=False, dtype=dtype or effective_dtype(settings.dtype, settings.vllm_dtype),
-            gpu_memory_utilization=0.8, max_num_seqs=max(settings.batch_size, 1)),
-            seed=settings.seed)
+            gpu_memory_utilization=0.8, max_num_seqs=max(settings.batch_size, 1),
+            enforce_eager=eager), seed=settings.seed)
     except EngineUnavailableError as e:
         raise BenchmarkError(f"--engine vllm: {e}") from e
     # vLLM: temperature 0 is greedy (argmax), as transformers' do_sample=False

@@ -132,3 +132,17 @@ def test_agent_options_are_the_adapters_own_type():
     cfg.agents[0].min_pixels = 2000  # a copy: later config edits do not reach the adapter
     assert opts.min_pixels == 1000
     assert adapter_options(ModelConfig()) == AdapterOptions()
+
+
+def test_a_choice_field_is_checked_at_load():
+    """``Literal`` fields (``rollout.vllm.sleep_mode``) refuse a typo when the config
+    loads, not when an engine is built; a YAML bool is only a bool choice."""
+    from vlcohort.config import load_config
+
+    assert load_config(None, ["rollout.vllm.sleep_mode=auto"]).rollout.vllm.sleep_mode == "auto"
+    assert load_config(None, ["rollout.vllm.sleep_mode=false"]).rollout.vllm.sleep_mode is False
+    with pytest.raises(ConfigError, match=r"rollout.vllm.sleep_mode: 'atuo' is not one of "
+                       r"auto, true, false"):
+        load_config(None, ["rollout.vllm.sleep_mode=atuo"])
+    with pytest.raises(ConfigError, match="is not one of"):
+        load_config(None, ["rollout.vllm.sleep_mode=1"])

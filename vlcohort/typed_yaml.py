@@ -105,6 +105,14 @@ def _coerce(tp, value, key: str, default):
         if value is None:
             return None
         return _coerce(args[0], value, key, default)
+    if origin is typing.Literal:
+        allowed = typing.get_args(tp)
+        for a in allowed:  # a YAML bool must be a bool choice, a string a string one
+            if value == a and isinstance(value, bool) == isinstance(a, bool):
+                return a
+        raise ConfigError(f"{key}: {value!r} is not one of "
+                          + ", ".join(str(a).lower() if isinstance(a, bool) else str(a)
+                                      for a in allowed))
     if dataclasses.is_dataclass(tp):
         return build(tp, value, key + ".")
     if origin is dict:
