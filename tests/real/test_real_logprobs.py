@@ -5,8 +5,8 @@ The engine records log p(token) during ``generate`` (incremental decoding with a
 cache, one position at a time); the trainer recomputes them in one full-sequence forward
 with the LM head run over chunks. The two differ only by float reassociation, so the gap
 is the numeric rollout/policy mismatch the IS correction sees at ratio 1. Measured on a
-quiet 2-core CPU (24 tokens x 4 sequences): SmolLM2-135M-Instruct max 1.7e-5, mean
-2.9e-6; Gemma-3-270M max 1.1e-5, mean 2.0e-6 (nats per token).
+2-core CPU (24 tokens x 4 sequences, two runs): SmolLM2-135M-Instruct max 1.7-2.0e-5,
+mean 2.9-3.0e-6; Gemma-3-270M max 0.9-1.1e-5, mean 2.0-2.3e-6 (nats per token).
 """
 
 from __future__ import annotations
