@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 RECIPES = [p for p in CONFIGS if p.name != "demo.yaml"]
 # recipes that run in one process (their header says ``vlcohort train configs/<file>``)
-SINGLE_PROCESS = {"self_play_tiny.yaml", "demo_vllm.yaml", "demo_qwen3vl_internvl.yaml"}
+SINGLE_PROCESS = {"self_play_tiny.yaml", "demo_vllm.yaml", "demo_qwen3vl_internvl.yaml",
+                  "real_smollm2_gemma3_cpu.yaml"}
 
 
 @pytest.fixture(autouse=True)
