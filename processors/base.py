@@ -307,6 +307,8 @@ class Adapter:
         from . import prompt_formats
 
         requested = self.options.prompt_format or prompt_formats.AUTO
+        if self.is_multimodal and requested == prompt_formats.AUTO:
+            return prompt_formats.CHAT  # a VLM is always prompted through its template
         has_template = bool(getattr(self.processor, "chat_template", None)
                             or getattr(self.tokenizer, "chat_template", None))
         fmt = prompt_formats.resolve(requested, has_template, where=self.path)
