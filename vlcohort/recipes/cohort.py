@@ -40,7 +40,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from processors import adapter_for
 from vlcohort.analysis.dynamics import STOP_HINTS, Monitor
 from vlcohort.analysis.metrics import MetricsLogger, final_summary, read_metrics, summary_line
 from vlcohort.answers.grading import get_grader
@@ -55,7 +54,7 @@ from vlcohort.recipes.driver import (Recipe, TrainingError, checkpoint_to_resume
 from vlcohort.recipes.step import Run, train_step
 from vlcohort.training import checkpoint as ckpt
 from vlcohort.training import distributed as dist_
-from vlcohort.training.agent import adapter_options, build_agent
+from vlcohort.training.agent import build_agent, checked_adapter
 from vlcohort.training.update import trains_without_advantage
 
 #: ``data.decouple``: agent a's shard is shuffled with seed ``run.seed * SHARD_SEED_STRIDE +
@@ -94,7 +93,7 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
                           weights_from=str(folder / cfg.agents[i].name) if folder else None)
               for i in local]
     adapters = [agents[local.index(i)].adapter if i in local else
-                adapter_for(mc.path, adapter_options(mc, cfg)) for i, mc in enumerate(cfg.agents)]
+                checked_adapter(mc, cfg) for i, mc in enumerate(cfg.agents)]
     if layout.is_logger:  # a base model's plain format is said, never silently chosen
         print("# prompt format: " + "; ".join(f"{mc.name} {ad.prompt_format_description()}"
                                               for mc, ad in zip(cfg.agents, adapters)))

@@ -118,6 +118,21 @@ def adapter_options(mc: ModelConfig, cfg: Config | None = None) -> AdapterOption
     return options
 
 
+def checked_adapter(mc: ModelConfig, cfg: Config | None = None) -> Adapter:
+    """The agent's adapter; a prompt format its checkpoint cannot take (``chat`` for a
+    base model without a template) is a config error naming the key, not a traceback."""
+    from processors.prompt_formats import PromptFormatError
+    from vlcohort.typed_yaml import ConfigError
+
+    try:
+        return adapter_for(mc.path, adapter_options(mc, cfg))
+    except PromptFormatError as e:
+        where = "prompt.format"
+        if cfg is not None and mc.prompt_format:
+            where = f"agents.{[a.name for a in cfg.agents].index(mc.name)}.prompt_format"
+        raise ConfigError(f"{where}: {e}") from None
+
+
 def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | None = None,
                 layout=None) -> Agent:
     """Adapter + model (+ optimizer, schedule, reference, engine when ``cfg`` is given).
@@ -127,7 +142,7 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
     ``layout`` the policy and optimizer are wrapped by DeepSpeed ZeRO over the agent's
     rank group (``distributed.py``).
     """
-    adapter = adapter_for(mc.path, adapter_options(mc, cfg))
+    adapter = checked_adapter(mc, cfg)
     if weights_from is not None and mc.lora_rank == 0:
         model = _load_from(adapter, weights_from)
     else:
