@@ -37,10 +37,10 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from .tiny import build_atomically
 
 GGUF_PREFIX = "gguf:"
 #: Part of the cache key: bump when :func:`convert` writes something different (an edit
@@ -152,23 +152,13 @@ def gguf_checkpoint(spec: str, cache_dir: str | os.PathLike | None = None) -> Pa
     key = hashlib.sha1(f"{sha}|{transformers.__version__}|{CONVERTER_VERSION}".encode()
                        ).hexdigest()[:10]
     root = Path(cache_dir) if cache_dir is not None else _cache_root()
-    final = root / f"{source.stem}-{key}"
-    if (final / "config.json").is_file():
-        return final
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{source.stem}-", dir=root))
-    try:
+
+    def build(tmp: Path) -> None:
         convert(source, tmp)
         (tmp / "gguf_source.json").write_text(json.dumps(
             {"file": source.name, "sha256": sha, "spec": spec}, indent=1))
-        try:
-            os.replace(tmp, final)
-        except OSError:  # another process converted it first: keep theirs
-            if not (final / "config.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+
+    return build_atomically(root / f"{source.stem}-{key}", build)
 
 
 def convert(source: Path, out: Path) -> None:

@@ -38,7 +38,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .tiny import BUILDER_VERSION, cache_root
+from .tiny import BUILDER_VERSION, build_atomically, cache_root
 
 #: Widths of the shrunk language model: head_dim 32 (2 query heads, 1 key/value head:
 #: grouped-query attention stays grouped). vLLM's CPU attention takes head sizes 32, 64, ...
@@ -195,8 +195,7 @@ def published_model_path(published: str | os.PathLike, seed: int = 0,
                                 "preprocessor_config.json, chat template)")
     root = Path(cache_dir) if cache_dir is not None else cache_root() / "published"
     final = root / f"{published.name}-s{seed}-{_published_key(published, seed)}"
-    if (final / "config.json").exists():
-        return final
+    return build_atomically(final, lambda tmp: build_published(published, tmp, seed))
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{published.name}-", dir=root))
     try:

@@ -261,20 +261,29 @@ def tiny_model_path(spec: str, seed: int = 0, cache_dir: str | os.PathLike | Non
         f"{name}|{seed}|{BUILDER_VERSION}|{transformers.__version__}|{source}".encode()
     ).hexdigest()[:10]
     root = Path(cache_dir) if cache_dir is not None else cache_root() / "tiny"
-    final = root / f"{name}-s{seed}-{key}"
+    return build_atomically(root / f"{name}-s{seed}-{key}",
+                            lambda tmp: TINY_MODELS[name].build(tmp, seed))
+
+
+def build_atomically(final: Path, build) -> Path:
+    """``final``, a checkpoint folder, made by ``build(folder)`` unless it already holds a
+    ``config.json``: built in a temporary sibling, then renamed, so a crash mid-build never
+    leaves a half-written checkpoint that a later run would trust. Shared by every cache
+    of built checkpoints (tiny, published-processor and converted GGUF models)."""
     if (final / "config.json").exists():
         return final
+    root = final.parent
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
     try:
-        TINY_MODELS[name].build(tmp, seed)
+        build(tmp)
         try:
             os.replace(tmp, final)
         except OSError:  # another process won the race (keep its folder), or a broken one
             if not (final / "config.json").exists():
                 # a folder without config.json is not a checkpoint (e.g. files deleted by
                 # hand): move it aside atomically and put the fresh build in its place
-                aside = Path(tempfile.mkdtemp(prefix=f".{name}-broken-", dir=root))
+                aside = Path(tempfile.mkdtemp(prefix=f".{final.name}-broken-", dir=root))
                 os.replace(final, aside / "old")
                 shutil.rmtree(aside, ignore_errors=True)
                 try:

@@ -5,7 +5,6 @@ baselines differ from their Co-RL recipe only in ``method``."""
 from __future__ import annotations
 
 import dataclasses
-import re
 import shlex
 import socket
 from pathlib import Path
