@@ -68,7 +68,8 @@ def test_config_print_is_short_and_names_the_changed_keys(quiet_run):
         head.append(line)
     assert 5 <= len(head) <= 25, "\n".join(head)
     text = "\n".join(head)
-    assert head[0] == "# run: A=tiny:qwen2_5_vl; method gt_reward; 1 step"
+    assert head[0] == "# base recipe: none, the plain defaults (agents given)"
+    assert head[1] == "# run: A=tiny:qwen2_5_vl; method gt_reward; 1 step"
     for key in ("method=gt_reward", "rollout.prompts_per_step=2", "data.num_problems=16",
                 "reward.answer_style=last_letter", "run.steps=1", "eval.every=1"):
         assert key in text, key
