@@ -171,7 +171,9 @@ def test_resume_under_the_same_launch_continues_exactly(tmp_path):
     """ZeRO-2, 2 ranks: 3 straight steps == 2 steps, then ``--resume`` for the third
     (weights, ZeRO optimizer partitions, LR schedule and data position all restored)."""
     straight, parted = tmp_path / "straight", tmp_path / "parted"
-    launch = ["distributed.ranks_per_agent=1", "distributed.zero_stage=2", "checkpoint.every=2"]
+    # a constant schedule: a cosine's shape depends on run.steps, which the resume extends
+    launch = ["distributed.ranks_per_agent=1", "distributed.zero_stage=2", "checkpoint.every=2",
+              "optim.schedule=constant"]
     out = _torchrun(2, ["-m", "vlcohort", "train", *COHORT, *launch, "run.steps=3",
                         f"run.output_dir={straight}"])
     assert out.returncode == 0, out.stderr[-4000:]
