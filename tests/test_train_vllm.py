@@ -21,6 +21,7 @@ from safetensors.torch import load_file
 from processors import adapter_for, tiny_model_path
 from vlcohort.analysis.metrics import read_metrics
 from vlcohort.cli import main
+from vlcohort.config import DEMO_RECIPE
 from vlcohort.data.problems import Problem
 from vlcohort.rollout.base import SamplingParams
 from vlcohort.training import grpo
@@ -32,7 +33,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.usefixtures("vllm_env")]
 # varied rewards, hence an update and a push, at every step (a vote or a gold reward of a
 # random tiny model is mostly constant); the Co-RL vote on vLLM is the demo's
 # (configs/demo_vllm.yaml, figures in the README).
-COHORT = ["method=intuitor",
+COHORT = [str(DEMO_RECIPE), "method=intuitor",  # on the demo's settings (56 px pictures)
           "agents=[{name: A, path: 'tiny:qwen2_5_vl'}, {name: B, path: 'tiny:internvl3_5'}]",
           "reward.answer_style=last_letter", "data.tasks=[shape_colour, shape_kind]",
           "data.num_problems=16", "rollout.prompts_per_step=2", "rollout.rollouts_per_prompt=8",
