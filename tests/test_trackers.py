@@ -223,8 +223,7 @@ def test_a_training_run_feeds_tensorboard_and_wandb_the_metrics_records(
                  f"run.output_dir={run}"]
     from vlcohort.config import DEMO_RECIPE
 
-    # on the demo recipe, as FAST's comments assume (its generation settings show the
-    # transformers warning checked below)
+    # on the demo recipe, as FAST's comments assume
     out = subprocess.run([sys.executable, "-m", "vlcohort", "train", "--verbose",
                           str(DEMO_RECIPE), *overrides],
                          capture_output=True, text=True, timeout=300,
@@ -234,8 +233,9 @@ def test_a_training_run_feeds_tensorboard_and_wandb_the_metrics_records(
     assert f"TensorBoard: tensorboard --logdir {run / 'tensorboard'}" in console
     assert "W&B: offline run in" in console
     # --verbose: transformers' bars and the known-harmless warnings are left alone
-    for shown in ("Loading weights", "Writing model shards", "min_new_tokens",
-                  "Setting accelerator to CPU"):
+    # (transformers' min_new_tokens warning is not listed: whether generate emits it depends
+    # on whether this process built the tiny model or found it cached by an earlier test)
+    for shown in ("Loading weights", "Writing model shards", "Setting accelerator to CPU"):
         assert shown in console, shown
 
     records = read_metrics(run / "metrics.jsonl")
