@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -224,9 +225,12 @@ def test_a_training_run_feeds_tensorboard_and_wandb_the_metrics_records(
     from vlcohort.config import DEMO_RECIPE
 
     # on the demo recipe, as FAST's comments assume
+    # DeepSpeed probes for an accelerator (and says so) unless DS_ACCELERATOR names one; the
+    # bench scripts other tests import set it in this process, so the child must not inherit it
+    env = {k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"}
     out = subprocess.run([sys.executable, "-m", "vlcohort", "train", "--verbose",
                           str(DEMO_RECIPE), *overrides],
-                         capture_output=True, text=True, timeout=300,
+                         capture_output=True, text=True, timeout=300, env=env,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.returncode == 0, out.stderr[-3000:]
     console = out.stdout + out.stderr
