@@ -43,7 +43,8 @@ def quiet_run(tmp_path_factory):
                  f"run.output_dir={run}"]
     env = {k: v for k, v in os.environ.items()
            if k not in ("VLCOHORT_VERBOSE", "HF_HUB_DISABLE_PROGRESS_BARS",
-                        "HF_DATASETS_DISABLE_PROGRESS_BARS")}
+                        "HF_DATASETS_DISABLE_PROGRESS_BARS",
+                        "DS_ACCELERATOR")}  # unset, DeepSpeed probes aloud: the line to hide
     env["VLCOHORT_CACHE"] = str(base / "vlcohort-cache")  # shared with tests/test_train.py
     out = subprocess.run([sys.executable, "-m", "vlcohort", "train", *overrides],
                          capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
