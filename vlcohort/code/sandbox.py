@@ -41,12 +41,14 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from typing import Sequence
 
 #: Directories hidden behind an empty tmpfs: other users' files, other runs' folders.
 MASKED_DIRS = ("/tmp", "/var/tmp", "/root", "/home", "/run")
 #: Inside a bubblewrap sandbox: the program's read-only folder and its writable folder.
 SRC_DIR, WORK_DIR = "/tmp/src", "/tmp/work"
 SIDE_FD_ENV = "VLCOHORT_SIDE_FD"
+PASS_FDS_ENV = "VLCOHORT_PASS_FDS"
 _SIGNAL_NAMES = {s.value: s.name for s in signal.Signals}
 
 
@@ -262,13 +264,15 @@ def _python_args(script: str) -> list[str]:
     return [sys.executable, *flags, script]
 
 
-def _env(work: str, side_fd: int | None) -> dict[str, str]:
+def _env(work: str, side_fd: int | None, pass_fds: Sequence[int] = ()) -> dict[str, str]:
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": work, "TMPDIR": work,
            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
            "OMP_NUM_THREADS": "1"}
     if side_fd is not None:
         env[SIDE_FD_ENV] = str(side_fd)
+    if pass_fds:
+        env[PASS_FDS_ENV] = ",".join(str(fd) for fd in pass_fds)
     return env
 
 
@@ -380,11 +384,15 @@ def _classify(code: int, stderr: str, limits: Limits) -> tuple[str, str]:
 
 
 def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
-               side_channel: bool = False, side_cap: int = 64 << 20) -> RunResult:
+               side_channel: bool = False, side_cap: int = 64 << 20,
+               pass_fds: Sequence[int] = ()) -> RunResult:
     """Run ``source`` as a Python program in the sandbox, ``stdin`` on its standard input.
 
     ``side_channel``: a pipe is passed on the fd named by ``$VLCOHORT_SIDE_FD``; what the
     program writes there comes back in ``RunResult.side`` (at most ``side_cap`` bytes).
+    ``pass_fds``: host fds (e.g. pipe ends joining two sandboxes) that the program
+    inherits under the same numbers, listed in ``$VLCOHORT_PASS_FDS`` (comma-separated).
+    The caller keeps ownership: it closes its copies once the program has started.
     """
     backend = _backend()
     t0 = time.monotonic()
@@ -417,7 +425,7 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
         if side_channel:
             side_r, side_w = os.pipe()
         cmd = prefix + _limit_args(limits, uid) + _python_args(script)
-        env = _env(work, side_w)
+        env = _env(work, side_w, pass_fds)
         if backend == "bwrap":  # bwrap --clearenv: the environment is given by --setenv
             cmd[cmd.index("--clearenv") + 1:cmd.index("--clearenv") + 1] = [
                 a for k, v in env.items() for a in ("--setenv", k, v)]
@@ -427,7 +435,8 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
                                     stderr=subprocess.PIPE, env=env,
                                     cwd=work if backend != "bwrap" else host,
                                     start_new_session=True,
-                                    pass_fds=(side_w,) if side_w is not None else ())
+                                    pass_fds=((side_w,) if side_w is not None else ())
+                                    + tuple(pass_fds))
         if side_w is not None:
             os.close(side_w)
             side_w = None
