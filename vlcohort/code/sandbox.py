@@ -2,39 +2,77 @@
 
 Why a separate process in namespaces and not ``exec`` with a "reliability guard": the
 programs are written by a model being trained to pass tests; anything the process can
-reach it may touch. The isolation is an existing mechanism, not a home-made one:
+reach it may touch. The isolation is made of existing mechanisms, not home-made ones.
 
-* **bubblewrap** (Debian's ``bubblewrap``; ``.ci/run`` installs it): new network, pid,
-  IPC and UTS namespaces (no network: only a loopback nobody listens on), the host's
-  filesystem bound read-only, a private ``/tmp`` and a fresh size-capped tmpfs as the
-  working folder, the homes masked (the interpreter's prefix re-bound read-only), a
-  cleared environment, ``--die-with-parent`` so the whole pid namespace dies with us.
-* **util-linux** ``setpriv`` + ``prlimit`` inside it: when we are root, the program runs as
-  an unprivileged uid of its own (RLIMIT_NPROC does not bind root; it binds this uid, so a
-  fork bomb stops at ``Limits.processes``), no capabilities, ``no_new_privs``; then
-  RLIMIT_CPU / AS / NPROC / FSIZE / NOFILE / CORE=0.
-* Where bubblewrap cannot run, util-linux ``unshare`` (net + pid namespaces, same
-  ``setpriv`` / ``prlimit`` chain, a host folder as the working folder, no read-only
-  root: the unprivileged uid's file permissions are what protect the host's files).
-  As root it needs an interpreter that another uid can reach, else it refuses rather
-  than run the program as root. :func:`mechanism` says which one is in use. With
-  neither, runs are refused (status ``sandbox_error``): code is never run unsandboxed.
+What is guaranteed (with bubblewrap, ``apt-get install -y bubblewrap``; ``.ci/run``
+installs it), and by which mechanism:
 
-Around the process: a new session (its process group is killed at the end and on
-timeout), a wall-clock deadline, stdout + stderr read with a cap (past
-``Limits.output_bytes`` the group is killed), and a side channel (a pipe on an inherited
-fd) for a driver's JSON results (see :mod:`vlcohort.code.checks`).
+* **A minimal view of the host** (bubblewrap mount namespace): read-only ``/usr``, the
+  ``/bin /lib /lib64 /sbin`` entries (symlinks recreated as symlinks on merged-usr
+  systems), the dynamic loader's files in ``/etc`` and the interpreter's ``bin`` / ``lib``
+  folders; every ``site-packages`` / ``dist-packages`` folder is hidden behind an empty
+  read-only tmpfs. Nothing of ``/work``, ``/opt``, ``/srv``, ``/root``, ``/home``,
+  ``/tmp``, ``/var``, ``/run``, ``/mnt``, ``/media`` or ``/sys`` is there, so no host
+  path where a unix socket can live. **Programs may import the standard library only.**
+  The program's source is a read-only ``/tmp/src``, its working folder ``/tmp/work`` and
+  ``/dev/shm`` are fresh tmpfs mounts capped at ``Limits.disk_mb`` each; the root
+  itself is read-only; ``/proc`` is the sandbox's own pid namespace's; ``/dev`` holds
+  only null, zero, full, random, urandom, tty.
+* **No network** (a new network namespace: only a loopback nobody listens on; abstract
+  unix sockets are per namespace), new IPC and UTS namespaces, a cleared environment.
+* **A syscall filter** (seccomp, built with libseccomp through ``pyseccomp`` once per
+  process and handed to ``bwrap --seccomp``): ``unshare``, ``setns``, ``clone`` with a
+  namespace flag (``clone3`` answers ENOSYS so the C library falls back to ``clone``),
+  the mount family, ``chroot``, the keyring, ``bpf``, ``perf_event_open``,
+  ``userfaultfd``, ``io_uring_*``, ``kexec_*``, module loading, ``ptrace`` and
+  ``process_vm_*``, ``open_by_handle_at``, ``TIOCSTI`` fail with EPERM. Without
+  ``pyseccomp`` or ``libseccomp.so.2`` runs are refused, never run unfiltered.
+* **An unprivileged uid** when we are root (util-linux ``setpriv``): no capabilities,
+  ``no_new_privs``; then ``prlimit``: RLIMIT_CPU / AS / NPROC / FSIZE / NOFILE / CORE=0.
+  The uid comes from :data:`UID_RANGE`; each is held, for the run, by an exclusive
+  ``flock`` on ``<uid>.lock`` in a root-only folder (:data:`LOCK_DIR`, else a 0700
+  folder under the system temp dir), and a uid any live host process has is skipped:
+  concurrent runs, in this process or others, never share one (RLIMIT_NPROC counts per
+  uid, so a fork bomb cannot starve a sibling run).
+* **Processes are ended by pid namespace, never by uid**: bubblewrap's ``--info-fd``
+  names the namespace's init; at the end of a run it is SIGKILLed through a pidfd
+  (which cannot hit a recycled pid), which kills everything in the namespace, and the
+  run ends only when no host process is left in that namespace (found by comparing
+  ``/proc/<pid>/ns/pid``); nothing outside it is ever signalled. ``--die-with-parent``
+  tears it down if we die.
+
+Around the process: a wall-clock deadline, stdout + stderr read with a cap (past
+``Limits.output_bytes`` it is killed), and a side channel (a pipe on an inherited fd)
+for a driver's JSON results (see :mod:`vlcohort.code.checks`).
+
+What is not guaranteed: the kernel is shared (a kernel bug reachable through an allowed
+syscall escapes); ``/usr`` is readable (host tools, documentation, the C library);
+``/proc`` shows the machine's CPU and memory figures and the sandbox's own mount table
+(host paths of its two folders); CPU time is bounded per process by RLIMIT_CPU, not as a
+share of the machine; without root (a user namespace) there is no uid drop.
+
+Without bubblewrap code execution is **refused** (status ``sandbox_error``, the reason
+names ``apt-get install -y bubblewrap``). ``VLCOHORT_SANDBOX=unshare-unsafe`` runs it
+through util-linux ``unshare`` instead (net + pid namespaces, the same ``setpriv`` /
+``prlimit`` chain, ``setpriv --pdeathsig KILL``), *with the host's filesystem visible*,
+no disk limit and no syscall filter; every :class:`RunResult` of such a run says
+``sandbox="unshare-UNSAFE"``. :func:`mechanism` describes the mechanism in use,
+:func:`sandbox_name` names it in one word.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import functools
-import itertools
+import glob
+import json
 import math
 import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -43,12 +81,18 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-#: Directories hidden behind an empty tmpfs: other users' files, other runs' folders.
-MASKED_DIRS = ("/tmp", "/var/tmp", "/root", "/home", "/run")
 #: Inside a bubblewrap sandbox: the program's read-only folder and its writable folder.
 SRC_DIR, WORK_DIR = "/tmp/src", "/tmp/work"
 SIDE_FD_ENV = "VLCOHORT_SIDE_FD"
 PASS_FDS_ENV = "VLCOHORT_PASS_FDS"
+#: The environment switch choosing the mechanism: unset or "bwrap", or UNSAFE_SWITCH.
+SANDBOX_ENV = "VLCOHORT_SANDBOX"
+UNSAFE_SWITCH = "unshare-unsafe"
+INSTALL_BWRAP = "apt-get install -y bubblewrap"
+#: The uids sandboxed programs run as (when we are root), one per concurrent run.
+UID_RANGE = range(200_000, 200_000 + 65_536)
+#: Where the uid locks live (root-only); a 0700 folder under the temp dir if not writable.
+LOCK_DIR = "/run/vlcohort-sandbox-uids"
 _SIGNAL_NAMES = {s.value: s.name for s in signal.Signals}
 
 
@@ -57,12 +101,12 @@ class Limits:
     """What one sandboxed run may use; past any of these it is stopped and says why."""
 
     cpu_s: float = 10.0        # RLIMIT_CPU (soft; SIGKILL one second later)
-    wall_s: float = 20.0       # wall clock, then the whole process group is killed
+    wall_s: float = 20.0       # wall clock, then the whole pid namespace is killed
     memory_mb: int = 1024      # RLIMIT_AS
     processes: int = 64        # RLIMIT_NPROC of the run's own uid (+ the pid namespace)
     output_bytes: int = 1_000_000  # stdout+stderr captured; more: killed, status output_limit
     file_mb: int = 16          # RLIMIT_FSIZE
-    disk_mb: int = 64          # size of the working folder's tmpfs (bubblewrap)
+    disk_mb: int = 64          # size of the working folder's and /dev/shm's tmpfs (bubblewrap)
     open_files: int = 256      # RLIMIT_NOFILE
 
 
@@ -78,35 +122,129 @@ class RunResult:
     reason: str
     wall_s: float
     side: str = ""   # what the program wrote on the side channel (fd $VLCOHORT_SIDE_FD)
+    sandbox: str = ""  # sandbox_name() of the mechanism that ran it: "bwrap" | "unshare-UNSAFE"
 
 
-def _works(cmd: list[str]) -> bool:
-    try:
-        return subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+# ---------------------------------------------------------------------------------------
+# The syscall filter
+
+#: Syscalls a test program never needs: ways out of the namespaces, and kernel attack
+#: surface (each refused with EPERM).
+REFUSED_SYSCALLS = (
+    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree",
+    "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "kexec_load",
+    "kexec_file_load", "init_module", "finit_module", "delete_module", "ptrace",
+    "process_vm_readv", "process_vm_writev", "pidfd_getfd", "open_by_handle_at",
+    "quotactl", "swapon", "swapoff", "reboot", "acct", "syslog")
+#: clone() flags that make a new namespace (CLONE_NEWNS .. CLONE_NEWNET).
+CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000,
+                         0x20000000, 0x40000000)
+_TIOCSTI = 0x5412  # push characters into a terminal's input: refused
 
 
 @functools.lru_cache(maxsize=None)
-def _backend() -> str:
-    """"bwrap" | "unshare" | "none": the first mechanism that runs a trivial program.
+def _seccomp_program() -> tuple[bytes, str]:
+    """(the BPF program, "") or (b"", why it cannot be built). Built once per process.
 
-    ``VLCOHORT_SANDBOX=unshare`` forces the fallback (to test it where bwrap works).
+    Default allow, a list refused: a test program uses threads, subprocesses, files and
+    pipes; what it never needs is listed. ``clone3`` passes its flags in memory, which a
+    filter cannot read, so it answers ENOSYS and the C library falls back to ``clone``,
+    whose flags are checked."""
+    try:
+        import pyseccomp as sc
+    except (ImportError, OSError, RuntimeError) as e:
+        return b"", (f"the seccomp filter cannot be built ({type(e).__name__}: {e}); "
+                     "install it: pip install pyseccomp (and apt-get install -y libseccomp2)")
+    try:
+        filt = sc.SyscallFilter(sc.ALLOW)
+        eperm = sc.ERRNO(errno.EPERM)
+        for name in REFUSED_SYSCALLS:
+            if sc.resolve_syscall(sc.Arch.NATIVE, name) >= 0:  # unknown on this arch: absent
+                filt.add_rule(eperm, name)
+        filt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+        for flag in CLONE_NAMESPACE_FLAGS:
+            filt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+        filt.add_rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, _TIOCSTI))
+        with tempfile.TemporaryFile() as f:
+            filt.export_bpf(f)
+            f.seek(0)
+            return f.read(), ""
+    except (OSError, ValueError) as e:
+        return b"", f"the seccomp filter cannot be built with this libseccomp ({e})"
+
+
+def _seccomp_fd() -> int:
+    """A fresh fd holding the BPF program at offset 0 (bubblewrap reads it to the end)."""
+    fd = os.memfd_create("vlcohort-seccomp", 0)
+    try:
+        os.write(fd, _seccomp_program()[0])
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+# ---------------------------------------------------------------------------------------
+# Which mechanism
+
+def _first_error_line(cmd: list[str], pass_fds: Sequence[int] = ()) -> str | None:
+    """None when ``cmd`` runs a trivial program, else its last stderr line (or why not)."""
+    try:
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=30, pass_fds=tuple(pass_fds))
+    except (OSError, subprocess.SubprocessError) as e:
+        return str(e)
+    if r.returncode == 0:
+        return None
+    return _last_line(r.stderr.decode("utf-8", "replace")) or f"exit {r.returncode}"
+
+
+@functools.lru_cache(maxsize=None)
+def _backend() -> tuple[str, str]:
+    """("bwrap" | "unshare" | "none", why "none"): the mechanism runs use.
+
+    ``VLCOHORT_SANDBOX`` unset or ``bwrap``: bubblewrap, else refused.
+    ``unshare-unsafe``: util-linux unshare, weakly isolated, named so in every result.
     """
-    forced = os.environ.get("VLCOHORT_SANDBOX", "")
+    forced = os.environ.get(SANDBOX_ENV, "")
     probe = [sys.executable, "-c", "pass"]
-    if forced in ("", "bwrap") and shutil.which("bwrap"):
-        tmp = tempfile.gettempdir()
-        if _works(_bwrap_prefix(tmp, tmp, Limits()) + probe):
-            return "bwrap"
-        if _works(_bwrap_prefix(tmp, tmp, Limits(), sized=False) + probe):
-            _BWRAP_UNSIZED.add(True)  # bubblewrap < 0.7: no --size
-            return "bwrap"
-    if forced in ("", "unshare", "bwrap") and shutil.which("unshare") and _works(
-            _unshare_prefix() + probe):
-        return "unshare"
-    return "none"
+    unsafe_hint = (f" (or set {SANDBOX_ENV}={UNSAFE_SWITCH} to run it weakly isolated, "
+                   "with the host's files visible)")
+    if forced == UNSAFE_SWITCH:
+        if not shutil.which("unshare") or not shutil.which("setpriv"):
+            return "none", ("refused: util-linux unshare/setpriv not found for "
+                            f"{SANDBOX_ENV}={UNSAFE_SWITCH}; install bubblewrap: {INSTALL_BWRAP}")
+        if os.geteuid() == 0 and not _interpreter_reachable():
+            return "none", ("refused: util-linux unshare would run the program as root (the "
+                            "interpreter is not reachable by another uid); install "
+                            f"bubblewrap: {INSTALL_BWRAP}")
+        err = _first_error_line(_unshare_prefix() + probe)
+        if err is not None:
+            return "none", f"refused: util-linux unshare does not work here ({err[:200]})"
+        return "unshare", ""
+    if forced not in ("", "bwrap"):
+        return "none", (f"refused: {SANDBOX_ENV}={forced!r} is not a sandbox this project "
+                        f"runs code in; unset it (bubblewrap: {INSTALL_BWRAP}), or set "
+                        f"{SANDBOX_ENV}={UNSAFE_SWITCH} to run it weakly isolated")
+    if not shutil.which("bwrap"):
+        return "none", ("refused: bubblewrap (bwrap) not found, and code is never run "
+                        f"without it; install it: {INSTALL_BWRAP}" + unsafe_hint)
+    if _seccomp_program()[1]:
+        return "none", "refused: " + _seccomp_program()[1]
+    tmp = tempfile.gettempdir()
+    sfd = _seccomp_fd()
+    try:
+        err = _first_error_line(_bwrap_prefix(tmp, Limits(), sfd) + probe, (sfd,))
+    finally:
+        os.close(sfd)
+    if err is not None:
+        return "none", (f"refused: bubblewrap does not work here ({err[:200]}); it needs "
+                        "namespaces (as root, or unprivileged user namespaces); "
+                        f"install it: {INSTALL_BWRAP}" + unsafe_hint)
+    return "bwrap", ""
 
 
 @functools.lru_cache(maxsize=None)
@@ -125,118 +263,222 @@ def _interpreter_reachable() -> bool:
     return True
 
 
-def _drops_uid(backend: str) -> bool:
-    """Root runs the program as an unprivileged uid (so that RLIMIT_NPROC binds);
-    bubblewrap re-binds the interpreter where it is hidden, unshare cannot."""
-    return os.geteuid() == 0 and (backend == "bwrap" or _interpreter_reachable())
+def sandbox_name() -> str:
+    """The mechanism in one word, as every RunResult and verdict record carries it:
+    ``"bwrap"``, ``"unshare-UNSAFE"`` or ``"none"`` (runs are refused)."""
+    return {"bwrap": "bwrap", "unshare": "unshare-UNSAFE", "none": "none"}[_backend()[0]]
 
 
 def mechanism() -> str:
     """Which isolation is in use, in words (for logs and the README's sandbox note)."""
-    backend = _backend()
+    backend, why = _backend()
+    if backend == "none":
+        return "none: " + why
     if os.geteuid() != 0:
         who = "unprivileged: a user namespace"
-    elif _drops_uid(backend):
-        who = "as root: the program runs as an unprivileged uid of its own (setpriv)"
     else:
-        return ("refused: bubblewrap does not work here, and util-linux unshare would run "
-                "the program as root (the interpreter is not reachable by another uid), "
-                "with the host's files writable; install bubblewrap "
-                "(apt-get install -y bubblewrap) or use an interpreter outside /root")
+        who = (f"as root: the program runs as an unprivileged uid of its own (setpriv; "
+               f"{UID_RANGE.start}-{UID_RANGE.stop - 1}, flock-allocated)")
     limits = "rlimits CPU/AS/NPROC/FSIZE/NOFILE/CORE=0 (prlimit)"
-    return {
-        "bwrap": "bubblewrap: net+pid+ipc+uts namespaces, read-only root, private /tmp, "
-                 + ("tmpfs working folder (unsized: bubblewrap < 0.7)" if _BWRAP_UNSIZED
-                    else "size-capped tmpfs working folder")
-                 + f", cleared environment; {who}; {limits}",
-        "unshare": "util-linux unshare (bubblewrap unavailable): net+pid namespaces, "
-                   f"host working folder, root NOT read-only; {who}; {limits}",
-        "none": "none: neither bubblewrap nor unshare works here; runs are refused "
-                "(install bubblewrap: apt-get install -y bubblewrap)",
-    }[backend]
+    if backend == "bwrap":
+        return ("bubblewrap: net+pid+ipc+uts namespaces, minimal read-only view (standard "
+                "library only, no site-packages), size-capped tmpfs working folder and "
+                "/dev/shm, seccomp filter (no new namespaces, mount, ptrace, bpf, ...), "
+                f"cleared environment, killed by pid namespace; {who}; {limits}")
+    return ("UNSAFE util-linux unshare (" + f"{SANDBOX_ENV}={UNSAFE_SWITCH}): net+pid "
+            "namespaces only, host filesystem visible, host working folder, no disk limit, "
+            f"no syscall filter; {who}; {limits}")
 
 
 # ---------------------------------------------------------------------------------------
-# Command lines
+# The minimal view
 
-def _interpreter_binds() -> list[str]:
-    """bwrap args re-binding the interpreter's prefix where a masked dir hides it.
+#: What the dynamic loader and the C library read in /etc (bound read-only if present).
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+             "/etc/alternatives")
+#: Top-level entries that are symlinks into /usr on merged-usr systems, else folders.
+ROOT_ENTRIES = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_PACKAGE_DIRS = ("site-packages", "dist-packages")
 
-    The intermediate folders are made 0755 so that the unprivileged uid can walk to it
-    (e.g. ``/root/.pyenv/versions/3.11.7`` under a masked, mode-0700 ``/root``).
-    """
-    paths = {os.path.realpath(p) for p in
-             (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))}
-    args: list[str] = []
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _interpreter_roots() -> list[str]:
+    """The interpreter's folders outside /usr: ``bin`` and ``lib`` (``lib64``) of its
+    prefix (and of a venv's base), and a venv's ``pyvenv.cfg``: not the whole prefix,
+    which may hold other things (a conda package cache, sources)."""
+    exe_dir = os.path.dirname(os.path.realpath(sys.executable))
+    roots = {exe_dir, os.path.dirname(os.path.abspath(sys.executable))}
+    for prefix in {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}:
+        for sub in ("bin", "lib", "lib64", "pyvenv.cfg"):
+            p = os.path.join(prefix, sub)
+            if os.path.exists(p):
+                roots.add(os.path.realpath(p))
+    return sorted(r for r in roots if not _under(r, "/usr") and os.path.exists(r))
+
+
+def _package_dirs(roots: Sequence[str]) -> list[str]:
+    """Every site-packages / dist-packages folder inside the bound roots: hidden."""
+    found = set()
+    for root in roots:
+        for pattern in ("lib*/python*/*-packages", "local/lib*/python*/*-packages",
+                        "python*/*-packages", "*-packages"):
+            found.update(glob.glob(os.path.join(root, pattern)))
+    import site
+    found.update(site.getsitepackages() + [site.getusersitepackages()])
+    found.update(p for p in sys.path if os.path.basename(p) in _PACKAGE_DIRS)
+    out = set()
+    for p in found:
+        real = os.path.realpath(p)
+        if (os.path.basename(real) in _PACKAGE_DIRS and os.path.isdir(real)
+                and any(_under(real, r) for r in roots)):
+            out.add(real)
+    return sorted(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _view_args() -> tuple[str, ...]:
+    """bwrap args for the read-only minimal view (computed once per process)."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ROOT_ENTRIES:
+        path = "/" + name
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in ETC_FILES:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    roots = _interpreter_roots()
     made: set[str] = set()
-    for path in sorted(paths):
-        mask = next((m for m in MASKED_DIRS if path == m or path.startswith(m + "/")), None)
-        if mask is None:
-            continue
-        parts = path[len(mask):].strip("/").split("/")
+    for root in roots:  # its parents walkable by the program's uid (e.g. under /root)
+        parts = root.strip("/").split("/")
         for i in range(1, len(parts)):
-            d = mask + "/" + "/".join(parts[:i])
+            d = "/" + "/".join(parts[:i])
             if d not in made:
                 made.add(d)
                 args += ["--perms", "0755", "--dir", d]
-        args += ["--ro-bind", path, path]
-    return args
+        args += ["--ro-bind", root, root]
+    for hidden in _package_dirs(["/usr"] + [r for r in roots if os.path.isdir(r)]):
+        args += ["--perms", "0555", "--tmpfs", hidden]
+    return tuple(args)
 
 
-_BWRAP_UNSIZED: set = set()  # non-empty: this bubblewrap has no --size (older than 0.7)
-
-
-def _bwrap_prefix(src: str, work: str, limits: Limits, sized: bool = True) -> list[str]:
-    """bubblewrap's part of the command line; ``src`` is bound read-only at SRC_DIR.
-    ``sized``: the working folder's tmpfs capped at ``disk_mb`` (bubblewrap >= 0.7)."""
+def _bwrap_prefix(src: str, limits: Limits, seccomp_fd: int,
+                  info_fd: int | None = None) -> list[str]:
+    """bubblewrap's part of the command line; ``src`` is bound read-only at SRC_DIR."""
     args = ["bwrap", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+            "--die-with-parent", "--new-session", *_view_args(), "--proc", "/proc",
+            "--dev", "/dev"]
     if os.geteuid() != 0:
         args.insert(1, "--unshare-user")
-    for m in MASKED_DIRS:
-        if os.path.isdir(m):
-            args += ["--perms", "0755", "--tmpfs", m]
-    args += _interpreter_binds()
-    size = ["--size", str(limits.disk_mb << 20)] if sized else []
-    args += ["--ro-bind", src, SRC_DIR, *size, "--perms", "0777", "--tmpfs", WORK_DIR,
-             "--chdir", WORK_DIR, "--clearenv"]
-    return args
+    size = ["--size", str(limits.disk_mb << 20)]
+    args += [*size, "--perms", "1777", "--tmpfs", "/dev/shm",
+             "--perms", "0755", "--dir", "/tmp", "--ro-bind", src, SRC_DIR, *size, "--perms", "0777", "--tmpfs", WORK_DIR,
+             "--remount-ro", "/", "--chdir", WORK_DIR, "--seccomp", str(seccomp_fd)]
+    if info_fd is not None:
+        args += ["--info-fd", str(info_fd)]
+    return args + ["--clearenv"]
 
 
 def _unshare_prefix() -> list[str]:
-    """util-linux unshare: net + pid namespaces; the pid namespace dies with its init."""
-    args = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+    """util-linux unshare: net + pid namespaces; the pid namespace dies with its init,
+    and unshare itself dies with us (pdeathsig), so its --kill-child fires."""
+    args = ["setpriv", "--pdeathsig", "KILL", "unshare", "--net", "--pid", "--fork",
+            "--kill-child", "--mount-proc"]
     if os.geteuid() != 0:
-        args.insert(1, "--map-root-user")
+        args.insert(4, "--map-root-user")
     return args
 
 
-_uid_lock = threading.Lock()
-_uid_free: list[int] = []
-_uid_next = itertools.count()
+# ---------------------------------------------------------------------------------------
+# The run's uid
 
-
-UID_BASE, UIDS_PER_PROCESS = 200_000, 1000
+_quarantined: set[int] = set()  # uids whose processes outlived their run: never reused
 
 
 def uid_range() -> range:
-    """The uids this process's runs use (as root): 1000 per host process."""
-    start = UID_BASE + (os.getpid() % 20_000) * UIDS_PER_PROCESS
-    return range(start, start + UIDS_PER_PROCESS)
+    """The uids sandboxed programs run as (as root), shared by all host processes and
+    allocated by lock: see :func:`take_uid`."""
+    return UID_RANGE
 
 
-def _take_uid() -> int:
-    """A uid no other concurrent run of this process uses: RLIMIT_NPROC counts per uid,
-    so a fork bomb in one run must not starve its siblings of processes."""
-    with _uid_lock:
-        if _uid_free:
-            return _uid_free.pop()
-        return uid_range()[next(_uid_next) % UIDS_PER_PROCESS]
+def _private_dir(path: str) -> bool:
+    """Make ``path`` a folder only we can enter; False where it is someone else's."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return False
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            return False
+        if st.st_mode & 0o077:
+            os.chmod(path, 0o700)
+        return True
+    except OSError:
+        return False
 
 
-def _give_uid(uid: int) -> None:
-    with _uid_lock:
-        _uid_free.append(uid)
+@functools.lru_cache(maxsize=None)
+def lock_dir() -> str:
+    """The folder of uid locks: LOCK_DIR, else a private folder under the temp dir.
+    Raises OSError naming both when neither can be made private."""
+    fallback = os.path.join(tempfile.gettempdir(), f"vlcohort-sandbox-uids-{os.geteuid()}")
+    for path in (LOCK_DIR, fallback):
+        if _private_dir(path):
+            return path
+    raise OSError(f"no private folder for the sandbox's uid locks: {LOCK_DIR} and "
+                  f"{fallback} are not creatable as 0700 folders of uid {os.geteuid()}")
+
+
+def _host_uids() -> set[int]:
+    """Every uid (real, effective, saved, fs) of a live host process."""
+    uids: set[int] = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/status", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"Uid:"):
+                            uids.update(int(x) for x in line.split()[1:])
+                            break
+            except (OSError, ValueError):
+                pass
+    return uids
+
+
+def take_uid() -> tuple[int, int]:
+    """(uid, lock fd): a uid of UID_RANGE no other run on this machine holds (an
+    exclusive flock on ``<uid>.lock``, released by closing the fd) and no live host
+    process has. Raises OSError when none is free."""
+    folder = lock_dir()
+    busy = _host_uids() | _quarantined
+    n = len(UID_RANGE)
+    start = (os.getpid() * 97) % n  # processes start apart: fewer lock attempts
+    for i in range(n):
+        uid = UID_RANGE[(start + i) % n]
+        if uid in busy:
+            continue
+        fd = os.open(os.path.join(folder, f"{uid}.lock"),
+                     os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        return uid, fd
+    raise OSError(f"every sandbox uid {UID_RANGE.start}-{UID_RANGE.stop - 1} is in use "
+                  f"(locks in {folder})")
+
+
+def give_uid(lock_fd: int) -> None:
+    """Release a uid taken by take_uid (its processes are gone)."""
+    os.close(lock_fd)
 
 
 def _limit_args(limits: Limits, uid: int | None) -> list[str]:
@@ -277,45 +519,127 @@ def _env(work: str, side_fd: int | None, pass_fds: Sequence[int] = ()) -> dict[s
 
 
 # ---------------------------------------------------------------------------------------
-# Running
+# The pid namespace
 
-def _kill_group(proc: subprocess.Popen) -> None:
+@dataclass
+class _Namespace:
+    """The sandbox's pid namespace: its inode and a pidfd of its init (bwrap's child)."""
+
+    ino: int
+    init_fd: int | None
+
+
+def _read_info(fd: int, deadline: float) -> dict:
+    """bubblewrap's ``--info-fd`` JSON (written once the namespaces exist, then closed);
+    {} when bubblewrap failed before that or the deadline passed."""
+    data = b""
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
+        while time.monotonic() < deadline:
+            if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                break
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        sel.close()
+    try:
+        return json.loads(data) if data else {}
+    except ValueError:
+        return {}
+
+
+def _ns_of(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _attach(info: dict) -> _Namespace | None:
+    """The namespace bubblewrap reported; its init is held by a pidfd, checked to be in
+    that namespace after the pidfd pins the pid (so it cannot be a recycled pid)."""
+    ino, pid = info.get("pid-namespace"), info.get("child-pid")
+    if not isinstance(ino, int) or not isinstance(pid, int):
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return _Namespace(ino, None)  # already gone
+    if _ns_of(pid) != ino:
+        os.close(fd)
+        return _Namespace(ino, None)
+    return _Namespace(ino, fd)
+
+
+def _alive(pid: int) -> bool:
+    """Not a zombie: a dead process waiting to be reaped (bwrap's init, reparented to
+    the host's init) holds no resources and runs nothing."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _ns_pids(ino: int) -> list[int]:
+    """Live host pids whose pid namespace is ``ino``."""
+    return [int(d) for d in os.listdir("/proc")
+            if d.isdigit() and _ns_of(int(d)) == ino and _alive(int(d))]
+
+
+def _kill_in_ns(pid: int, ino: int) -> None:
+    """SIGKILL ``pid`` only if it is in namespace ``ino`` (checked through a pidfd)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    try:
+        if _ns_of(pid) == ino:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except OSError:
         pass
+    finally:
+        os.close(fd)
 
 
-def _uid_pids(uid: int) -> list[int]:
-    """Host pids whose /proc entry belongs to ``uid`` (the run's own uid)."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                if os.stat(f"/proc/{d}").st_uid == uid:
-                    pids.append(int(d))
-            except OSError:
-                pass
-    return pids
+def _kill_init(ns: _Namespace | None) -> None:
+    """SIGKILL the namespace's init: the kernel then kills every process in it."""
+    if ns is not None and ns.init_fd is not None:
+        try:
+            signal.pidfd_send_signal(ns.init_fd, signal.SIGKILL)
+        except OSError:
+            pass
 
 
-def _reap(uid: int, patience_s: float = 10.0) -> bool:
-    """Kill every process of the run's uid and wait until there is none: the pid
-    namespace dies with bwrap, but asynchronously; a run is over only when its
-    processes are gone. False when some outlived ``patience_s``."""
+def _emptied(ns: _Namespace, patience_s: float = 10.0) -> bool:
+    """Wait until no host process is in the namespace (killing stragglers found in it,
+    never anything outside). False when some outlived ``patience_s``."""
+    _kill_init(ns)
     end = time.monotonic() + patience_s
     while True:
-        pids = _uid_pids(uid)
+        pids = _ns_pids(ns.ino)
         if not pids:
             return True
         if time.monotonic() > end:
             return False
         for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+            _kill_in_ns(pid, ns.ino)
         time.sleep(0.01)
+
+
+# ---------------------------------------------------------------------------------------
+# Running
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the run's process group (bwrap / unshare and what shares their group);
+    only called before ``proc`` is reaped, so its pid is still ours."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _pump(proc: subprocess.Popen, side_r: int | None, limits: Limits, deadline: float,
@@ -383,6 +707,29 @@ def _classify(code: int, stderr: str, limits: Limits) -> tuple[str, str]:
     return "error", f"exit {code}: {last[:300]}" if last else f"exit {code}"
 
 
+def _result(stop: str, code: int | None, out: bytes, err: bytes, side: bytes,
+            limits: Limits, side_cap: int, wall: float, name: str) -> RunResult:
+    so = out.decode("utf-8", "replace")
+    se = err.decode("utf-8", "replace")
+    sd = side.decode("utf-8", "replace")
+    if stop == "timeout" and _last_line(se).startswith("MemoryError"):
+        # it ran out of memory and was still unwinding (freeing) at the deadline
+        return RunResult("memory", None, so, se,
+                         f"memory: RLIMIT_AS {limits.memory_mb} MB (MemoryError)", wall, sd,
+                         name)
+    if stop == "timeout":
+        return RunResult("timeout", None, so, se, f"timeout: wall {limits.wall_s:g} s",
+                         wall, sd, name)
+    if stop == "output":
+        return RunResult("output_limit", None, so, se,
+                         f"output over {limits.output_bytes} bytes", wall, sd, name)
+    if stop == "side":
+        return RunResult("output_limit", None, so, se,
+                         f"side channel over {side_cap} bytes", wall, sd, name)
+    status, reason = _classify(code, se, limits)
+    return RunResult(status, code, so, se, reason, wall, sd, name)
+
+
 def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
                side_channel: bool = False, side_cap: int = 64 << 20,
                pass_fds: Sequence[int] = ()) -> RunResult:
@@ -393,28 +740,36 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
     ``pass_fds``: host fds (e.g. pipe ends joining two sandboxes) that the program
     inherits under the same numbers, listed in ``$VLCOHORT_PASS_FDS`` (comma-separated).
     The caller keeps ownership: it closes its copies once the program has started.
+    The run is over (every process of it gone) when this returns.
     """
-    backend = _backend()
+    backend, why = _backend()
+    name = sandbox_name()
     t0 = time.monotonic()
-    if backend == "none" or (backend == "unshare" and os.geteuid() == 0
-                             and not _drops_uid(backend)):
-        return RunResult("sandbox_error", None, "", "", mechanism(), 0.0)
+    if backend == "none":
+        return RunResult("sandbox_error", None, "", "", why, 0.0, "", name)
     host = tempfile.mkdtemp(prefix="vlcohort-sbx-")
     src = os.path.join(host, "src")
     os.mkdir(src)
-    uid = _take_uid() if _drops_uid(backend) else None
-    side_r = side_w = None
+    uid = lock = None
+    side_r = side_w = info_r = info_w = sfd = None
     proc = None
+    ns: _Namespace | None = None
     try:
+        if os.geteuid() == 0:
+            uid, lock = take_uid()
         with open(os.path.join(src, "main.py"), "w", encoding="utf-8") as f:
             f.write(source)
         with open(os.path.join(host, "stdin"), "w", encoding="utf-8") as f:
             f.write(stdin)
         os.chmod(src, 0o755)
         os.chmod(host, 0o755)
+        extra: tuple[int, ...] = ()
         if backend == "bwrap":
             work, script = WORK_DIR, f"{SRC_DIR}/main.py"
-            prefix = _bwrap_prefix(src, work, limits, sized=not _BWRAP_UNSIZED)
+            sfd = _seccomp_fd()
+            info_r, info_w = os.pipe()
+            prefix = _bwrap_prefix(src, limits, sfd, info_w)
+            extra = (sfd, info_w)
         else:
             work = os.path.join(host, "work")
             os.mkdir(work)
@@ -427,8 +782,8 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
         cmd = prefix + _limit_args(limits, uid) + _python_args(script)
         env = _env(work, side_w, pass_fds)
         if backend == "bwrap":  # bwrap --clearenv: the environment is given by --setenv
-            cmd[cmd.index("--clearenv") + 1:cmd.index("--clearenv") + 1] = [
-                a for k, v in env.items() for a in ("--setenv", k, v)]
+            at = cmd.index("--clearenv") + 1
+            cmd[at:at] = [a for k, v in env.items() for a in ("--setenv", k, v)]
             env = {"PATH": env["PATH"]}
         with open(os.path.join(host, "stdin"), "rb") as fin:
             proc = subprocess.Popen(cmd, stdin=fin, stdout=subprocess.PIPE,
@@ -436,11 +791,14 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
                                     cwd=work if backend != "bwrap" else host,
                                     start_new_session=True,
                                     pass_fds=((side_w,) if side_w is not None else ())
-                                    + tuple(pass_fds))
-        if side_w is not None:
-            os.close(side_w)
-            side_w = None
+                                    + tuple(pass_fds) + extra)
+        for fd in (side_w, info_w, sfd):
+            if fd is not None:
+                os.close(fd)
+        side_w = info_w = sfd = None
         deadline = t0 + limits.wall_s
+        if info_r is not None:
+            ns = _attach(_read_info(info_r, deadline))
         out, err, side, stop = _pump(proc, side_r, limits, deadline, side_cap)
         code = None
         if not stop:  # its pipes are closed; it may still be running (closed them itself)
@@ -449,43 +807,32 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
             except subprocess.TimeoutExpired:
                 stop = "timeout"
         if stop:
+            _kill_init(ns)
+            _kill_group(proc)
+        proc.wait()
+        if ns is not None and not _emptied(ns):
+            _quarantined.add(uid)  # still busy: never hand this uid to another run
+        return _result(stop, code, out, err, side, limits, side_cap,
+                       time.monotonic() - t0, name)
+    except OSError as e:
+        if proc is not None and proc.returncode is None:
+            _kill_init(ns)
             _kill_group(proc)
             proc.wait()
-        _kill_group(proc)  # leftovers of the group (the pid namespace is gone with bwrap)
-        if uid is not None and not _reap(uid):
-            uid = None  # still busy: never hand this uid to another run
-        wall = time.monotonic() - t0
-        so = out.decode("utf-8", "replace")
-        se = err.decode("utf-8", "replace")
-        sd = side.decode("utf-8", "replace")
-        if stop == "timeout" and _last_line(se).startswith("MemoryError"):
-            # it ran out of memory and was still unwinding (freeing) at the deadline
-            return RunResult("memory", None, so, se,
-                             f"memory: RLIMIT_AS {limits.memory_mb} MB (MemoryError)", wall, sd)
-        if stop == "timeout":
-            return RunResult("timeout", None, so, se, f"timeout: wall {limits.wall_s:g} s",
-                             wall, sd)
-        if stop == "output":
-            return RunResult("output_limit", None, so, se,
-                             f"output over {limits.output_bytes} bytes", wall, sd)
-        if stop == "side":
-            return RunResult("output_limit", None, so, se,
-                             f"side channel over {side_cap} bytes", wall, sd)
-        status, reason = _classify(code, se, limits)
-        return RunResult(status, code, so, se, reason, wall, sd)
-    except OSError as e:
-        if proc is not None:
-            _kill_group(proc)
+            if ns is not None:
+                _emptied(ns)
         return RunResult("sandbox_error", None, "", "", f"sandbox: {e}",
-                         time.monotonic() - t0)
+                         time.monotonic() - t0, "", name)
     finally:
-        for fd in (side_r, side_w):
+        for fd in (side_r, side_w, info_r, info_w, sfd):
             if fd is not None:
                 os.close(fd)
+        if ns is not None and ns.init_fd is not None:
+            os.close(ns.init_fd)
         if proc is not None:
             for s in (proc.stdout, proc.stderr):
                 if s:
                     s.close()
-        if uid is not None:
-            _give_uid(uid)
+        if lock is not None:
+            give_uid(lock)
         shutil.rmtree(host, ignore_errors=True)
