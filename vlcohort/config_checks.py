@@ -248,6 +248,7 @@ def validate(cfg: "Config") -> None:
         raise ConfigError(f"data.max_image_pixels: a pixel count, 0 for no limit; got "
                           f"{cfg.data.max_image_pixels}")
     _validate_vote_and_sampling(cfg)
+    _validate_rates(cfg)
     o = cfg.optim
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
         raise ConfigError(f"optim.betas: two numbers in [0, 1), got {o.betas}")
@@ -331,6 +332,26 @@ def _validate_loss_and_is(g: "GRPOConfig") -> None:
     if g.is_batch_norm and g.is_mode == "off":
         raise ConfigError("grpo.is_batch_norm=true with grpo.is_mode=off: there are no "
                           "weights to normalise; set an is_mode or is_batch_norm=false")
+
+
+def _validate_rates(cfg: "Config") -> None:
+    """Learning rates > 0, weight decay and the gradient clip >= 0 (non-finite numbers are
+    refused when the config is built, ``typed_yaml.finite``). A rate of 0 or below is no
+    run: 0 leaves every weight where it was while the run pays for every step, and a
+    negative rate climbs the loss."""
+    rates = [("optim.lr", cfg.optim.lr)]
+    for i, a in enumerate(cfg.agents):
+        if a.lr is not None:
+            rates.append((f"agents.{i}.lr", a.lr))
+        if a.warmup.steps or a.warmup.uniform_steps:
+            rates.append((f"agents.{i}.warmup.lr", a.warmup.lr))
+    for key, value in rates:
+        if not value > 0:
+            raise ConfigError(f"{key}: {value} is not a learning rate > 0 (e.g. 1e-6)")
+    for key, value in (("optim.weight_decay", cfg.optim.weight_decay),
+                       ("grpo.max_grad_norm", cfg.grpo.max_grad_norm)):
+        if value < 0:
+            raise ConfigError(f"{key}: must be >= 0 (0: off), got {value}")
 
 
 def _validate_answer_kind(cfg: "Config") -> None:

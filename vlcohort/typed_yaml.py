@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import math
 import types
 import typing
 from pathlib import Path
@@ -22,26 +23,114 @@ class ConfigError(ValueError):
     """A configuration that cannot run; the message names the key and what is allowed."""
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping that names one key twice; PyYAML would silently keep the last value."""
+
+    def __init__(self, key: Any, line: int, first_line: int) -> None:
+        super().__init__(f"duplicate key {key!r} at line {line} (first at line {first_line})")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key written twice in one mapping, at any depth.
+
+    A recipe with ``lr`` set twice is almost always an edit that went to the wrong place;
+    taking the last value silently trains with a setting nobody chose. Keys brought in by a
+    merge (``<<: *anchor``) may still be overridden: only keys written in the mapping itself
+    are compared."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise DuplicateKeyError(key, line, seen[key])
+                    seen[key] = line
+                except TypeError:  # an unhashable key: the base class names that error
+                    continue
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_strict(text: str) -> Any:
+    """``text`` parsed as YAML by :class:`StrictLoader` (duplicate keys are an error)."""
+    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     """The top-level mapping of a YAML file (empty file: {})."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file not found: {p}")
+    raw = p.read_bytes()
     try:
-        loaded = yaml.safe_load(p.read_text())
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise ConfigError(f"{p}: line {line}: byte 0x{raw[e.start]:02x} is not UTF-8; save the "
+                          "file as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+    try:
+        loaded = load_strict(text)
+    except DuplicateKeyError as e:
+        raise ConfigError(f"{p}: line {e.line}: duplicate key {e.key!r} (first set at line "
+                          f"{e.first_line}); keep one of them") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML ({e})") from e
+        raise ConfigError(f"{p}: not valid YAML ({yaml_problem(e)})") from None
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(f"{p}: the top level must be a mapping of sections, got "
                           f"{type(loaded).__name__}")
     return loaded or {}
 
 
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """PyYAML's error on one line: what is wrong and where (its own text spans several
+    lines, with a caret drawing)."""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    mark = getattr(e, "problem_mark", None)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
+
+
+#: Stands in for ``#`` while an override value is parsed: on a command line ``#`` starts no
+#: comment (``data.path=/data/a #1.jsonl`` names a file), but YAML would cut the value there.
+_HASH_STAND_IN = "\ue000"
+
+
 def split_override(item: str) -> tuple[str, Any]:
     if "=" not in item:
         raise ConfigError(f"override {item!r}: write it as key.sub=value (e.g. run.steps=5)")
     key, raw = item.split("=", 1)
-    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+    return key.strip(), parse_override_value(raw, key.strip())
+
+
+def parse_override_value(raw: str, key: str = "value") -> Any:
+    """An override's value as YAML (``[a, b]``, ``{k: v}``, numbers, booleans), every ``#``
+    kept as text rather than read as the start of a comment."""
+    if not raw.strip():
+        return ""
+    if _HASH_STAND_IN in raw:
+        raise ConfigError(f"override {key!r}: the character U+E000 is reserved; remove it")
+    try:
+        value = load_strict(raw.replace("#", _HASH_STAND_IN))
+    except DuplicateKeyError as e:
+        raise ConfigError(f"override {key!r}: duplicate key {e.key!r}; keep one of them") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {key!r}: not valid YAML ({yaml_problem(e)}); quote "
+                          "the value if it is text") from None
+    return _restore_hash(value)
+
+
+def _restore_hash(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace(_HASH_STAND_IN, "#")
+    if isinstance(value, list):
+        return [_restore_hash(v) for v in value]
+    if isinstance(value, dict):
+        return {_restore_hash(k): _restore_hash(v) for k, v in value.items()}
+    return value
 
 
 def set_dotted(data: dict, key: str, value: Any) -> None:
@@ -150,17 +239,41 @@ def _coerce(tp, value, key: str, default):
     if tp is float:
         if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
             try:
-                return float(value)
-            except ValueError:
-                pass
+                return finite(float(value), key)
+            except ValueError as e:
+                if isinstance(e, ConfigError):
+                    raise
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
-        return float(value)
+        return finite(float(value), key)
     if tp is str:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
         return str(value)
+    reject_non_finite(value, key)
     return value
+
+
+def finite(value: float, key: str) -> float:
+    """``value`` when it is a finite number. No setting of a run takes NaN or infinity: a
+    NaN learning rate or clip range is accepted by every comparison (all are false) and
+    only fails deep inside torch, steps later, with a traceback instead of the key."""
+    if not math.isfinite(value):
+        raise ConfigError(f"{key}: {value} is not a finite number; give a finite value")
+    return value
+
+
+def reject_non_finite(value: Any, key: str) -> None:
+    """Free-form values (``agents.N.processor``, untyped mappings): no NaN or infinity at
+    any depth either."""
+    if isinstance(value, float):
+        finite(value, key)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            reject_non_finite(v, f"{key}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            reject_non_finite(v, f"{key}.{i}")
 
 
 def field_docs(cls, prefix: str = "") -> list[tuple[str, str, str]]:
