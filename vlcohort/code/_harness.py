@@ -1,0 +1,242 @@
+"""The judging side of a check: the benchmark's tests, with the candidate behind proxies.
+
+Not imported by the host: ``pair.py`` sends ``_wire.py``'s text, this file's text and a
+JSON payload as the sandboxed program. It runs in its own sandbox, not the candidate's:
+no candidate code ever runs in this interpreter. The candidate's functions are
+:class:`Proxy` objects here; a call sends the arguments (plain data) to the candidate's
+process (``_server.py``) and gets back plain data, or the name of the exception it
+raised, which is raised here as the builtin exception of that name. So an "always equal"
+object, a patched ``builtins``, a forged result line or a frame-stack walk cannot reach
+the assertions or the reporting: they are in this process, and the verdict goes out on
+this process's side channel (fd $VLCOHORT_SIDE_FD), which the candidate never sees.
+
+Modes (payload["mode"]), each case reported as one JSON line on the side channel:
+
+    humaneval  prompt helpers; proxies; test code; check(<entry point>)      -> one case
+    mbpp       setup code; proxies; each top-level statement of the asserts  -> a case
+    calls      each call expression (literal arguments) -> its value, canonical JSON
+
+    {"load": true} | {"load": false, "error": "...", "kind": "gone" | "timeout" | ""}
+    {"i": k, "ok": bool, "error": "...", "kind": "gone" | "timeout" | "", "exc": name,
+     "out": canonical value (calls)}
+"""
+
+import builtins
+import json
+import os
+import sys
+import time
+
+
+class CandidateFailure(BaseException):
+    """The call got no plain-data answer (the process ended, was late, answered garbage or
+    a value that is not plain data). BaseException, so that a test's ``except Exception``
+    (written for the candidate's own exceptions) does not turn it into a pass."""
+
+    def __init__(self, kind, why):
+        super().__init__(why)
+        self.kind = kind
+
+
+class CandidateError(Exception):
+    """A candidate exception with no builtin of its name (a class of its own)."""
+
+
+def _builtin_exception(names, msg):
+    """The first builtin exception class among ``names`` (the candidate exception's MRO),
+    built with the candidate's message; CandidateError when none is builtin or
+    constructible from a message alone (e.g. UnicodeDecodeError)."""
+    for n in names:
+        cls = getattr(builtins, n, None) if type(n) is str else None
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            try:
+                return cls(msg)
+            except Exception:  # noqa: BLE001 - needs other constructor arguments
+                continue
+    first = names[0] if names and type(names[0]) is str else "Exception"
+    return CandidateError(f"{first[:80]}: {msg}")
+
+
+class Client:
+    """Requests to the candidate's process, one at a time, each with a deadline. After
+    the first failure to get an answer the candidate is dead to us: every later call
+    fails at once with the same reason (a late answer must not be read as the next)."""
+
+    def __init__(self, chan, case_s, grace_s):
+        self.chan, self.case_s, self.grace_s = chan, case_s, grace_s
+        self.next_id = 0
+        self.dead = None
+
+    def _fail(self, kind, why):
+        self.dead = CandidateFailure(kind, why)
+        raise CandidateFailure(kind, why)
+
+    def request(self, op, name, args=(), kwargs=None):
+        if self.dead is not None:
+            raise CandidateFailure(self.dead.kind, str(self.dead))
+        try:
+            enc_args = [encode(a) for a in args]
+            enc_kw = [[k, encode(v)] for k, v in (kwargs or {}).items()]
+        except NotPlain as e:
+            raise CandidateFailure("", f"an argument to {name} is not plain data: {e}") from None
+        self.next_id += 1
+        req = {"id": self.next_id, "op": op, "name": name, "args": enc_args, "kwargs": enc_kw}
+        deadline = time.monotonic() + self.case_s + self.grace_s
+        try:
+            self.chan.send(req, deadline)
+            reply = self.chan.recv(deadline)
+        except PeerGone:
+            self._fail("gone", f"the program's process ended during {name}()")
+        except PeerLate:
+            self._fail("timeout", f"timeout: case {self.case_s:g} s")
+        except BadFrame as e:
+            self._fail("", f"the program's answer is not plain data: {e}")
+        if reply.get("id") != self.next_id:
+            self._fail("", "the program's answer does not match the call")
+        return self._value(name, args, reply)
+
+    def _value(self, name, args, reply):
+        if reply.get("timeout") is True:
+            raise CandidateFailure("timeout", f"timeout: case {self.case_s:g} s")
+        if "bad" in reply:
+            raise CandidateFailure("", f"{name}: {str(reply['bad'])[:300]}")
+        if "exc" in reply:
+            names = reply["exc"] if type(reply["exc"]) is list else []
+            raise _builtin_exception(names or ["Exception"], str(reply.get("msg", ""))[:500])
+        if "ok" not in reply:
+            self._fail("", "the program's answer is not a result")
+        try:
+            value = decode(reply["ok"])
+            after = reply.get("after") or []
+            for a, new in zip(args, after if type(after) is list else []):
+                if new is not None:
+                    _mutate(a, decode(new))
+        except BadFrame as e:
+            self._fail("", f"the program's answer is not plain data: {e}")
+        return value
+
+
+def _mutate(arg, new):
+    """Reflect the candidate's in-place change of a list / dict / set / bytearray argument
+    on the harness's object, as a test that shares the object with the callee sees it."""
+    if type(arg) is not type(new):
+        return
+    if type(arg) in (list, bytearray):
+        arg[:] = new
+    elif type(arg) in (dict, set):
+        arg.clear()
+        arg.update(new)
+
+
+class Proxy:
+    """A candidate function (or class) as the tests see it: calling it is a request."""
+
+    __slots__ = ("_client", "_name")
+
+    def __init__(self, client, name):
+        self._client, self._name = client, name
+
+    def __call__(self, *args, **kwargs):
+        return self._client.request("call", self._name, args, kwargs)
+
+    @property
+    def __name__(self):
+        return self._name
+
+    def __repr__(self):
+        return f"<candidate {self._name}>"
+
+
+def _bind(ns, client, wanted, names):
+    """Bind in the test namespace each name the tests use that only the candidate
+    defines: a function or class -> a Proxy; a module -> the same standard module,
+    imported here; another value -> its plain-data copy (or nothing, if it has none)."""
+    for name in wanted:
+        if name in ns or hasattr(builtins, name) or name not in names:
+            continue
+        kind = str(names[name])
+        if kind == "callable":
+            ns[name] = Proxy(client, name)
+        elif kind.startswith("module:"):
+            mod = kind[len("module:"):]
+            if mod.split(".")[0] in sys.stdlib_module_names:
+                try:
+                    import importlib
+                    ns[name] = importlib.import_module(mod)
+                except Exception:  # noqa: BLE001 - left undefined: a NameError in the test
+                    pass
+        else:
+            try:
+                ns[name] = client.request("get", name)
+            except (CandidateFailure, Exception):  # noqa: BLE001
+                pass
+
+
+def _case(i, fn):
+    """Run one case; its result line."""
+    try:
+        out = fn()
+        return {"i": i, "ok": True, "error": "", "kind": "", "out": out}
+    except CandidateFailure as e:
+        return {"i": i, "ok": False, "error": str(e)[:500], "kind": e.kind, "out": None,
+                "exc": "timeout" if e.kind == "timeout" else type(e).__name__}
+    except BaseException as e:  # noqa: BLE001 - the test's failure is the result
+        return {"i": i, "ok": False, "error": f"{type(e).__name__}: {e}"[:500], "kind": "",
+                "out": None, "exc": type(e).__name__}
+
+
+def main(p):
+    fds = [int(x) for x in os.environ.pop("VLCOHORT_PASS_FDS").split(",")]
+    hello, rfd, wfd = fds
+    try:
+        os.write(hello, b"H")
+    finally:
+        os.close(hello)
+    side_fd = int(os.environ.pop("VLCOHORT_SIDE_FD"))
+
+    def emit(d):
+        os.write(side_fd, (json.dumps(d) + "\n").encode("utf-8"))
+
+    chan = Channel(rfd, wfd)
+    try:
+        load = chan.recv(time.monotonic() + p["load_s"])
+    except PeerGone:
+        load = {"load": False, "kind": "gone", "error": "the program's process ended "
+                                                        "before it loaded"}
+    except PeerLate:
+        load = {"load": False, "kind": "timeout",
+                "error": f"timeout: the program did not load in {p['load_s']:g} s"}
+    except BadFrame as e:
+        load = {"load": False, "kind": "", "error": f"the program's first answer: {e}"}
+    if load.get("load") is not True:
+        err = str(load.get("error", "no load result"))[:500]
+        kind = load.get("kind", "timeout" if err.startswith("timeout") else "")
+        emit({"load": False, "error": err, "kind": kind})
+        return
+    names = load.get("names") if type(load.get("names")) is dict else {}
+    emit({"load": True})
+    client = Client(chan, p["case_s"], p["grace_s"])
+    ns = {"__name__": "__main__", "__builtins__": builtins}
+    mode = p["mode"]
+    try:
+        exec(compile(p["context"], "<prompt>" if mode != "mbpp" else "<setup>", "exec"), ns)
+        _bind(ns, client, p["wanted"], names)
+        if mode == "humaneval":
+            ns[p["entry_point"]] = Proxy(client, p["entry_point"])
+    except BaseException as e:  # noqa: BLE001 - the benchmark's own code failed here
+        for i in range(len(p["cases"])):
+            emit({"i": i, "ok": False, "error": f"test setup: {type(e).__name__}: {e}"[:500],
+                  "kind": "", "out": None, "exc": type(e).__name__})
+        return
+    if mode == "humaneval":
+        def run_check():
+            exec(compile(p["test_code"], "<test>", "exec"), ns)
+            ns["check"](ns[p["entry_point"]])
+        emit(_case(0, run_check))
+    elif mode == "mbpp":
+        for i, stmt in enumerate(p["cases"]):
+            emit(_case(i, lambda: exec(compile(stmt, "<test>", "exec"), ns)))
+    else:
+        for i, call in enumerate(p["cases"]):
+            emit(_case(i, lambda: json.dumps(canonical(encode(
+                eval(compile(call, "<call>", "eval"), ns))), sort_keys=True)))
