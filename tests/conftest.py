@@ -5,6 +5,12 @@ MathVerse) that live outside the repository, in the shared data folder; ``publis
 finds the published model files there (a released checkpoint's processor files, published
 chat templates), which the tests read in place and never copy into the repository.
 
+Tests that run code in the real sandbox (bubblewrap) say so with ``@pytest.mark.sandbox``
+(or ``pytestmark = pytest.mark.sandbox`` for a whole file, or the ``sandbox_required``
+fixture): where bubblewrap does not work they are *skipped* with the install line
+(``apt-get install -y bubblewrap``); with ``VLCOHORT_REQUIRE_SANDBOX=1`` (``.ci/run``) they
+*fail* instead.
+
 Where they are looked for, in order:
 
 1. the directory named by the environment variable ``VLCOHORT_BENCHMARK_DATA``
@@ -38,6 +44,36 @@ def _missing(what: str, env: str = "VLCOHORT_BENCHMARK_DATA",
     if os.environ.get("VLCOHORT_REQUIRE_SHARED_DATA") == "1":
         pytest.fail(message + " [VLCOHORT_REQUIRE_SHARED_DATA=1 makes this a failure]")
     pytest.skip(message)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "sandbox: runs code in the real sandbox (bubblewrap); skipped where it "
+        "does not work, failed there with VLCOHORT_REQUIRE_SANDBOX=1")
+
+
+def _require_sandbox() -> None:
+    """Skip (or, with VLCOHORT_REQUIRE_SANDBOX=1, fail) unless bubblewrap runs code here."""
+    from vlcohort.code import sandbox
+
+    if sandbox.sandbox_name() == "bwrap":
+        return
+    message = (f"the code sandbox does not work here ({sandbox.mechanism()}); "
+               f"install bubblewrap: {sandbox.INSTALL_BWRAP}")
+    if os.environ.get("VLCOHORT_REQUIRE_SANDBOX") == "1":
+        pytest.fail(message + " [VLCOHORT_REQUIRE_SANDBOX=1 makes this a failure]")
+    pytest.skip(message)
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("sandbox") is not None:
+        _require_sandbox()
+
+
+@pytest.fixture
+def sandbox_required() -> None:
+    """The real sandbox works here (else skip, or fail with VLCOHORT_REQUIRE_SANDBOX=1)."""
+    _require_sandbox()
 
 
 @pytest.fixture(scope="session")

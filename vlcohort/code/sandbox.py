@@ -386,7 +386,7 @@ def _bwrap_prefix(src: str, limits: Limits, seccomp_fd: int,
 def _unshare_prefix() -> list[str]:
     """util-linux unshare: net + pid namespaces; the pid namespace dies with its init,
     and unshare itself dies with us (pdeathsig), so its --kill-child fires."""
-    args = ["setpriv", "--pdeathsig", "KILL", "unshare", "--net", "--pid", "--fork",
+    args = ["setpriv", "--pdeathsig=KILL", "unshare", "--net", "--pid", "--fork",
             "--kill-child", "--mount-proc"]
     if os.geteuid() != 0:
         args.insert(4, "--map-root-user")
@@ -481,12 +481,16 @@ def give_uid(lock_fd: int) -> None:
     os.close(lock_fd)
 
 
-def _limit_args(limits: Limits, uid: int | None) -> list[str]:
-    """setpriv (when root) + prlimit: the last two links before the interpreter."""
+def _limit_args(limits: Limits, uid: int | None, pdeathsig: bool = False) -> list[str]:
+    """setpriv (when root) + prlimit: the last two links before the interpreter.
+    ``pdeathsig``: set again after the uid change (which clears it), so the program dies
+    with its parent (unshare, whose --kill-child uses it)."""
     args: list[str] = []
     if uid is not None:
         args += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+        if pdeathsig:
+            args.append("--pdeathsig=KILL")
     cpu = max(1, math.ceil(limits.cpu_s))
     mem = limits.memory_mb << 20
     fsize = limits.file_mb << 20
@@ -779,7 +783,7 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
             prefix = _unshare_prefix()
         if side_channel:
             side_r, side_w = os.pipe()
-        cmd = prefix + _limit_args(limits, uid) + _python_args(script)
+        cmd = prefix + _limit_args(limits, uid, backend != "bwrap") + _python_args(script)
         env = _env(work, side_w, pass_fds)
         if backend == "bwrap":  # bwrap --clearenv: the environment is given by --setenv
             at = cmd.index("--clearenv") + 1
