@@ -232,6 +232,11 @@ class OpenAIJudge:
                                           "URL the judge's API root?)")
                     del data[limit:]
                     break
+            if fired.is_set():  # the shutdown at the deadline reads as an end of body
+                raise _Expired
+            if resp.status == 200 and resp.length:  # Content-Length promised more
+                raise _Transient(f"reply cut short ({len(data)} bytes read, {resp.length} "
+                                 "more expected)")
             return resp.status, resp.getheader("Location", ""), bytes(data)
         except (OSError, http.client.HTTPException) as e:
             if fired.is_set() or time.monotonic() >= deadline:

@@ -368,3 +368,259 @@ def test_judge_flags_are_checked():
     with pytest.raises(JudgeError, match="local model"):
         make_judge("tiny:qwen2", "gpt-4o")
     assert isinstance(make_judge("tiny:qwen2"), LocalJudge)
+
+
+# --------------------------------------------------------------------------- hostile servers
+#
+# Raw sockets on loopback, each connection answered by a handler written as a hostile or
+# broken judge server would answer: dripping bytes, endless bodies, echoed credentials,
+# cut replies, lying Content-Length, bytes that are not JSON or not UTF-8, redirects.
+
+SECRET = "sk-test-9f3b2a7c41d8e6a0b5c2d9e8f7a6b5c4"
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    """The whole request (head and Content-Length body) as the client sent it."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return data
+
+
+class _RawServer:
+    """A loopback TCP server: each connection's request is read, then ``handler(conn,
+    request, server)`` writes whatever it likes. Requests are kept; ``sent`` counts the
+    bytes handlers report having sent."""
+
+    def __init__(self, handler):
+        self.handler, self.requests, self.sent = handler, [], 0
+        self.stop = threading.Event()
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn):
+        with conn:
+            try:
+                request = _read_request(conn)
+                self.requests.append(request)
+                self.handler(conn, request, self)
+            except OSError:  # the client hung up: what the tests want of it
+                pass
+
+    def close(self):
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.fixture
+def raw_server():
+    servers = []
+
+    def start(handler):
+        servers.append(_RawServer(handler))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def _completion(content: str) -> bytes:
+    return json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+
+
+def _reply(conn, status: str, body: bytes, extra: str = "") -> None:
+    conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: "
+                 f"{len(body)}\r\n{extra}Connection: close\r\n\r\n".encode() + body)
+
+
+def _drip(data: bytes, conn, server, every_s: float = 1.0) -> None:
+    for i in range(len(data)):
+        if server.stop.is_set():
+            return
+        conn.sendall(data[i:i + 1])
+        server.sent += 1
+        time.sleep(every_s)
+
+
+def test_a_dripping_server_is_cut_off_at_the_deadline(raw_server):
+    """A server that would take a minute (one byte a second, in the headers or in the
+    body) gets a wall-clock deadline of 2 s per attempt, not 2 s per socket read."""
+    body = _completion("Judgement: 1")
+    head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    in_head = raw_server(lambda c, r, s: _drip(head + body, c, s))
+    in_body = raw_server(lambda c, r, s: (c.sendall(head), _drip(body + b" " * 60, c, s)))
+    for server in (in_head, in_body):
+        judge = OpenAIJudge(server.url, "m", timeout_s=2, retries=1, backoff_s=0.01)
+        start = time.monotonic()
+        with pytest.raises(JudgeError, match=r"no complete reply within the deadline of 2 s "
+                                             r"after 2 attempt"):
+            judge.complete(["q"])
+        assert time.monotonic() - start < 20  # two attempts of 2 s, not 2 x 60 s
+        assert len(server.requests) == 2
+
+
+def _endless(conn, server, declared: int | None, total: int = 300 * 2**20) -> None:
+    """A 200 whose body is one chat completion with a ``total``-byte content (sent lazily,
+    so only what the client reads leaves the server)."""
+    length = f"Content-Length: {declared}\r\n" if declared is not None else ""
+    conn.sendall(f"HTTP/1.1 200 OK\r\n{length}Connection: close\r\n\r\n".encode()
+                 + b'{"choices": [{"message": {"content": "')
+    block = b"a" * 2**20
+    while server.sent < total and not server.stop.is_set():
+        conn.sendall(block)
+        server.sent += len(block)
+    conn.sendall(b'"}}]}')
+
+
+def test_a_huge_reply_is_refused_and_memory_stays_bounded(raw_server, tmp_path):
+    """300 MB bodies, with and without a Content-Length: the request fails with one line
+    at the cap and the client reads little more than the cap. Measured in a fresh
+    process (its peak RSS is its own): the old client held the whole body."""
+    declared = raw_server(lambda c, r, s: _endless(c, s, 300 * 2**20 + 50))
+    undeclared = raw_server(lambda c, r, s: _endless(c, s, None))
+    script = ("import resource, sys\n"
+              "from eval.judge import OpenAIJudge, JudgeError\n"
+              "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024\n"
+              "before = peak()  # the imports (torch among them) are not the reply's\n"
+              "j = OpenAIJudge(sys.argv[1], 'm', retries=0, timeout_s=60)\n"
+              "try:\n    j.complete(['q'])\nexcept JudgeError as e:\n    print(e)\n"
+              "print(peak() - before)\n")
+    for server, said in ((declared, "(Content-Length) is over the cap of 4194304 bytes"),
+                         (undeclared, "reply is over the cap of 4194304 bytes")):
+        r = subprocess.run([sys.executable, "-c", script, server.url], capture_output=True,
+                           text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+        message, grown_mib = r.stdout.strip().splitlines()
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert said in message and len(message) < 400
+        assert int(grown_mib) < 100, f"peak RSS grew {grown_mib} MiB for a capped reply"
+        assert server.sent < 64 * 2**20  # the client stopped reading; most was never sent
+
+
+def test_a_long_output_under_the_byte_cap_is_refused(raw_server):
+    text = "x" * 1_000_000  # 1 MB: under the 4 MiB body cap, far over what a record keeps
+    server = raw_server(lambda c, r, s: _reply(c, "200 OK", _completion(text)))
+    with pytest.raises(JudgeError, match=r"1000000 chars, over the 65536 kept"):
+        OpenAIJudge(server.url, "m", retries=0).complete(["q"])
+
+
+def _echo_headers(conn, request, server, status="400 Bad Request"):
+    lines = request.partition(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")[1:]
+    lines.sort(key=lambda line: not line.lower().startswith("authorization"))  # shown first
+    body = json.dumps({"error": "bad request; you sent: " + " | ".join(lines)}).encode()
+    _reply(conn, status, body)
+
+
+def test_the_api_key_never_reaches_messages_records_or_files(raw_server, tmp_path, data_dir,
+                                                             capsys, monkeypatch):
+    """A 400 and a 503 whose bodies echo the request headers, and a 200 whose judged text
+    echoes them: the key is sent (the server saw it), and appears in no stdout, stderr,
+    exception message, items.jsonl or summary."""
+    monkeypatch.setenv("JUDGE_KEY", SECRET)
+    r = _responses(tmp_path / "r.jsonl", VERSE)
+    texts = []
+    for status in ("400 Bad Request", "503 Service Unavailable"):
+        server = raw_server(lambda c, q, s, st=status: _echo_headers(c, q, s, st))
+        judge = OpenAIJudge(server.url, "m", api_key=SECRET, retries=0)
+        with pytest.raises(JudgeError) as e:
+            judge.complete(["q"])
+        texts.append(str(e.value))
+        assert SECRET.encode() in server.requests[0]  # it was sent, and echoed back
+        assert "Authorization: Bearer [redacted]" in str(e.value)
+        out = tmp_path / status[:3]
+        assert main(["eval", "score", "--benchmark", "mathverse", "--data", str(data_dir),
+                     "--responses", str(r), "--out", str(out), "--judge", server.url,
+                     "--judge-model", "m", "--judge-retries", "0",
+                     "--judge-api-key-env", "JUDGE_KEY"]) == 2
+        captured = capsys.readouterr()
+        texts += [captured.out, captured.err] + [f.read_text() for f in out.iterdir()]
+        assert f"HTTP {status[:3]}" in captured.err and "Traceback" not in captured.err
+
+    def echo_in_content(conn, request, server):
+        _reply(conn, "200 OK", _completion("headers were: " + request.decode("latin-1")))
+
+    server = raw_server(echo_in_content)
+    out = tmp_path / "ok"
+    assert main(["eval", "score", "--benchmark", "mathverse", "--data", str(data_dir),
+                 "--responses", str(r), "--out", str(out), "--judge", server.url,
+                 "--judge-model", "m", "--judge-api-key-env", "JUDGE_KEY"]) == 0
+    captured = capsys.readouterr()
+    texts += [captured.out, captured.err] + [f.read_text() for f in out.iterdir()]
+    items = read_items(out / "items.jsonl")
+    assert all("[redacted]" in rec["judge"]["extract"]["output"] for rec in items)
+    for text in texts:
+        assert SECRET not in text and SECRET[:12] not in text
+
+
+def test_cut_lying_and_undecodable_replies_are_one_line_errors(raw_server):
+    good = _completion("Judgement: 1")
+
+    def cut(conn, request, server):  # promises 1000 bytes, sends 10, hangs up
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + good[:10])
+
+    def short_length(conn, request, server):  # the JSON is longer than it says
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
+                     .encode() + good)
+
+    cases = [(cut, r"reply cut short \(10 bytes read, 990 more expected\) after 2 attempt"),
+             (short_length, r"malformed reply.*reply starts: '\{\"cho'"),
+             (lambda c, r, s: _reply(c, "200 OK", b"\xff\xfe\x00garbage\x80"), r"malformed reply"),
+             (lambda c, r, s: _reply(c, "200 OK", b"not json at all"), r"malformed reply"),
+             (lambda c, r, s: None, r"could not connect \(RemoteDisconnected")]
+    for handler, pattern in cases:
+        server = raw_server(handler)
+        judge = OpenAIJudge(server.url, "m", retries=1, backoff_s=0.01, timeout_s=10)
+        with pytest.raises(JudgeError, match=pattern) as e:
+            judge.complete(["q"])
+        assert "\n" not in str(e.value) and len(str(e.value)) < 600
+
+
+def test_a_lone_surrogate_in_the_judged_text_keeps_items_writable(raw_server, tmp_path,
+                                                                  data_dir, capsys):
+    body = b'{"choices": [{"message": {"content": "D \\ud800"}}]}'  # valid JSON, not Unicode
+    server = raw_server(lambda c, r, s: _reply(c, "200 OK", body))
+    assert OpenAIJudge(server.url, "m").complete(["q"]) == ["D \ufffd"]
+    out = tmp_path / "out"
+    r = _responses(tmp_path / "r.jsonl", VERSE)
+    assert main(["eval", "score", "--benchmark", "mathverse", "--data", str(data_dir),
+                 "--responses", str(r), "--out", str(out), "--judge", server.url,
+                 "--judge-model", "m"]) == 0
+    capsys.readouterr()
+    assert {rec["judge"]["extract"]["output"] for rec in read_items(out / "items.jsonl")} == {
+        "D \ufffd"}
+
+
+def test_a_redirect_is_not_followed(raw_server, monkeypatch):
+    """A 307 to another server: the key would go where the user never pointed it; the
+    request fails naming the target, and the target is never contacted."""
+    target = raw_server(lambda c, r, s: _reply(c, "200 OK", _completion("Judgement: 1")))
+    location = f"Location: {target.url}/chat/completions\r\n"
+    server = raw_server(lambda c, r, s: _reply(c, "307 Temporary Redirect", b"", location))
+    judge = OpenAIJudge(server.url, "m", api_key=SECRET)
+    with pytest.raises(JudgeError, match=r"HTTP 307: redirected to .*not followed"):
+        judge.complete(["q"])
+    assert target.requests == []
