@@ -389,14 +389,38 @@ class Adapter:
         return msgs
 
     def render(self, problem: Problem, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-               instruction: str | None = None) -> RenderedPrompt:
+               instruction: str | None = None, max_tokens: int = 0) -> RenderedPrompt:
         """Problem -> prompt text through the family's own chat template, plus its images
-        opened, checked and preprocessed by the family's rules."""
+        opened, checked and preprocessed by the family's rules.
+
+        ``max_tokens`` > 0: a prompt longer than that many of the model's tokens, image
+        tokens included, is refused as ``prompt_too_long`` (a :class:`ProblemInputError`,
+        skipped and counted like a broken image). Attention over one overlong prompt, padded
+        into a batch of B x G rows, can ask for more memory than the machine has; the text
+        alone is counted first, so an overlong question never has its images decoded."""
         msgs = self.messages(problem, system_prompt, instruction)
         text = self.apply_prompt_format(msgs)
+        if max_tokens:
+            _check_prompt_tokens(problem, self.text_token_count(text), max_tokens,
+                                 partial=bool(problem.images))
         images = self.prepare_images(problem.images, problem_id=problem.id,
                                      base_dir=problem.meta.get("base_dir"))
-        return RenderedPrompt(problem_id=problem.id, text=text, images=images)
+        rendered = RenderedPrompt(problem_id=problem.id, text=text, images=images)
+        if max_tokens and images:
+            _check_prompt_tokens(problem, self.prompt_token_count(rendered), max_tokens)
+        return rendered
+
+    def text_token_count(self, text: str) -> int:
+        """Tokens of prompt text as the tokenizer reads it (templates write BOS
+        themselves). For a prompt with images a lower bound: each image placeholder
+        counts once here and expands to the image's tokens in :meth:`prompt_token_count`."""
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_token_count(self, rendered: RenderedPrompt) -> int:
+        """Tokens the model reads for one rendered prompt: the length of its encoded
+        ``input_ids``, so image tokens and the family's markup around them count exactly
+        as the processor expands them."""
+        return int(self.encode_prompts([rendered]).inputs["input_ids"].shape[1])
 
     def apply_prompt_format(self, msgs: list[dict]) -> str:
         """Messages -> prompt text: the chat template, or the plain format's template
@@ -633,6 +657,16 @@ def unwrap(model):
 def format_options(options: Sequence[str]) -> str:
     """``["3", "4"]`` -> ``"Choices:\\nA. 3\\nB. 4"`` (the form the grader maps back)."""
     return "Choices:\n" + "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
+
+
+def _check_prompt_tokens(problem: Problem, n: int, limit: int, partial: bool = False) -> None:
+    """Refuse a prompt of ``n`` tokens over ``limit`` (``partial``: ``n`` counts the text
+    only, before the images add theirs)."""
+    if n > limit:
+        what = "the prompt's text alone is" if partial else "the prompt is"
+        raise ProblemInputError.of("prompt_too_long",
+            f"problem {problem.id!r}: {what} {n} tokens, over data.max_prompt_tokens="
+            f"{limit}; shorten the question, or raise data.max_prompt_tokens (0: no limit)")
 
 
 def _interleave(problem: Problem, text: str, multimodal: bool) -> list[dict]:

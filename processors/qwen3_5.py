@@ -36,7 +36,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import DEFAULT_SYSTEM_PROMPT, RenderedPrompt
 from .family import FamilyFacts, register_adapter, tiny_builder
 from .qwen3_vl import (
     QWEN3_IMAGE_CASES,
@@ -68,16 +67,12 @@ class Qwen3_5Adapter(Qwen3VLAdapter):
     vllm_tested = False  # the request form is inherited, not yet run on a real vLLM
     settings = Qwen3_5Settings
 
-    def render(self, problem, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
-               instruction: str | None = None) -> RenderedPrompt:
-        """The base rendering, with ``enable_thinking`` passed to the chat template."""
-        msgs = self.messages(problem, system_prompt, instruction)
+    def apply_prompt_format(self, msgs: list[dict]) -> str:
+        """The chat template (a VLM is always prompted through it), with
+        ``enable_thinking`` from the settings; the base rendering does the rest."""
         thinking = bool(self.family_settings.enable_thinking)
-        text = self.processor.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True,
+        return self.processor.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True,
                                                   enable_thinking=thinking)
-        images = self.prepare_images(problem.images, problem_id=problem.id,
-                                     base_dir=problem.meta.get("base_dir"))
-        return RenderedPrompt(problem_id=problem.id, text=text, images=images)
 
 
 # ------------------------------------------------------------------------- tiny models

@@ -182,6 +182,13 @@ class DataConfig:
     """file or hub: an image over this many pixels (width x height, read from its header at
     load) is skipped as image_too_large, before anything decodes it; 0: no limit. The
     default is PIL's own decompression-bomb threshold."""
+    max_prompt_tokens: int = 4096
+    """Longest prompt, in the model's own tokens (image tokens included), counted when a
+    problem is rendered for each agent: a longer one is skipped for every agent as
+    prompt_too_long, counted and named like a broken image (one overlong record padded
+    into a batch can ask attention for more memory than the machine has). 0: no limit.
+    The default is the whole context the packaged GPU recipes give vLLM
+    (rollout.vllm.max_model_len: 4096): no longer prompt would fit there."""
 
 
 @dataclass

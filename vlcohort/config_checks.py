@@ -247,6 +247,9 @@ def validate(cfg: "Config") -> None:
     if cfg.data.max_image_pixels < 0:
         raise ConfigError(f"data.max_image_pixels: a pixel count, 0 for no limit; got "
                           f"{cfg.data.max_image_pixels}")
+    if cfg.data.max_prompt_tokens < 0:
+        raise ConfigError(f"data.max_prompt_tokens: a token count, 0 for no limit; got "
+                          f"{cfg.data.max_prompt_tokens}")
     _validate_vote_and_sampling(cfg)
     _validate_rates(cfg)
     o = cfg.optim

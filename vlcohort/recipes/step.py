@@ -144,7 +144,8 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[AgentStep]]:
     rendering of them.
 
     A problem that fails to render for any agent (missing or corrupt image, placeholder
-    mismatch, empty question) is skipped for all agents, counted by reason, and replaced.
+    mismatch, empty question, a prompt over ``data.max_prompt_tokens``) is skipped for all
+    agents, counted by reason, and replaced.
     Each agent renders its own view of the problem (``agents.N.view``; the same text by
     default); the problems, options and gold are shared, so votes compare like with like.
     With ``data.decouple`` the P = A x B problems come B from each agent's shard, in agent
@@ -164,7 +165,8 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[AgentStep]]:
         p = stream.next()
         try:
             r = [ad.render(view_of(p, a.name), run.cfg.prompt.system_prompt,
-                           run.cfg.prompt.instruction) for ad, a in zip(run.adapters, cohort)]
+                           run.cfg.prompt.instruction, max_tokens=run.cfg.data.max_prompt_tokens)
+                 for ad, a in zip(run.adapters, cohort)]
         except ProblemInputError as e:
             reason = getattr(e, "reason", type(e).__name__)
             run.skipped_records[reason] = run.skipped_records.get(reason, 0) + 1
