@@ -10,12 +10,9 @@ Runs for real through bubblewrap (skipped without it, see conftest.py).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import select
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -104,9 +101,11 @@ def test_the_standard_library_and_ordinary_programs_still_work():
 def test_nothing_of_the_host_outside_the_view_is_there():
     """The project, its data, the homes, the temp and runtime folders (where sockets
     live), /sys: none exists inside; the root holds only the view."""
+    host_tmp = tempfile.mkdtemp(prefix="vlcohort-probe-")
+    os.rmdir(host_tmp)
     paths = [str(PROJECT), str(PROJECT / "README.md"), "/work", "/opt", "/srv", "/root/.bashrc",
              "/home", "/var", "/run", "/mnt", "/media", "/sys", "/etc/passwd", "/etc/shadow",
-             "/tmp/" + os.path.basename(tempfile.mkdtemp(prefix="vlcohort-probe-"))]
+             "/tmp/" + os.path.basename(tempfile.gettempdir()), host_tmp]
     r = run(f"""
         import os
         for p in {paths!r}:

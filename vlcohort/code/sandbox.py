@@ -16,8 +16,9 @@ installs it), and by which mechanism:
   path where a unix socket can live. **Programs may import the standard library only.**
   The program's source is a read-only ``/tmp/src``, its working folder ``/tmp/work`` and
   ``/dev/shm`` are fresh tmpfs mounts capped at ``Limits.disk_mb`` each; the root
-  itself is read-only; ``/proc`` is the sandbox's own pid namespace's; ``/dev`` holds
-  only null, zero, full, random, urandom, tty.
+  itself is read-only; ``/proc`` is the sandbox's own pid namespace's; ``/dev`` is
+  bubblewrap's minimal one (null, zero, full, random, urandom, tty, a private devpts).
+  Bubblewrap 0.7 or newer is needed (``--size``).
 * **No network** (a new network namespace: only a loopback nobody listens on; abstract
   unix sockets are per namespace), new IPC and UTS namespaces, a cleared environment.
 * **A syscall filter** (seccomp, built with libseccomp through ``pyseccomp`` once per
@@ -76,7 +77,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -241,9 +241,10 @@ def _backend() -> tuple[str, str]:
     finally:
         os.close(sfd)
     if err is not None:
+        needs = ("bubblewrap 0.7 or newer (--size)" if "--size" in err else
+                 "namespaces (as root, or unprivileged user namespaces)")
         return "none", (f"refused: bubblewrap does not work here ({err[:200]}); it needs "
-                        "namespaces (as root, or unprivileged user namespaces); "
-                        f"install it: {INSTALL_BWRAP}" + unsafe_hint)
+                        f"{needs}; install it: {INSTALL_BWRAP}" + unsafe_hint)
     return "bwrap", ""
 
 
