@@ -13,9 +13,10 @@ from vlcohort.config import load_config, train_base
 from vlcohort.typed_yaml import ConfigError
 
 
-def _cli_error(capsys, *args) -> str:
-    """``vlcohort config ARGS``: exit 2 and exactly one line on stderr, returned."""
-    assert main(["config", *args]) == 2
+def _cli_error(capsys, *args, command: str = "config") -> str:
+    """``vlcohort config ARGS`` (or another command): exit 2 and exactly one line on
+    stderr, returned."""
+    assert main([command, *args]) == 2
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -38,8 +39,9 @@ def test_a_file_that_is_not_utf8_names_the_file_line_and_the_fix(tmp_path, capsy
     with pytest.raises(ConfigError, match=r"latin1\.yaml: line 2: byte 0xe9 is not UTF-8; "
                                           r"save the file as UTF-8"):
         load_config(path)
-    line = _cli_error(capsys, str(path))
-    assert str(path) in line and "save the file as UTF-8" in line
+    for command in ("config", "train"):
+        line = _cli_error(capsys, str(path), command=command)
+        assert str(path) in line and "save the file as UTF-8" in line
 
 
 def test_a_utf8_file_with_a_byte_order_mark_still_loads(tmp_path):
@@ -65,6 +67,7 @@ def test_a_duplicate_key_at_any_depth_names_the_key_and_its_lines(tmp_path, caps
     with pytest.raises(ConfigError, match=msg.replace("(", r"\(").replace(")", r"\)")):
         load_config(path)
     assert msg in _cli_error(capsys, str(path))
+    assert msg in _cli_error(capsys, str(path), command="train")
 
 
 def test_a_duplicate_key_in_a_base_recipe_is_named_in_that_file(tmp_path):
@@ -125,6 +128,7 @@ def test_non_finite_and_non_positive_numbers_are_refused_at_load(capsys, overrid
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
         _load(override)
     assert message in _cli_error(capsys, override)
+    assert message in _cli_error(capsys, override, command="train")
 
 
 def test_a_nan_in_a_recipe_file_is_refused_too(tmp_path, capsys):
@@ -153,6 +157,13 @@ def test_an_override_value_keeps_its_hash(override, path, capsys):
     assert main(["config", "data.source=file", override]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)  # the resolved config, as YAML
     assert printed["data"]["path"] == path
+
+
+def test_train_looks_for_the_whole_path(tmp_path, capsys):
+    """The run is refused for the file named with its ``#``, not for a path cut before it."""
+    missing = tmp_path / "a #1.jsonl"
+    line = _cli_error(capsys, f"data.path={missing}", command="train")
+    assert line.startswith(f"config error: data.path: {missing} does not exist")
 
 
 def test_hashes_inside_structured_override_values_are_kept():
