@@ -308,6 +308,8 @@ def load_failure(o: Outcome) -> tuple[str, str] | None:
     for run in (o.judge, o.candidate):
         if run.status == "sandbox_error":
             return run.status, run.reason
+    if o.load is None and o.stop:
+        return "failed", f"did not load: {o.stop}"
     if o.load is None:
         run = o.judge if o.judge.status != "ok" else o.candidate
         return (run.status if run.status != "ok" else "error",
