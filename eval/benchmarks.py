@@ -89,17 +89,64 @@ class BenchmarkData:
 
 def read_json(path: Path) -> Any:
     """A whole-file JSON document; a syntax error names the file, line and column."""
+    raw = read_bytes(path)
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise BenchmarkError(f"{path}: not UTF-8 text (byte {raw[e.start]:#04x} at offset "
+                             f"{e.start}); save it as UTF-8 or download it again.") from e
     except json.JSONDecodeError as e:
         raise BenchmarkError(f"{path}: line {e.lineno}, column {e.colno}: malformed JSON "
                              f"({e.msg}). Fix the file or download it again.") from e
 
 
+def unreadable(path: Path, error: OSError) -> BenchmarkError:
+    """A one-line error for an input path that cannot be read: missing, a folder where a
+    file belongs, no permission, or another OS error (its message named)."""
+    if isinstance(error, FileNotFoundError):
+        why = "no such file; check the path"
+    elif isinstance(error, IsADirectoryError) or Path(path).is_dir():
+        why = "is a folder; give the file itself"
+    elif isinstance(error, PermissionError):
+        why = "permission denied; make it readable"
+    else:
+        why = f"cannot be read ({error.strerror or error}); check the file"
+    return BenchmarkError(f"{path}: {why}.")
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes; a path that cannot be read is a :class:`BenchmarkError`."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise unreadable(path, e) from e
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each non-blank line; a malformed line names file and line."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    """(line number, object) for each non-blank line; a malformed line names file and line.
+
+    Lines are decoded one at a time, so a byte that is not UTF-8 names its line (a byte
+    order mark before the first line is allowed); a path that cannot be opened (missing,
+    a folder) is a one-line :class:`BenchmarkError` too."""
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise unreadable(path, e) from e
+    with f:
+        lines = enumerate(f, 1)
+        while True:
+            try:
+                lineno, raw = next(lines)
+            except StopIteration:
+                return
+            except OSError as e:  # a folder opens on some systems and fails on read
+                raise unreadable(path, e) from e
+            try:
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise BenchmarkError(f"{path}: line {lineno}: not UTF-8 text (byte "
+                                     f"{raw[e.start]:#04x} at column {e.start + 1}); save the "
+                                     "file as UTF-8.") from e
             if not line.strip():
                 continue
             try:
