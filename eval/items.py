@@ -16,6 +16,7 @@ from vlcohort.data.problems import Problem
 
 from .benchmarks import BenchmarkError, read_jsonl
 from .official import JudgeNeeded, official_verdict
+from .safe_text import first_surrogate, without_surrogates
 from .text_scoring import grader_for, is_code_problem, pending_code_fields, text_official
 
 PROMPTS = {
@@ -126,6 +127,61 @@ def score_record(problem: Problem, response: str | None, grader,
     elif official is not None:
         out.update(official)
     return out
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in the file's terms (for messages)."""
+    if isinstance(value, bool):
+        return "true/false"
+    return {list: "a list", dict: "an object", int: "a number", float: "a number"}.get(
+        type(value), f"a {type(value).__name__}")
+
+
+def response_fields(value: Any, where: str) -> dict[str, Any]:
+    """The ``response`` a record is graded on, from a responses file's or an
+    ``items.jsonl``'s ``response`` value (``where`` names the file and line).
+
+    A value that is not a string (a list, a number, an object) is the file's mistake, made
+    on every line alike by whatever wrote it: a :class:`BenchmarkError` that says so. A
+    string holding a lone surrogate (valid JSON, not valid Unicode) is one broken answer:
+    it is graded as the empty response, so it counts as wrong and stays in the
+    denominator (skipping it would raise the score of a model whose text breaks), and
+    the record says why (``invalid_response``) and keeps the text, each surrogate
+    replaced by U+FFFD (``invalid_response_text``). ``null`` is no response (wrong)."""
+    if value is not None and not isinstance(value, str):
+        raise BenchmarkError(
+            f"{where}: 'response' is {json_kind(value)}, not a string. Each line holds "
+            "one response as a JSON string (several samples of an item: one line each, "
+            "with \"sample\": 0, 1, ...).")
+    at = first_surrogate(value) if value is not None else -1
+    if at < 0:
+        return {"response": value}
+    return {"response": "",
+            "invalid_response": f"lone surrogate \\u{ord(value[at]):04x} at character {at}: "
+                                "not valid Unicode text, scored as wrong",
+            "invalid_response_text": without_surrogates(value)}
+
+
+def sample_number(value: Any, where: str) -> int:
+    """A record's ``sample`` (default 0): a whole number >= 0, else a one-line error."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit():
+        raise BenchmarkError(f"{where}: 'sample' must be a whole number >= 0 (the sample's "
+                             f"index within its item), got {value!r}.")
+    return int(value)
+
+
+def item_id(obj: dict, where: str) -> str:
+    """A record's ``id`` (or ``pid``) as text: a string or a whole number, else an error."""
+    value = obj.get("id", obj.get("pid"))
+    if value is None:
+        raise BenchmarkError(f"{where}: no 'id' field; each line needs the benchmark item's "
+                             "id and its response.")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise BenchmarkError(f"{where}: 'id' is {json_kind(value)}, not a string or "
+                             "number; give the benchmark item's id.")
+    return str(value)
 
 
 def read_items(path: Path) -> list[dict]:

@@ -36,8 +36,8 @@ from vlcohort.answers.voting import majority_vote
 
 from .benchmarks import (BENCHMARK_GROUPS, BenchmarkData, BenchmarkError, load_benchmark,
                          parse_benchmark_names, read_jsonl)
-from .items import (PROMPTS, EvalSettings, _key, prompt_view, read_items,  # noqa: F401
-                    score_record)
+from .items import (PROMPTS, EvalSettings, _key, item_id, prompt_view,  # noqa: F401
+                    read_items, response_fields, sample_number, score_record)
 from .official import JudgeNeeded, official_verdict, protocol_note
 from .judge import JudgeError
 from .scoring import group_accuracy
@@ -122,8 +122,16 @@ def judge_pass(records: list[dict], problems: dict[tuple[str, str], Problem], ju
     ``rec["judge"][step] = {prompt_sha256, judge, output}``; a protocol with two steps
     (MathVerse) takes two stages. Records of benchmarks not in ``problems`` are left as
     they are. Returns the number of prompts sent (0 when the cache had everything)."""
-    todo = [(rec, problems[(rec["benchmark"], str(rec["id"]))]) for rec in records
-            if (rec["benchmark"], str(rec["id"])) in problems]
+    todo = []
+    for rec in records:
+        if (rec["benchmark"], str(rec["id"])) not in problems:
+            continue
+        if rec.get("invalid_response"):  # not text: wrong with the judge too, never sent
+            _set_judged(rec, None)
+            rec.update(judged_prediction=None, judged_correct=False,
+                       judged_rule="invalid_response")
+            continue
+        todo.append((rec, problems[(rec["benchmark"], str(rec["id"]))]))
     sent = 0
     for stage in range(JUDGE_STAGES + 1):
         pending = []
@@ -158,6 +166,28 @@ def judge_pass(records: list[dict], problems: dict[tuple[str, str], Problem], ju
     return sent
 
 
+def _json_line(rec: dict) -> str:
+    """One record as a JSON line, readable UTF-8; a record still holding a string that
+    UTF-8 cannot encode (a lone surrogate anywhere) is written with JSON escapes, which
+    read back the same, rather than stopping the write of every record."""
+    line = json.dumps(rec, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(rec, ensure_ascii=True)
+    return line
+
+
+def report_invalid(path: Path, records: list[dict]) -> int:
+    """One stderr line when some responses were not valid text (scored as wrong)."""
+    bad = [r for r in records if r.get("invalid_response")]
+    if bad:
+        print(f"{path}: {len(bad)} response(s) not valid Unicode text, scored as wrong "
+              f"(field invalid_response); first: id {bad[0]['id']!r}: "
+              f"{bad[0]['invalid_response']}", file=sys.stderr)
+    return len(bad)
+
+
 def write_items(path: Path, records: Iterable[dict]) -> None:
     """Rewrite ``items.jsonl`` atomically (a temporary sibling, then ``os.replace``), so
     a crash mid-write never leaves a half file where hours of responses were."""
@@ -166,7 +196,7 @@ def write_items(path: Path, records: Iterable[dict]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for rec in records:
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            f.write(_json_line(rec) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -283,6 +313,9 @@ def summarize(data: dict[str, BenchmarkData], records: Iterable[dict], models: S
         bench: dict[str, Any] = {"n_items": len(d.problems), "skipped": d.skipped_by_reason(),
                                  "skipped_ids": [s.id for s in d.skipped][:50], "models": {}}
         bench.update(text_benchmark_info(name, d.problems))  # GPQA's option orders, LCB's window
+        invalid = sum(1 for r in by_item_records(by_item, name) if r.get("invalid_response"))
+        if invalid:  # responses that were not valid text, counted wrong
+            bench["invalid_responses"] = invalid
         for col in columns:
             rows, judged_rows = [], []
             for p in d.problems:
@@ -302,6 +335,11 @@ def summarize(data: dict[str, BenchmarkData], records: Iterable[dict], models: S
     if judge_id is not None:
         summary["judged_average"] = _average(summary["benchmarks"], columns, judged=True)
     return summary
+
+
+def by_item_records(by_item: dict[tuple, list[dict]], name: str) -> Iterable[dict]:
+    """The records of benchmark ``name`` in a summary's (benchmark, id, model) index."""
+    return (r for key, recs in by_item.items() if key[0] == name for r in recs)
 
 
 def markdown_table(summary: dict[str, Any]) -> str:
@@ -477,21 +515,34 @@ def score_responses(benchmark: str, data_path: Path, responses: Path | None,
             raise BenchmarkError("vlcohort eval score needs --responses FILE.jsonl, or --out "
                                  "DIR holding an items.jsonl to re-score")
         return rescore_items(out, data_path, scorer, answer_style, judge=judge)
+    if not Path(responses).is_file():
+        what = "is a folder" if Path(responses).is_dir() else "no such file"
+        raise BenchmarkError(f"--responses {responses}: {what}; give the JSONL file of saved "
+                             "responses (one {\"id\": ..., \"response\": \"...\"} per line).")
     name = parse_benchmark_names(benchmark)[0]
     data = load_all([name], data_path, None, need_images=False)
     problems = {p.id: p for p in data[name].problems}
     grader = get_grader()
-    records, unknown = [], []
+    records, unknown, seen = [], [], {}
     for lineno, obj in read_jsonl(responses):
-        pid = str(obj.get("id", obj.get("pid", "")))
+        where = f"{responses}: line {lineno}"
+        pid = item_id(obj, where)
         if pid not in problems:
             unknown.append(pid)
             continue
         if "response" not in obj:
-            raise BenchmarkError(f"{responses}: line {lineno}: no 'response' field.")
-        records.append({"benchmark": name, "id": pid, "model": model,
-                        "sample": int(obj.get("sample", 0)), "response": obj["response"],
-                        **score_record(problems[pid], obj["response"], grader, answer_style)})
+            raise BenchmarkError(f"{where}: no 'response' field.")
+        rec = {"benchmark": name, "id": pid, "model": model,
+               "sample": sample_number(obj.get("sample"), where),
+               **response_fields(obj["response"], f"{where} (id {pid!r})")}
+        first = seen.setdefault(_key(rec), lineno)
+        if first != lineno:
+            raise BenchmarkError(
+                f"{where}: id {pid!r} sample {rec['sample']} repeats line {first}; give each "
+                "sample of an item its own \"sample\" number (0, 1, ...) or drop the repeat.")
+        rec.update(score_record(problems[pid], rec["response"], grader, answer_style))
+        records.append(rec)
+    report_invalid(responses, records)
     if unknown:
         shown = ", ".join(map(repr, unknown[:20])) + (" ..." if len(unknown) > 20 else "")
         raise BenchmarkError(f"{responses}: {len(unknown)} id(s) not in {name} "
@@ -535,13 +586,23 @@ def rescore_items(out: Path, data_path: Path, scorer: str = "vlcohort",
     if not items_path.is_file():
         raise BenchmarkError(f"{items_path}: not found; give --responses FILE.jsonl, or --out "
                              "a folder written by vlcohort eval / eval score --out")
-    records = []
+    records, seen = [], {}
     for lineno, rec in read_jsonl(items_path):
+        where = f"{items_path}: line {lineno}"
         missing = [k for k in ITEM_FIELDS if k not in rec]
         if missing:
-            raise BenchmarkError(f"{items_path}: line {lineno}: no {missing[0]!r} field "
+            raise BenchmarkError(f"{where}: no {missing[0]!r} field "
                                  f"(each line needs {', '.join(ITEM_FIELDS)}).")
+        rec["id"] = item_id(rec, where)
+        rec["sample"] = sample_number(rec.get("sample"), where)
+        rec.update(response_fields(rec["response"], f"{where} (id {rec['id']!r})"))
+        first = seen.setdefault(_key(rec), lineno)
+        if first != lineno:
+            raise BenchmarkError(
+                f"{where}: {rec['benchmark']} id {rec['id']!r} model {rec['model']!r} sample "
+                f"{rec['sample']} repeats line {first}; drop one of the two lines.")
         records.append(rec)
+    report_invalid(items_path, records)
     if not records:
         raise BenchmarkError(f"{items_path}: holds no records to re-score")
     names = parse_benchmark_names(list(dict.fromkeys(r["benchmark"] for r in records)))
