@@ -95,7 +95,9 @@ def add_judge_arguments(p: argparse.ArgumentParser) -> None:
                    help="URL judge: retries of a failed connection, timeout, 429 or 5xx "
                         "(exponential backoff from 1 s)")
     p.add_argument("--judge-timeout", type=float, default=120.0, metavar="SECONDS",
-                   help="URL judge: seconds one request may take")
+                   help="URL judge: wall-clock seconds one request may take, connecting, "
+                        "sending and reading the whole reply (each retry has its own); "
+                        "replies over 4 MiB are refused, and the API key is never shown")
     p.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", metavar="VAR",
                    help="environment variable holding the URL judge's API key (sent when set)")
 
@@ -123,14 +125,33 @@ def run(args: argparse.Namespace) -> int:
     except (BenchmarkError, JudgeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # writing the outputs: a full disk, a read-only folder
+        print(f"error: {e.filename or 'output'}: {e.strerror or e}; free space or choose "
+              "another --out", file=sys.stderr)
+        return 1
     print(json.dumps(summary, indent=2) if args.json else markdown_table(summary))
     return 0
+
+
+def check_out(out: Path | None) -> None:
+    """``--out`` must be a folder (made when missing) whose ``items.jsonl`` is a file:
+    found before any work, not when hours of responses are written."""
+    if out is None:
+        return
+    if out.exists() and not out.is_dir():
+        raise BenchmarkError(f"--out {out}: is a file; give a folder (made when missing) "
+                             "for items.jsonl and the summary.")
+    items = out / "items.jsonl"
+    if items.is_dir():
+        raise BenchmarkError(f"--out {out}: {items} is a folder, where the per-item file "
+                             "belongs; move it away or choose another --out.")
 
 
 def _work(args: argparse.Namespace) -> dict:
     from .runner import EvalSettings, run as run_eval, score_responses
 
     judge = make_judge(args)
+    check_out(args.out)
     if args.action == "score":
         if args.responses is None and args.out is None:
             raise BenchmarkError("vlcohort eval score needs --responses FILE.jsonl, or "
