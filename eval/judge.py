@@ -192,7 +192,7 @@ class OpenAIJudge:
 
         def expire() -> None:
             fired.set()
-            for sock in list(held):
+            for sock in held:
                 with contextlib.suppress(OSError):
                     socket.socket.shutdown(sock, socket.SHUT_RDWR)
 

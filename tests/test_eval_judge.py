@@ -583,7 +583,7 @@ def test_cut_lying_and_undecodable_replies_are_one_line_errors(raw_server):
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + good[:10])
 
     def short_length(conn, request, server):  # the JSON is longer than it says
-        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
+        conn.sendall("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
                      .encode() + good)
 
     cases = [(cut, r"reply cut short \(10 bytes read, 990 more expected\) after 2 attempt"),
