@@ -58,8 +58,9 @@ def _require_sandbox() -> None:
 
     if sandbox.sandbox_name() == "bwrap":
         return
-    message = (f"the code sandbox does not work here ({sandbox.mechanism()}); "
-               f"install bubblewrap: {sandbox.INSTALL_BWRAP}")
+    message = f"the code sandbox does not work here: {sandbox.mechanism()}"
+    if sandbox.INSTALL_BWRAP not in message:
+        message += f"; install bubblewrap: {sandbox.INSTALL_BWRAP}"
     if os.environ.get("VLCOHORT_REQUIRE_SANDBOX") == "1":
         pytest.fail(message + " [VLCOHORT_REQUIRE_SANDBOX=1 makes this a failure]")
     pytest.skip(message)
