@@ -21,9 +21,10 @@ from vlcohort.data.problems import Problem
 from vlcohort.typed_yaml import ConfigError
 
 #: Address-space limit of the training run below. The same run without the long record
-#: peaks at about 5.4 GB of virtual memory (VmPeak, one torch thread; the tiny model is
-#: small, the libraries' mappings are most of it); before the limit existed, its first
-#: step asked for one more 6 GB block for the long prompt's attention and died here.
+#: peaks at 4.8 GiB of virtual memory (VmPeak; 0.9 GiB resident; one torch thread: the
+#: libraries' mappings are most of it), so 8 GiB leaves 3 GiB of headroom. Without a
+#: prompt limit its first step asks for one more 6 GB block for the long prompt's
+#: attention and dies here with a traceback.
 MEMORY_LIMIT = 8 * 1024 ** 3
 
 LONG = 100_000
