@@ -141,3 +141,18 @@ def test_the_unsafe_program_dies_when_its_host_process_is_killed():
         os.close(r)
         if w is not None:
             os.close(w)
+
+
+def test_without_the_seccomp_library_runs_are_refused():
+    """pyseccomp not importable (as on a machine without it): refused with the line that
+    names it, never run without the syscall filter."""
+    probe = ("import sys\nsys.modules['pyseccomp'] = None  # import fails: ImportError\n"
+             f"sys.path.insert(0, {str(SANDBOX_PY.parents[2])!r})\n"
+             "from vlcohort.code import sandbox\n"
+             "r = sandbox.run_python(\"open('/tmp/work/ran', 'w')\\nprint('ran')\\n\")\n"
+             "print(r.status, r.sandbox, '|', r.reason)\n")
+    env = {k: v for k, v in os.environ.items() if k != "VLCOHORT_SANDBOX"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         env=env, timeout=120).stdout
+    assert out.startswith("sandbox_error none | refused: the seccomp filter cannot be built")
+    assert "pip install pyseccomp" in out and out.count("\n") == 1
