@@ -151,11 +151,12 @@ def test_a_folder_held_by_a_live_run_is_refused(tmp_path, capsys):
     from vlcohort.recipes import runlock
 
     run = tmp_path / "run"
-    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    live = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from vlcohort.recipes import runlock; "
+         "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(120)", str(run)],
+        stdout=subprocess.PIPE, text=True)
     try:
-        run.mkdir()
-        (run / runlock.LOCK).write_text(json.dumps({"pid": live.pid,
-                                                     "host": __import__("socket").gethostname()}))
+        assert live.stdout.readline().strip() == "held"
         assert main(["train", *FAST, "run.steps=1", f"run.output_dir={run}"]) == 1
         err = capsys.readouterr().err
         assert f"pid {live.pid}" in err and "another run is writing" in err
@@ -163,6 +164,6 @@ def test_a_folder_held_by_a_live_run_is_refused(tmp_path, capsys):
     finally:
         live.kill()
         live.wait()
-    # the holder is gone: its lock is stale and taken over; a finished run leaves none
+    # the holder is gone, and its lock with it (the kernel's); a finished run leaves no file
     assert main(["train", *FAST, "run.steps=1", f"run.output_dir={run}"]) == 0
     assert not (run / runlock.LOCK).exists()
