@@ -12,6 +12,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from vlcohort import run_folder
+
 # name pattern -> meaning. ``<a>`` is an agent name.
 METRIC_DOCS: dict[str, str] = {
     "step": "RL step (1-based)",
@@ -197,11 +199,14 @@ class MetricsLogger:
         self._started = True
 
     def truncate_after(self, step: int) -> None:
-        """Drop lines of steps after ``step`` (a resumed run rewrites them)."""
-        if not self.enabled or not self.path.is_file():
+        """Drop lines of steps after ``step`` (a resumed run rewrites them). The file is
+        rewritten through a temporary without following links (``vlcohort/run_folder.py``)."""
+        if not self.enabled:
             return
-        if step == 0:  # a fresh run: nothing to keep
-            self.path.unlink()
+        if step == 0:  # a fresh run: nothing to keep (a link there goes, not its target)
+            self.path.unlink(missing_ok=True)
+            return
+        if not run_folder.refuse_link(self.path).is_file():
             return
         lines = [line for line in self.path.read_text().splitlines() if line.strip()]
         keep = []
@@ -215,9 +220,7 @@ class MetricsLogger:
                                        "delete that line, then resume") from None
             if rec["step"] <= step:
                 keep.append(line)
-        tmp = self.path.with_name(".metrics.jsonl.tmp")
-        tmp.write_text("".join(line + "\n" for line in keep))
-        tmp.replace(self.path)
+        run_folder.write_text(self.path, "".join(line + "\n" for line in keep))
 
     def log(self, record: dict[str, Any]) -> None:
         """One step's record: a line of ``metrics.jsonl``, then the same numbers to every
@@ -225,7 +228,7 @@ class MetricsLogger:
         if not self.enabled:
             return
         clean = {k: _jsonable(v) for k, v in record.items()}
-        with self.path.open("a") as f:
+        with run_folder.open_append(self.path) as f:
             f.write(json.dumps(clean) + "\n")
         self._start_trackers(0)  # a caller that never called begin(): a fresh run
         if self.trackers:

@@ -45,7 +45,8 @@ from vlcohort.analysis.metrics import MetricsLogger, final_summary, read_metrics
 from vlcohort.answers.grading import get_grader
 from vlcohort.recipes import runlock
 from vlcohort.typed_yaml import ConfigError
-from vlcohort.config import Config, load_config, save_resolved, to_dict
+from vlcohort import run_folder
+from vlcohort.config import Config, load_config, to_dict, to_yaml
 from vlcohort.data.problems import Problem
 from vlcohort.data.sources import load_eval_problems, load_problems
 from vlcohort.data.stream import ProblemStream
@@ -84,7 +85,7 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
     seed_everything(cfg.run.seed)
     if layout.is_logger:
         runlock.acquire(run_dir)  # before anything is written there
-        save_resolved(cfg, run_dir)
+        run_folder.write_text(run_dir / "config.yaml", to_yaml(cfg))  # no link followed
     problems = load_problems(cfg)
     stream = ProblemStream(problems, seed=cfg.run.seed, shuffle=cfg.data.shuffle)
     folder = checkpoint_to_resume(run_dir, resume)
@@ -229,7 +230,8 @@ def cleanup(run: Run) -> None:
     if cfg.log.plot and run.step > 0 and run.logger.path.is_file():
         from vlcohort.analysis.plots import plot_dynamics
 
-        png = plot_dynamics(run.logger.path, run.dir / "plots" / "dynamics.png")
+        plots = run_folder.real_dir(run.dir / "plots")
+        png = plot_dynamics(run.logger.path, plots / "dynamics.png")
         print(f"plot: {png}")
     if run.skipped_records:
         print(f"skipped records by reason: {run.skipped_records}")

@@ -99,7 +99,8 @@ from processors.base import IMAGE_PLACEHOLDER
 from vlcohort.analysis.metrics import MetricsLogger, final_summary, read_metrics
 from vlcohort.answers.grading import Grader, get_grader
 from vlcohort.recipes import runlock
-from vlcohort.config import Config, save_resolved, to_dict
+from vlcohort import run_folder
+from vlcohort.config import Config, to_dict, to_yaml
 from vlcohort.config_checks import self_play_roles
 from vlcohort.data.problems import Problem, split_options
 from vlcohort.data.sources import load_problems
@@ -520,7 +521,7 @@ def log_questions(run: SelfPlayRun, step: int, phase: str, batch: QuestionBatch,
     labels = _per_question(batch, answers.labels)
     pens = _per_question(batch, penalties)
     band = _per_question(batch, selected)
-    with run.questions_path.open("a") as f:
+    with run_folder.open_append(run.questions_path) as f:
         for n, text in enumerate(batch.texts):
             f.write(json.dumps({
                 "step": step, "phase": phase, "question": batch.questions[n],
@@ -534,13 +535,11 @@ def log_questions(run: SelfPlayRun, step: int, phase: str, batch: QuestionBatch,
 
 def _truncate_jsonl(path: Path, step: int) -> None:
     """Keep the lines of steps <= ``step`` (a resumed or fresh run rewrites the rest)."""
-    if not path.is_file():
+    if not run_folder.refuse_link(path).is_file():
         return
     keep = [line for line in path.read_text().splitlines()
             if line.strip() and step and json.loads(line)["step"] <= step]
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(line + "\n" for line in keep))
-    tmp.replace(path)
+    run_folder.write_text(path, "".join(line + "\n" for line in keep))
 
 
 # ============================================================================ setup, loop, cleanup
@@ -553,7 +552,7 @@ def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
     run_dir = Path(resume) if resume is not None else Path(cfg.run.output_dir)
     seed_everything(cfg.run.seed)
     runlock.acquire(run_dir)  # before anything is written there
-    save_resolved(cfg, run_dir)
+    run_folder.write_text(run_dir / "config.yaml", to_yaml(cfg))  # no link followed
     challenger, solver = self_play_roles(cfg)
     pool = labelled_pool(cfg)
     folder = checkpoint_to_resume(run_dir, resume)
@@ -655,7 +654,8 @@ def cleanup(run: SelfPlayRun) -> None:
     if run.cfg.log.plot and run.logger.path.is_file():
         from vlcohort.analysis.plots import plot_self_play
 
-        print(f"plot: {plot_self_play(run.logger.path, run.dir / 'plots' / 'self_play.png')}")
+        plots = run_folder.real_dir(run.dir / "plots")
+        print(f"plot: {plot_self_play(run.logger.path, plots / 'self_play.png')}")
     if run.skipped:
         print(f"invalid questions by reason: {run.skipped}")
     if run.logger.path.is_file():

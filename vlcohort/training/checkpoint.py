@@ -23,6 +23,12 @@ complete; ``latest`` is replaced atomically after that. A crash mid-save leaves 
 previous checkpoint intact and no half-written one visible; the hidden folder it leaves
 is removed at the next save or resume (:func:`remove_stale_temporaries`).
 
+Nothing in a run folder is followed out of it: ``checkpoints/`` must be a real folder,
+``latest`` a plain file naming a ``step-N`` folder inside it (a path, an absolute name or
+a symbolic link is refused), a ``step-N`` that is a link is not a checkpoint, and
+``latest`` is written without following a link planted at its name or its temporary's
+(``vlcohort/run_folder.py``).
+
 Resuming never runs code from a checkpoint: ``trainer_state.pt`` and ``rng.pt`` load with
 ``torch.load(weights_only=True)`` (tensors and plain containers; numpy's RNG state is
 stored as a tensor), so a planted pickle is refused. ``manifest.json`` lists every file's
@@ -37,6 +43,7 @@ import errno
 import json
 import os
 import random
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -45,6 +52,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from vlcohort import run_folder
 from vlcohort.errors import RunError
 
 CHECKPOINTS = "checkpoints"
@@ -58,6 +66,7 @@ class CheckpointError(RunError):
 
 MANIFEST = "manifest.json"
 _TMP_PREFIX = ".step-"
+_STEP_NAME = re.compile(r"step-[0-9]+")
 
 
 def rng_state() -> dict[str, Any]:
@@ -103,20 +112,28 @@ def _load_data(path: Path) -> Any:
             "previous one") from e
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def checkpoints_root(run_dir: str | Path) -> Path:
+    """``<run>/checkpoints``, created when missing; a link there is refused."""
+    return run_folder.real_dir(Path(run_dir) / CHECKPOINTS)
+
+
+def _replace_folder(tmp: Path, final: Path) -> None:
+    """Rename the finished ``tmp`` onto ``final``; whatever was there goes first (a
+    folder of the same step saved again, or a link planted there: the link only)."""
+    if final.exists() or final.is_symlink():
+        run_folder.remove(final)
+    os.replace(tmp, final)
 
 
 def remove_stale_temporaries(root: Path) -> list[Path]:
     """Remove the hidden ``.step-N-xxxx`` folders that saves killed mid-way left behind
     (never a complete checkpoint: those are ``step-N``); returns what was removed."""
     removed = []
-    if Path(root).is_dir():
+    if Path(root).is_dir() and not Path(root).is_symlink():
         for p in Path(root).glob(_TMP_PREFIX + "*"):
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
+            if p.is_symlink() or p.is_dir():
+                with contextlib.suppress(OSError):
+                    run_folder.remove(p)
                 removed.append(p)
     return removed
 
@@ -181,8 +198,7 @@ def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: li
     """
     if layout is not None and layout.distributed:
         return _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layout)
-    root = Path(run_dir) / CHECKPOINTS
-    root.mkdir(parents=True, exist_ok=True)
+    root = checkpoints_root(run_dir)
     remove_stale_temporaries(root)
     final = root / f"step-{step}"
     with out_of_space_stops_the_run(root, step, lambda: checkpoint_bytes(agents, optimizers)):
@@ -198,12 +214,10 @@ def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: li
             torch.save(rng_state(), tmp / "rng.pt")
             write_manifest(tmp)
             (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
-            if final.exists():  # re-saving the same step (e.g. Ctrl-C right after a save)
-                shutil.rmtree(final)
-            os.replace(tmp, final)
+            _replace_folder(tmp, final)  # the same step again: e.g. Ctrl-C right after a save
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        _atomic_write_text(root / LATEST, final.name)
+        run_folder.write_text(root / LATEST, final.name)
     if keep_last:
         for old in sorted(_complete_steps(root))[:-keep_last]:
             shutil.rmtree(root / f"step-{old}", ignore_errors=True)
@@ -286,7 +300,7 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
     final = root / f"step-{step}"
     tmp = None
     if layout.is_logger:
-        root.mkdir(parents=True, exist_ok=True)
+        checkpoints_root(run_dir)
         remove_stale_temporaries(root)
         tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{step}-", dir=root))
     tmp = Path(layout.broadcast(str(tmp) if tmp else None, "the checkpoint folder"))
@@ -307,10 +321,8 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
             torch.save(rng_state(), tmp / "rng.pt")
             write_manifest(tmp)
             (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(tmp, final)
-            _atomic_write_text(root / LATEST, final.name)
+            _replace_folder(tmp, final)
+            run_folder.write_text(root / LATEST, final.name)
             if keep_last:
                 for old in sorted(_complete_steps(root))[:-keep_last]:
                     shutil.rmtree(root / f"step-{old}", ignore_errors=True)
@@ -343,7 +355,7 @@ def load_zero_state(agent, folder: Path) -> None:
 def _complete_steps(root: Path) -> list[int]:
     steps = []
     for p in root.glob("step-*"):
-        if p.is_dir() and (p / "state.json").is_file():
+        if not p.is_symlink() and p.is_dir() and (p / "state.json").is_file():
             try:
                 steps.append(int(p.name.split("-", 1)[1]))
             except ValueError:
@@ -351,14 +363,41 @@ def _complete_steps(root: Path) -> list[int]:
     return steps
 
 
+def _pointed(root: Path) -> Path | None:
+    """The checkpoint ``latest`` names (None without one): a plain ``step-N`` folder
+    directly in ``root``; anything else is a :class:`CheckpointError`, since following it
+    would resume (and later write) outside the run."""
+    pointer = root / LATEST
+    if not (pointer.exists() or pointer.is_symlink()):
+        return None
+    fix = (f"A run writes there only the name of one of its own checkpoints (step-N); "
+           f"delete {pointer} to resume from the newest step-N folder, or use a run folder "
+           "you trust")
+    if pointer.is_symlink() or not pointer.is_file():
+        what = "a symbolic link" if pointer.is_symlink() else "not a plain file"
+        raise CheckpointError(f"{pointer}: {what}, refused. {fix}")
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{pointer}: unreadable ({e}). {fix}") from None
+    folder = root / name
+    if (not _STEP_NAME.fullmatch(name) or folder.is_symlink()
+            or (folder.exists() and Path(os.path.realpath(folder)).parent
+                != Path(os.path.realpath(root)))):
+        raise CheckpointError(f"{pointer}: names {name[:200]!r}, not a checkpoint folder of "
+                              f"this run ({root}/step-N), refused. {fix}")
+    return folder
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     """The newest complete checkpoint of a run, or None."""
     root = Path(run_dir) / CHECKPOINTS
-    pointer = root / LATEST
-    if pointer.is_file():
-        folder = root / pointer.read_text().strip()
-        if (folder / "state.json").is_file():
-            return folder
+    if root.is_symlink():
+        raise CheckpointError(f"{root}: a symbolic link, refused: a run's checkpoints live in "
+                              "a real folder inside it. Use a run folder you trust")
+    folder = _pointed(root)
+    if folder is not None and (folder / "state.json").is_file():
+        return folder
     steps = _complete_steps(root) if root.is_dir() else []
     return root / f"step-{max(steps)}" if steps else None
 

@@ -1,0 +1,211 @@
+"""Run folders: what marks one as holding a run, starting over in one, and writing inside
+one without ever following a symbolic link.
+
+A run folder may come from someone else (a shared file system, a copied experiment), and
+resuming writes into it: ``metrics.jsonl``, ``config.yaml``, ``checkpoints/latest`` and
+their temporaries. A symbolic link planted under one of those names would make the run
+overwrite the file it points at, wherever that is. So every write here creates its
+temporary with ``O_CREAT | O_EXCL | O_NOFOLLOW`` (after removing a stale one: ``unlink``
+removes a link itself, never its target), renames it onto the final name (a rename
+replaces a link, it does not write through it), appends only with ``O_NOFOLLOW``, and
+every folder the run writes into (``checkpoints/``, ``plots/``) must be a real folder.
+Third-party writers are not covered: TensorBoard's event files (``tensorboard/``) and
+W&B's folder (``wandb/``) are written by those libraries.
+
+This module imports nothing heavy, so the command line can use it before torch loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from vlcohort.errors import RunError
+
+#: What marks a folder as holding a run (a new run there would replace or mix them).
+RUN_MARKS = ("config.yaml", "metrics.jsonl", "questions.jsonl", "checkpoints", "summary.json")
+
+#: Everything a run writes at a run folder's top level, and nothing else: what
+#: ``vlcohort train --overwrite`` removes (with any sub-folder that is itself a run, the
+#: arms of a comparison). ``warmup/`` is kept: a cache each run checks by fingerprint.
+RUN_FILES = (*RUN_MARKS, "plots", "tensorboard", "wandb", "trackers.json", "comparison.png",
+             "train.log", ".config.yaml.tmp", "config.yaml.tmp", ".metrics.jsonl.tmp",
+             ".questions.jsonl.tmp", ".summary.json.tmp")
+
+_WRITE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class RunFolderError(RunError):
+    """A run folder that cannot be used as asked (the message names the path and the way
+    out; the command line exits 2)."""
+
+
+def _planted(path: Path, what: str) -> RunFolderError:
+    return RunFolderError(
+        f"{path}: {what} inside the run folder, where a run writes only plain files and "
+        "folders; a link there would make the run overwrite whatever it points at. Delete "
+        "it (or use a run folder you trust)")
+
+
+def real_dir(path: str | Path) -> Path:
+    """``path`` as a folder, created when missing; a symbolic link (or a file) there is
+    refused rather than written through."""
+    path = Path(path)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path)
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise _planted(path, "a symbolic link where a folder belongs")
+    if not stat.S_ISDIR(st.st_mode):
+        raise _planted(path, "not a folder")
+    return path
+
+
+def refuse_link(path: str | Path) -> Path:
+    """``path`` itself, if it is not a symbolic link (missing is fine)."""
+    path = Path(path)
+    if path.is_symlink():
+        raise _planted(path, "a symbolic link")
+    return path
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``path`` atomically (a temporary beside it, renamed over it) without following
+    a symbolic link at the temporary's name or the final one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # a stale temporary, or a link planted there: the link goes
+        fd = os.open(tmp, _WRITE_NEW, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise RunFolderError(f"{path}: cannot be written ({e.strerror or e}); it must be a "
+                             "plain file (or missing) in a folder the run can write") from e
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """:func:`write_bytes` of UTF-8 text."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def open_append(path: str | Path):
+    """``path`` opened to append text, created when missing; a symbolic link, a FIFO or
+    anything but a plain file there is refused."""
+    path = Path(path)
+    try:
+        fd = os.open(path, _APPEND, 0o644)
+    except OSError as e:
+        what = "a symbolic link" if path.is_symlink() else f"not writable ({e.strerror})"
+        raise _planted(path, what) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _planted(path, "not a plain file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
+# ------------------------------------------------------------------ starting a new run
+
+
+def _is_run(folder: Path) -> bool:
+    """A sub-folder that is itself a run (an arm of a comparison run)."""
+    return (not folder.is_symlink() and folder.is_dir()
+            and any((folder / m).exists() or (folder / m).is_symlink()
+                    for m in ("metrics.jsonl", "checkpoints")))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return not b.is_symlink() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def earlier_run(run_dir: str | Path, config_file: str | Path | None = None) -> list[str]:
+    """The names in ``run_dir`` that hold an earlier run (empty: a new run may start
+    there). Its ``config.yaml`` does not count when it is the very config file this run
+    is started from (a comparison run starts each arm from the file it wrote there)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    found = []
+    for name in RUN_MARKS:
+        p = run_dir / name
+        if not (p.exists() or p.is_symlink()):
+            continue
+        if name == "config.yaml" and config_file is not None and _same_file(Path(config_file), p):
+            continue
+        found.append(name)
+    found += sorted(p.name + "/" for p in run_dir.iterdir() if _is_run(p))
+    return found
+
+
+def remove(path: Path) -> None:
+    """Delete a file, a link (never what it points at) or a folder tree (``rmtree`` here
+    opens each folder without following links, so a link inside is removed, not entered)."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path)
+
+
+def clear_run(run_dir: str | Path) -> list[str]:
+    """Remove what a run wrote at ``run_dir``'s top level (:data:`RUN_FILES`, and sub-folders
+    that are runs); everything else stays. Returns the names removed."""
+    run_dir = Path(run_dir)
+    gone = []
+    for name in [*RUN_FILES, *(p.name for p in sorted(run_dir.iterdir()) if _is_run(p))]:
+        p = run_dir / name
+        if p.exists() or p.is_symlink():
+            folder = p.is_dir() and not p.is_symlink()
+            try:
+                remove(p)
+            except OSError as e:
+                raise RunFolderError(f"--overwrite: {p} cannot be removed ({e.strerror or e}); "
+                                     "remove it by hand or choose another run.output_dir") from e
+            gone.append(name + "/" if folder else name)
+    return gone
+
+
+def make_run_dir(run_dir: str | Path) -> Path:
+    """``run_dir`` created (with its parents) as a folder, or a :class:`RunFolderError`
+    naming the file in the way (``run.output_dir=results.txt/run``) or the cause."""
+    run_dir = Path(run_dir)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        blocker = next((p for p in (run_dir, *run_dir.parents) if p.exists()), None)
+        why = (f"{blocker} is a file, not a folder" if blocker is not None
+               and not blocker.is_dir() else f"cannot be created ({e.strerror or e})")
+        raise RunFolderError(f"run folder {run_dir}: {why}; give run.output_dir a folder "
+                             "path the run can create") from None
+    return run_dir
+
+
+def ready_for_new_run(run_dir: str | Path, overwrite: bool,
+                      config_file: str | Path | None = None) -> list[str]:
+    """Check (and with ``overwrite``, clear) ``run_dir`` before a new run starts there: a
+    folder holding an earlier run is refused, naming both ways out. Call it holding the
+    folder's lock, so that no run starts there between the check and the run. Returns the
+    names removed."""
+    found = earlier_run(run_dir, config_file)
+    if not found:
+        return []
+    if not overwrite:
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        raise RunFolderError(
+            f"{run_dir}: holds an earlier run ({shown}); a new run there would replace its "
+            f"config and metrics and mix the checkpoints of two runs. Continue it with "
+            f"`vlcohort train --resume {run_dir}`, start over with `--overwrite` (deletes "
+            "that run's files), or give another run.output_dir")
+    return clear_run(run_dir)
