@@ -19,6 +19,7 @@ import sys
 from vlcohort.config import Config, field_docs, load_config, resolved_text, train_base
 from vlcohort.typed_yaml import ConfigError
 from vlcohort.errors import RunError
+from vlcohort.run_folder import RunFolderError
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -46,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its newest checkpoint (its saved "
                         "config, with any overrides given here)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start a new run in a folder that holds an earlier one, deleting "
+                        "that run's files first (its config, metrics, checkpoints, plots; "
+                        "nothing else there)")
     p.add_argument("--verbose", "-v", action="store_true",
                    help="keep third-party progress bars and known-harmless library warnings "
                         "(hidden by default; also VLCOHORT_VERBOSE=1)")
@@ -112,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     print(resolved_text(cfg))
                 return 0
-            return train(cfg, resume=args.resume)
+            return train(cfg, resume=args.resume, overwrite=args.overwrite,
+                         config_file=config_path)
         if args.command == "simulate":
             from vlcohort.analysis.simulate import run
 
@@ -126,13 +132,13 @@ def main(argv: list[str] | None = None) -> int:
 
             return diversity_run(args)
         if args.command == "plot":
-            from vlcohort.analysis.plots import PlotError, plot_runs
+            from vlcohort.analysis.plots import PlotError, PlotOutError, plot_runs
 
             try:
                 print(f"plot: {plot_runs(args.runs, args.out)}")
             except PlotError as e:
                 print(f"error: {e}", file=sys.stderr)
-                return 1
+                return 2 if isinstance(e, PlotOutError) else 1
             return 0
         if args.command == "export":
             from vlcohort.recipes.export import run as export_run
@@ -141,11 +147,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "tiny":
             from processors.tiny import TINY_MODELS, tiny_model_path
 
-            for name in args.names or list(TINY_MODELS):
+            unknown = [n for n in args.names if n.removeprefix("tiny:") not in TINY_MODELS]
+            if unknown:
+                print(f"error: tiny model {unknown[0]!r}: no such name; known: "
+                      f"{', '.join(TINY_MODELS)} (or no name: all of them)", file=sys.stderr)
+                return 2
+            for name in [n.removeprefix("tiny:") for n in args.names] or list(TINY_MODELS):
                 print(f"tiny:{name}\t{tiny_model_path('tiny:' + name)}")
             return 0
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
+        return 2
+    except RunFolderError as e:  # a run folder that cannot be used as asked: bad input
+        print(f"error: {e}", file=sys.stderr)
         return 2
     except RunError as e:  # a run that cannot go on: a message for people
         print(f"error: {e}", file=sys.stderr)
@@ -153,18 +167,26 @@ def main(argv: list[str] | None = None) -> int:
     return 1
 
 
-def train(cfg: Config, resume: str | None = None) -> int:
+def train(cfg: Config, resume: str | None = None, overwrite: bool = False,
+          config_file: str | None = None) -> int:
     """``vlcohort train``: the method's recipe. ``method: self_play`` is a recipe of its own
     (challenger / solver phases); ``arms`` runs the cohort recipe once per method from
-    shared warm-ups; every other method is the cohort recipe with its reward source."""
+    shared warm-ups; every other method is the cohort recipe with its reward source.
+
+    The run folder is locked before the recipe starts and, for a new run, checked under
+    that lock: a folder holding an earlier run is refused unless ``overwrite`` (which
+    clears that run's files first; ``vlcohort/run_folder.py``). ``config_file``: the YAML
+    file the config came from (its own run folder's ``config.yaml`` is no earlier run)."""
     from pathlib import Path
 
     from vlcohort.analysis.trackers import check_trackers
     from vlcohort.console import config_summary
-    from vlcohort.recipes.driver import TrainingError
     from vlcohort.recipes.preflight import preflight
     from vlcohort.training.distributed import launched_rank, launched_world_size
 
+    if resume is not None and overwrite:
+        raise RunFolderError(f"--resume {resume} --overwrite: --resume continues that run, "
+                             "--overwrite deletes it to start a new one; give one of them")
     logs = launched_world_size() == 1 or launched_rank() == 0  # the rank that logs and prints
     if logs:
         check_trackers(cfg.log)  # a tracker package missing: an error now, not after a build
@@ -172,6 +194,29 @@ def train(cfg: Config, resume: str | None = None) -> int:
 
     if logs:  # the totals and the changed keys; the full resolved file is saved with the run
         print(config_summary(cfg, Path(resume or cfg.run.output_dir) / "config.yaml"))
+    run_dir = Path(resume or cfg.run.output_dir)
+    if not logs:
+        return _recipe(cfg, resume)
+    from vlcohort import run_folder
+    from vlcohort.recipes import runlock
+
+    runlock.acquire(run_folder.make_run_dir(run_dir))
+    try:
+        if resume is None:
+            removed = run_folder.ready_for_new_run(run_dir, overwrite, config_file)
+            if removed:
+                print(f"--overwrite: removed the earlier run's {', '.join(removed)} from "
+                      f"{run_dir}")
+        return _recipe(cfg, resume)
+    finally:
+        runlock.release(run_dir)
+
+
+def _recipe(cfg: Config, resume: str | None) -> int:
+    """The recipe of ``cfg.method`` (see :func:`train`)."""
+    from vlcohort.recipes.driver import TrainingError
+    from vlcohort.training.distributed import launched_world_size
+
     if cfg.method == "self_play":
         if launched_world_size() > 1:
             raise TrainingError("method=self_play runs in one process (its two roles alternate, "

@@ -22,6 +22,42 @@ class PlotError(ValueError):
     """Runs that cannot be plotted; the message names the folder or file."""
 
 
+class PlotOutError(PlotError):
+    """An output path the plot cannot be written to (the command line exits 2)."""
+
+
+def supported_formats() -> list[str]:
+    """The file extensions matplotlib's Agg canvas writes (png, pdf, svg, ...)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    return sorted(FigureCanvasAgg.get_supported_filetypes())
+
+
+def check_out(out: str | Path) -> tuple[Path, str]:
+    """The file to write for ``--out`` (``.png`` added to a name without an extension, as
+    matplotlib does) and its format, or a :class:`PlotOutError` naming the path and what to
+    give instead: an unknown extension, a folder, a path under a file. Checked before any
+    run is read, so a typo costs nothing."""
+    out = Path(out)
+    if not out.suffix:
+        out = out.with_name(out.name + ".png")
+    fmt = out.suffix[1:].lower()
+    formats = supported_formats()
+    if fmt not in formats:
+        raise PlotOutError(f"--out {out}: matplotlib cannot write .{fmt} files; give one of "
+                           + ", ".join("." + f for f in formats))
+    if out.is_dir():
+        raise PlotOutError(f"--out {out}: is a folder; give a file name, e.g. "
+                           f"{out / 'dynamics.png'}")
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PlotOutError(f"--out {out}: {parent} is a file, not a folder; give a path in a "
+                           "folder")
+    return out, fmt
+
+
 def _series(records, key):
     xs, ys = [], []
     for r in records:
@@ -98,6 +134,7 @@ def plot_runs(runs: list[str | Path], out_png: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    check_out(out_png)
     loaded = load_runs(list(runs))
     many = len(loaded) > 1
     agents: list[str] = []  # colour per agent name, the same across runs
@@ -147,6 +184,8 @@ def plot_runs(runs: list[str | Path], out_png: str | Path) -> Path:
 def plot_dynamics(metrics_path: str | Path, out_png: str | Path) -> Path:
     """One run's panels (the plot written at the end of ``vlcohort train``)."""
     return plot_runs([metrics_path], out_png)
+
+
 def plot_self_play(metrics_path: str | Path, out_png: str | Path) -> Path:
     """R-Few's stability measures of a self-play run over steps (``selfplay/*`` keys):
     question validity, p_hat (mean, share in band), repetition, question length, distinct-2,
@@ -180,9 +219,21 @@ def plot_self_play(metrics_path: str | Path, out_png: str | Path) -> Path:
 def _save(fig, out_png: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
+    import io
+
+    from vlcohort.run_folder import RunFolderError, write_bytes
+
+    out, fmt = check_out(out_png)
     fig.tight_layout()
-    out = Path(out_png)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=90)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=90)
     plt.close(fig)
-    return out
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PlotOutError(f"--out {out}: cannot create its folder ({e.strerror or e}); give "
+                           "a path you can write") from None
+    try:  # atomically, and never through a link at the name (plots/ of a run folder)
+        return write_bytes(out, buf.getvalue())
+    except RunFolderError as e:
+        raise PlotOutError(str(e)) from None

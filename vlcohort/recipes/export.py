@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vlcohort import run_folder
 from vlcohort.errors import RunError
 
 #: The file peft writes beside a LoRA adapter's weights: its presence marks an adapter folder.
@@ -78,7 +79,10 @@ def checkpoint_folder(run_dir: Path, step: str | int = "latest") -> Path:
                 "is always saved)")
         raise ExportError(f"{root}: no complete checkpoint in this run folder{hint}")
     if str(step) == "latest":
-        latest = ckpt.latest_checkpoint(run_dir)
+        try:
+            latest = ckpt.latest_checkpoint(run_dir)
+        except ckpt.CheckpointError as e:  # a `latest` naming something outside the run
+            raise ExportError(f"{e} (or export a step: --step N)") from None
         assert latest is not None  # steps is not empty
         return latest
     try:
@@ -303,7 +307,18 @@ def model_card(*, agent: str, run_dir: Path, step: int, family: str, base: str,
 
 def _check_out(out: Path, run_dir: Path, force: bool) -> None:
     """Refuse an ``--out`` that would overwrite something: an existing file, a non-empty
-    folder (unless ``force``), or a folder holding (or inside) the run itself."""
+    folder (unless ``force``), or a folder holding (or inside) the run itself; and one
+    that cannot be created: a symbolic link (``--force`` would empty the folder it points
+    at, wherever that is), a path under a file."""
+    if out.is_symlink():
+        raise ExportError(f"--out {out}: is a symbolic link (to {os.readlink(out)}); give the "
+                          "real folder's path, or a new folder")
+    parent = out.parent
+    while not (parent.exists() or parent.is_symlink()) and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ExportError(f"--out {out}: {parent} is a file, not a folder; give a path in a "
+                          "folder")
     o, r = out.resolve(), run_dir.resolve()
     if o == r or o in r.parents or r in o.parents:
         raise ExportError(f"--out {out}: is {'inside ' if r in o.parents else ''}the run folder "
@@ -357,8 +372,12 @@ def export_agent(run_dir: str | Path, out: str | Path, agent: str | None = None,
     n = int(load_state(folder).get("step", folder.name.split("-", 1)[1]))
     adapter, model, merged = load_for_export(folder / agent, mc)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    except OSError as e:
+        raise ExportError(f"--out {out}: cannot create a folder in {out.parent} "
+                          f"({e.strerror or e}); give a path you can write") from None
     try:
         model.generation_config = serving_generation_config(model, adapter)
         model.save_pretrained(tmp, safe_serialization=True)
@@ -372,8 +391,8 @@ def export_agent(run_dir: str | Path, out: str | Path, agent: str | None = None,
                           metrics=latest_metrics(run_dir, agent, n))
         (tmp / "README.md").write_text(card)
         _readable(tmp)
-        if out.is_dir():
-            shutil.rmtree(out)  # empty, or --force
+        if out.is_symlink() or out.exists():  # empty, or --force; a link: only the link
+            run_folder.remove(out)
         os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
