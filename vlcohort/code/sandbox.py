@@ -11,9 +11,9 @@ installs it), and by which mechanism:
   ``/bin /lib /lib64 /sbin`` entries (symlinks recreated as symlinks on merged-usr
   systems), the dynamic loader's files in ``/etc`` and the interpreter's ``bin`` / ``lib``
   folders; every ``site-packages`` / ``dist-packages`` folder is hidden behind an empty
-  read-only tmpfs. Nothing of ``/work``, ``/opt``, ``/srv``, ``/root``, ``/home``,
-  ``/tmp``, ``/var``, ``/run``, ``/mnt``, ``/media`` or ``/sys`` is there, so no host
-  path where a unix socket can live. **Programs may import the standard library only.**
+  read-only tmpfs. Nothing of the host's ``/work``, ``/opt``, ``/srv``, ``/root``,
+  ``/home``, ``/tmp``, ``/var``, ``/run``, ``/mnt``, ``/media``, ``/sys`` or the rest of
+  ``/etc`` is there, so no host path where a unix socket can live. **Programs may import the standard library only.**
   The program's source is a read-only ``/tmp/src``, its working folder ``/tmp/work`` and
   ``/dev/shm`` are fresh tmpfs mounts capped at ``Limits.disk_mb`` each; the root
   itself is read-only; ``/proc`` is the sandbox's own pid namespace's; ``/dev`` is
@@ -39,8 +39,8 @@ installs it), and by which mechanism:
   names the namespace's init; at the end of a run it is SIGKILLed through a pidfd
   (which cannot hit a recycled pid), which kills everything in the namespace, and the
   run ends only when no host process is left in that namespace (found by comparing
-  ``/proc/<pid>/ns/pid``); nothing outside it is ever signalled. ``--die-with-parent``
-  tears it down if we die.
+  ``/proc/<pid>/ns/pid``); nothing outside it is ever signalled (pidfds: Linux 5.3+).
+  ``--die-with-parent`` tears it down if we die.
 
 Around the process: a wall-clock deadline, stdout + stderr read with a cap (past
 ``Limits.output_bytes`` it is killed), and a side channel (a pipe on an inherited fd)
@@ -49,7 +49,7 @@ for a driver's JSON results (see :mod:`vlcohort.code.checks`).
 What is not guaranteed: the kernel is shared (a kernel bug reachable through an allowed
 syscall escapes); ``/usr`` is readable (host tools, documentation, the C library);
 ``/proc`` shows the machine's CPU and memory figures and the sandbox's own mount table
-(host paths of its two folders); CPU time is bounded per process by RLIMIT_CPU, not as a
+(the host paths of what is bound); CPU time is bounded per process by RLIMIT_CPU, not as a
 share of the machine; without root (a user namespace) there is no uid drop.
 
 Without bubblewrap code execution is **refused** (status ``sandbox_error``, the reason
