@@ -119,8 +119,8 @@ def test_a_duplicate_key_in_an_override_value_is_an_error(capsys):
     ("optim.weight_decay=-0.1", "optim.weight_decay: must be >= 0"),
     ("reward.min_share=nan", "reward.min_share: nan is not a finite number"),
     ("monitor.spike_factor=inf", "monitor.spike_factor: inf is not a finite number"),
-    ("agents.0.processor={min_pixels: .inf}", "agents.0.processor.min_pixels: inf is not a "
-                                              "finite number"),
+    ("agents.0.processor={min_pixels: .inf}",
+     "agents.0.processor.min_pixels: inf is not a finite number"),
 ])
 def test_non_finite_and_non_positive_numbers_are_refused_at_load(capsys, override, message):
     """Each of these was accepted by ``vlcohort config`` and failed in torch (or trained
