@@ -173,7 +173,8 @@ class OpenAIJudge:
         """The request target: the path, or the absolute URL through an HTTP proxy."""
         parts = self._parts
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        proxied = conn.host != parts.hostname and parts.scheme == "http"
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        proxied = (conn.host, conn.port) != (parts.hostname, port) and parts.scheme == "http"
         return f"http://{parts.netloc.rpartition('@')[2]}{path}" if proxied else path
 
     def _exchange(self, body: bytes, headers: dict[str, str]) -> tuple[int, str, bytes]:

@@ -624,3 +624,16 @@ def test_a_redirect_is_not_followed(raw_server, monkeypatch):
     with pytest.raises(JudgeError, match=r"HTTP 307: redirected to .*not followed"):
         judge.complete(["q"])
     assert target.requests == []
+
+
+def test_an_http_proxy_from_the_environment_is_used(raw_server, monkeypatch):
+    """``http_proxy`` is honoured as before: the proxy gets the absolute URL (and the
+    judge's host is never contacted directly)."""
+    judge_host = raw_server(lambda c, r, s: _reply(c, "200 OK", _completion("direct")))
+    proxy = raw_server(lambda c, r, s: _reply(c, "200 OK", _completion("via proxy")))
+    for var in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("http_proxy", proxy.url.removesuffix("/v1"))
+    assert OpenAIJudge(judge_host.url, "m").complete(["q"]) == ["via proxy"]
+    assert proxy.requests[0].startswith(f"POST {judge_host.url}/chat/completions ".encode())
+    assert judge_host.requests == []
