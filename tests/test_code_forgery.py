@@ -94,14 +94,16 @@ while f is not None:
 ''',
     # a nonce read from any live dict (gc), result lines written to every pipe fd
     "gc_nonce_to_proc_self_fd": "import gc, json, os\n" + _FORGED_LINES + '''
-nonce = ""
-for o in gc.get_objects():
-    if isinstance(o, dict) and isinstance(o.get("nonce"), str):
-        nonce = o["nonce"]
+found = [o["nonce"] for o in gc.get_objects() if isinstance(o, dict)
+         and o is not globals() and isinstance(o.get("nonce"), str)]
+nonce = found[0] if found else ""
 for fd in os.listdir("/proc/self/fd"):
     try:
         if int(fd) > 2 and os.readlink("/proc/self/fd/" + fd).startswith("pipe:"):
-            w = os.open("/proc/self/fd/" + fd, os.O_WRONLY | os.O_NONBLOCK)
+            try:  # a fresh open of the pipe (refused to another uid: its inode is 0600)
+                w = os.open("/proc/self/fd/" + fd, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                w = int(fd)
             os.write(w, _lines(nonce))
     except OSError:
         pass
