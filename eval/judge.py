@@ -121,16 +121,19 @@ class OpenAIJudge:
         self._parts = urllib.parse.urlsplit(self.url)
         self.shown_url = _shown_url(self._parts)
         if not model:
-            raise JudgeError(f"judge {self.shown_url}: an OpenAI-compatible judge needs a model "
-                             "name (--judge-model, e.g. gpt-4o-2024-08-06)")
+            raise JudgeError(redact(f"judge {self.shown_url}: an OpenAI-compatible judge needs "
+                                    "a model name (--judge-model, e.g. gpt-4o-2024-08-06)",
+                                    [api_key]))
         if concurrency < 1 or max_tokens < 1:
-            raise JudgeError(f"judge {self.shown_url}: concurrency and max_tokens must be >= 1, "
-                             f"got {concurrency} and {max_tokens}")
-        if not timeout_s > 0 or max_reply_bytes < 1024:
-            raise JudgeError(f"judge {self.shown_url}: the timeout must be > 0 s and the reply "
-                             f"cap >= 1024 bytes, got {timeout_s} and {max_reply_bytes}")
+            raise JudgeError(redact(f"judge {self.shown_url}: concurrency and max_tokens must "
+                                    f"be >= 1, got {concurrency} and {max_tokens}", [api_key]))
+        if not 0 < timeout_s < 1e6 or max_reply_bytes < 1024:
+            raise JudgeError(redact(f"judge {self.shown_url}: the timeout must be between 0 and "
+                                    f"1e6 s and the reply cap >= 1024 bytes, got {timeout_s} and "
+                                    f"{max_reply_bytes}", [api_key]))
         if self._parts.scheme not in ("http", "https") or not self._parts.hostname:
-            raise JudgeError(f"judge {self.shown_url}: not an http(s):// URL with a host")
+            raise JudgeError(redact(f"judge {self.shown_url}: not an http(s):// URL with a host",
+                                    [api_key]))
         self.model, self.api_key, self.max_tokens = model, api_key, max_tokens
         self.concurrency, self.timeout_s = concurrency, timeout_s
         self.retries, self.backoff_s = retries, backoff_s
@@ -150,6 +153,21 @@ class OpenAIJudge:
     def _error(self, what: str) -> JudgeError:
         return JudgeError(self._safe(f"judge {self.shown_url}: {what}"))
 
+    @staticmethod
+    def _tls() -> ssl.SSLContext:
+        """Certificates checked against ``$SSL_CERT_FILE`` or ``$REQUESTS_CA_BUNDLE`` when
+        set, else certifi's bundle where it is installed (what the ``requests`` client
+        used), else the system's store."""
+        cafile = os.environ.get("SSL_CERT_FILE") or os.environ.get("REQUESTS_CA_BUNDLE")
+        if not cafile:
+            try:
+                import certifi
+
+                cafile = certifi.where()
+            except ImportError:
+                cafile = None
+        return ssl.create_default_context(cafile=cafile)
+
     def _connection(self, timeout: float) -> http.client.HTTPConnection:
         """A connection to the judge's host, or to the proxy the environment names."""
         parts = self._parts
@@ -160,13 +178,13 @@ class OpenAIJudge:
             p = urllib.parse.urlsplit(proxy if "://" in proxy else "http://" + proxy)
             if https:
                 conn = http.client.HTTPSConnection(p.hostname, p.port or 80, timeout=timeout,
-                                                   context=ssl.create_default_context())
+                                                   context=self._tls())
                 conn.set_tunnel(parts.hostname, port)
                 return conn
             return http.client.HTTPConnection(p.hostname, p.port or 80, timeout=timeout)
         if https:
             return http.client.HTTPSConnection(parts.hostname, port, timeout=timeout,
-                                               context=ssl.create_default_context())
+                                               context=self._tls())
         return http.client.HTTPConnection(parts.hostname, port, timeout=timeout)
 
     def _target(self, conn: http.client.HTTPConnection) -> str:

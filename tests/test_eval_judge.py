@@ -12,7 +12,9 @@ import http.server
 import importlib.util
 import json
 import os
+import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -406,12 +408,13 @@ class _RawServer:
     request, server)`` writes whatever it likes. Requests are kept; ``sent`` counts the
     bytes handlers report having sent."""
 
-    def __init__(self, handler):
-        self.handler, self.requests, self.sent = handler, [], 0
+    def __init__(self, handler, tls: ssl.SSLContext | None = None):
+        self.handler, self.requests, self.sent, self.tls = handler, [], 0, tls
         self.stop = threading.Event()
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.sock.settimeout(0.2)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.sock.getsockname()[1]}/v1"
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self):
@@ -425,6 +428,8 @@ class _RawServer:
     def _one(self, conn):
         with conn:
             try:
+                if self.tls is not None:
+                    conn = self.tls.wrap_socket(conn, server_side=True)
                 request = _read_request(conn)
                 self.requests.append(request)
                 self.handler(conn, request, self)
@@ -440,8 +445,8 @@ class _RawServer:
 def raw_server():
     servers = []
 
-    def start(handler):
-        servers.append(_RawServer(handler))
+    def start(handler, tls=None):
+        servers.append(_RawServer(handler, tls))
         return servers[-1]
 
     yield start
@@ -637,3 +642,31 @@ def test_an_http_proxy_from_the_environment_is_used(raw_server, monkeypatch):
     assert OpenAIJudge(judge_host.url, "m").complete(["q"]) == ["via proxy"]
     assert proxy.requests[0].startswith(f"POST {judge_host.url}/chat/completions ".encode())
     assert judge_host.requests == []
+
+
+def test_https_is_verified_and_under_the_same_deadline(raw_server, tmp_path, monkeypatch):
+    """A TLS judge with a certificate the client trusts (``SSL_CERT_FILE``) answers; one
+    it does not trust is refused; a TLS judge that drips is cut off at the deadline."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    ok = raw_server(lambda c, r, s: _reply(c, "200 OK", _completion("over TLS")), tls)
+    body = _completion("late")
+    head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    drip = raw_server(lambda c, r, s: _drip(head + body, c, s), tls)
+    for var in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(JudgeError, match="could not connect.*CERTIFICATE_VERIFY_FAILED"):
+        OpenAIJudge(ok.url, "m", retries=0).complete(["q"])
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    assert OpenAIJudge(ok.url, "m", api_key=SECRET).complete(["q"]) == ["over TLS"]
+    assert b"Authorization: Bearer " + SECRET.encode() in ok.requests[-1]  # the trusted host
+    start = time.monotonic()
+    with pytest.raises(JudgeError, match="within the deadline of 2 s after 1 attempt"):
+        OpenAIJudge(drip.url, "m", timeout_s=2, retries=0).complete(["q"])
+    assert time.monotonic() - start < 20
