@@ -43,6 +43,7 @@ def humaneval() -> list[dict]:
 # HumanEval, the real 164
 
 
+@pytest.mark.sandbox
 def test_all_164_canonical_solutions_pass(humaneval):
     assert len(humaneval) == 164
     t0 = time.monotonic()
@@ -52,6 +53,7 @@ def test_all_164_canonical_solutions_pass(humaneval):
     print(f"164 canonical solutions: {164 / (time.monotonic() - t0):.1f} programs/s")
 
 
+@pytest.mark.sandbox
 def test_wrong_solutions_fail_on_a_seeded_sample(humaneval):
     """`return None` bodies: every one of a seeded sample of 40 fails its tests (all 164
     fail too, bench/sandbox_throughput.py runs them)."""
@@ -61,6 +63,7 @@ def test_wrong_solutions_fail_on_a_seeded_sample(humaneval):
     assert {v.status for v in verdicts} == {"failed"}
 
 
+@pytest.mark.sandbox
 def test_a_completion_that_rewrites_the_whole_function(humaneval):
     """HumanEval/38: the prompt defines encode_cyclic, the completion defines
     decode_cyclic itself: the prompt's helper is kept, its stub is not re-run."""
@@ -73,6 +76,7 @@ def test_a_completion_that_rewrites_the_whole_function(humaneval):
     assert not check_program("def decode_cyclic(s: str):\n    return s\n", _tests(p)).passed
 
 
+@pytest.mark.sandbox
 def test_verdict_statuses(humaneval):
     t = _tests(humaneval[0])
     assert check_program("", t) == Verdict(False, "no_code", "empty program")
@@ -84,6 +88,7 @@ def test_verdict_statuses(humaneval):
     assert (v.passed, v.status) == (False, "failed") and "MemoryError" in v.reason
 
 
+@pytest.mark.sandbox
 def test_check_many_keeps_order_at_any_worker_count(humaneval):
     jobs = []
     for p in humaneval[:6]:
@@ -102,6 +107,7 @@ MBPP = CodeTests("mbpp", setup_code="import math",
                            "assert hyp(8, 15) == 17.0")
 
 
+@pytest.mark.sandbox
 def test_mbpp_setup_program_then_each_assert():
     assert split_statements(MBPP.test_code)[1] == "assert hyp(5,\n           12) == 13.0"
     assert check_program("def hyp(a, b):\n    return math.sqrt(a * a + b * b)\n", MBPP).passed
@@ -131,16 +137,19 @@ SUM = CodeTests("stdin", cases=(("3\n1 2 3\n", "6\n"), ("2\n5 5\n", "10"),
     "    print(reduce(add, map(int, input().split())))\n"  # LiveCodeBench's prelude
     "threading.Thread(target=main).start()\n",
 ])
+@pytest.mark.sandbox
 def test_stdin_programs_read_their_input_however_they_like(program):
     assert check_program(program, SUM) == Verdict(True, "ok", "")
 
 
+@pytest.mark.sandbox
 def test_stdin_cases_each_run_in_a_fresh_namespace():
     tests = CodeTests("stdin", cases=(("1\n", "1"), ("2\n", "1")))
     prog = "tally = globals().get('tally', 0) + 1\ninput()\nprint(tally)\n"
     assert check_program(prog, tests).passed
 
 
+@pytest.mark.sandbox
 def test_stdin_wrong_answers_errors_and_timeouts():
     v = check_program("input()\nprint(0)\n", SUM)
     assert (v.status, v.reason) == ("failed", "case 0: wrong answer at line 0: '0' != '6'")
@@ -176,6 +185,7 @@ TWO_SUM_OK = ("class Solution:\n"
               "            seen[x] = i\n")
 
 
+@pytest.mark.sandbox
 def test_functional_solution_method_tuples_count_as_lists():
     assert check_program(TWO_SUM_OK, TWO_SUM) == Verdict(True, "ok", "")
     v = check_program("class Solution:\n    def twoSum(self, nums, target):\n"
@@ -189,6 +199,7 @@ def test_functional_solution_method_tuples_count_as_lists():
     assert v.status == "failed" and "did not load: AttributeError" in v.reason
 
 
+@pytest.mark.sandbox
 def test_functional_timeout_and_dict_keys_are_strict():
     slow = "class Solution:\n    def f(self, n):\n        while n:\n            pass\n        return 0\n"
     t = CodeTests("functional", entry_point="f", cases=(("0", "0"), ("1", "0")))
@@ -261,6 +272,7 @@ def test_final_code_block_rules():
 # Behavioural keys for the vote
 
 
+@pytest.mark.sandbox
 def test_equivalent_stdin_programs_share_a_key_a_buggy_one_differs():
     public = CodeTests("stdin", cases=(("3\n1 2 3\n", ""), ("2\n5 5\n", ""), ("1\n7\n", "")))
     a = "n = int(input())\nprint(sum(map(int, input().split())))\n"
@@ -275,6 +287,7 @@ def test_equivalent_stdin_programs_share_a_key_a_buggy_one_differs():
         == keys[0]
 
 
+@pytest.mark.sandbox
 def test_equivalent_functional_programs_share_a_key():
     other = ("class Solution:\n    def twoSum(self, nums, target):\n"
              "        for i in range(len(nums)):\n            for j in range(i + 1, len(nums)):\n"
@@ -284,6 +297,7 @@ def test_equivalent_functional_programs_share_a_key():
     assert k[0] == k[1] and k[2] != k[0]
 
 
+@pytest.mark.sandbox
 def test_humaneval_keys_from_the_assert_calls(humaneval):
     p = humaneval[0]  # has_close_elements: literal calls in the asserts
     calls = assert_calls(p["test"], p["entry_point"])
@@ -303,6 +317,7 @@ def test_humaneval_keys_from_the_assert_calls(humaneval):
     assert k[0] == k[1] and k[2] not in (None, k[0])
 
 
+@pytest.mark.sandbox
 def test_keys_are_reproducible_for_set_output():
     """A fixed hash seed in the sandbox: a set of strings prints in one order every run,
     so the same program cannot split its own vote."""
@@ -312,6 +327,7 @@ def test_keys_are_reproducible_for_set_output():
     assert keys[0] is not None and len(set(keys)) == 1
 
 
+@pytest.mark.sandbox
 def test_a_chat_completion_checked_through_its_final_block(humaneval):
     p = humaneval[2]  # truncate_number
     text = ("Here is a first idea:\n```python\ndef truncate_number(number):\n    return 0\n```\n"
@@ -321,6 +337,7 @@ def test_a_chat_completion_checked_through_its_final_block(humaneval):
     assert not check_program(program_of(text.split("Better:")[0]), _tests(p)).passed
 
 
+@pytest.mark.sandbox
 def test_mbpp_keys_without_an_entry_point():
     a = "def hyp(a, b):\n    return math.sqrt(a * a + b * b)\n"
     b = "def hyp(a, b):\n    return math.hypot(a, b)\n"

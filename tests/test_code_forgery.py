@@ -410,12 +410,15 @@ def test_driver_lines_are_believed_only_in_sequence():
 
 def test_vote_keys_come_from_plain_data():
     """A value crosses as plain data, so a wrapper whose repr copies the honest value is
-    not the honest answer, and set order does not split a vote."""
+    not the honest answer (a program with an answer that is not plain data abstains),
+    and set order does not split a vote."""
     honest = behaviour_key(HONEST["humaneval"], DOUBLE)
     assert honest is not None
     for attack in ("lying_repr_and_reduce", "always_equal", "int_subclass_eq"):
         k = behaviour_key(value_program("humaneval", attack), DOUBLE)
         assert k != honest, attack
+    for attack in ("lying_repr_and_reduce", "always_equal", "generator"):  # not plain data
+        assert behaviour_key(value_program("humaneval", attack), DOUBLE) is None, attack
     sub = "class _I(int):\n    pass\n"  # an int subclass holding the right value is it
     assert behaviour_key("    return _I(x * 2)\n" + sub, DOUBLE) == honest
     sets = CodeTests("humaneval", prompt='def s(x):\n    """A set."""\n', entry_point="s",
@@ -556,3 +559,29 @@ def test_a_channel_never_waits_past_its_deadline():
         chan.send({"a": 1}, time.monotonic() + 1)
     for fd in (r, w2):
         os.close(fd)
+
+
+# --------------------------------------------------------------- the real HumanEval
+
+
+def _humaneval() -> list[dict]:
+    with gzip.open(_humaneval_file(), "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_no_fixed_response_passes_real_humaneval_problems():
+    """The 164 `return None` bodies all fail, and the universal forgeries fail on a seeded
+    sample of the real problems (on a shared interpreter they passed every one)."""
+    import random
+
+    from vlcohort.code.checks import check_many
+
+    problems = _humaneval()
+    tests = [CodeTests("humaneval", prompt=p["prompt"], entry_point=p["entry_point"],
+                       test_code=p["test"]) for p in problems]
+    verdicts = check_many([("    return None\n", t) for t in tests])
+    assert [p["task_id"] for p, v in zip(problems, verdicts) if v.passed] == []
+    sample = random.Random(27).sample(tests, 12)
+    jobs = [(UNIVERSAL[a], t) for t in sample
+            for a in ("frame_walk_to_emit", "patch_exec_define_check")]
+    assert [v.passed for v in check_many(jobs)] == [False] * len(jobs)

@@ -72,6 +72,7 @@ def inputs(agent, answers, votes, problems, **kw) -> RewardInputs:
 # ----------------------------------------------------------------- keys and the vote
 
 
+@pytest.mark.sandbox
 def test_equivalent_programs_are_one_answer_and_the_buggy_one_gets_nothing(monkeypatch):
     """3 programs written three ways (split / sys.stdin / a function, fenced python,
     untagged, after a discarded draft block) + 1 buggy + 1 prose-only: the three are one
@@ -105,6 +106,7 @@ def test_equivalent_programs_are_one_answer_and_the_buggy_one_gets_nothing(monke
     assert r.scored.valid.tolist() == [True] and r.labels == [k[0]]
 
 
+@pytest.mark.sandbox
 def test_tie_and_min_share_rules_hold_for_code_keys():
     keys = code_keys_all([[SUM_SPLIT, SUM_SYS, BUGGY_SUB, BUGGY_SUB, PROSE, EMPTY]],
                          [code_problem()])
@@ -119,6 +121,7 @@ def test_tie_and_min_share_rules_hold_for_code_keys():
     assert parsed.label == keys[0][0]  # 2 of the 4 that ran
 
 
+@pytest.mark.sandbox
 def test_peer_vote_crosses_agents_by_behaviour_not_text():
     """A is taught by B's vote and B by A's (a ring of two). B's winning programs share no
     text with A's, only behaviour; on the second prompt A ties, so B gets no label there."""
@@ -151,6 +154,7 @@ def test_peer_vote_crosses_agents_by_behaviour_not_text():
     assert agreement(votes_same, p[:1], CODE_KEYS) == 1.0
 
 
+@pytest.mark.sandbox
 def test_ground_truth_rewards_the_programs_that_pass_the_tests():
     """The tests, not the public inputs: abs(a) + abs(b) agrees with the sum on the public
     inputs (one vote class) but fails a test with a negative number."""
@@ -263,6 +267,7 @@ def _tiny_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
 
 
+@pytest.mark.sandbox
 def test_tiny_cohort_trains_two_steps_with_code_answers(tmp_path, capsys):
     """The real run: two tiny text models, a JSONL of code prompts (one without its
     public inputs: skipped and counted at load), A rewarded by B's votes over behaviour
@@ -312,6 +317,7 @@ class ReplayEngine:
                         group_size=group_size)
 
 
+@pytest.mark.sandbox
 def test_hand_written_completions_through_the_real_step(tmp_path, monkeypatch):
     """train_step over two code prompts with replayed completions: A's groups vote
     sum (3 of 4), B's vote differs per prompt; each agent is rewarded by the other's

@@ -17,7 +17,7 @@ Modes (payload["mode"]), each case reported as one JSON line on the side channel
     calls      each call expression (literal arguments) -> its value, canonical JSON
 
     {"load": true} | {"load": false, "error": "...", "kind": "gone" | "timeout" | ""}
-    {"i": k, "ok": bool, "error": "...", "kind": "gone" | "timeout" | "", "exc": name,
+    {"i": k, "ok": bool, "error": "...", "kind": "gone" | "timeout" | "bad" | "", "exc": name,
      "out": canonical value (calls)}
 """
 
@@ -29,9 +29,10 @@ import time
 
 
 class CandidateFailure(BaseException):
-    """The call got no plain-data answer (the process ended, was late, answered garbage or
-    a value that is not plain data). BaseException, so that a test's ``except Exception``
-    (written for the candidate's own exceptions) does not turn it into a pass."""
+    """The call got no plain-data answer; ``kind``: "gone" (the process ended),
+    "timeout", "bad" (garbage, or a value that is not plain data), "" (an argument the
+    harness cannot send). BaseException, so that a test's ``except Exception`` (written
+    for the candidate's own exceptions) does not turn it into a pass."""
 
     def __init__(self, kind, why):
         super().__init__(why)
@@ -90,21 +91,21 @@ class Client:
         except PeerLate:
             self._fail("timeout", f"timeout: case {self.case_s:g} s")
         except BadFrame as e:
-            self._fail("", f"the program's answer is not plain data: {e}")
+            self._fail("bad", f"the program's answer is not plain data: {e}")
         if reply.get("id") != self.next_id:
-            self._fail("", "the program's answer does not match the call")
+            self._fail("bad", "the program's answer does not match the call")
         return self._value(name, args, reply)
 
     def _value(self, name, args, reply):
         if reply.get("timeout") is True:
             raise CandidateFailure("timeout", f"timeout: case {self.case_s:g} s")
         if "bad" in reply:
-            raise CandidateFailure("", f"{name}: {str(reply['bad'])[:300]}")
+            raise CandidateFailure("bad", f"{name}: {str(reply['bad'])[:300]}")
         if "exc" in reply:
             names = reply["exc"] if type(reply["exc"]) is list else []
             raise _builtin_exception(names or ["Exception"], str(reply.get("msg", ""))[:500])
         if "ok" not in reply:
-            self._fail("", "the program's answer is not a result")
+            self._fail("bad", "the program's answer is not a result")
         try:
             value = decode(reply["ok"])
             after = reply.get("after") or []
@@ -112,7 +113,7 @@ class Client:
                 if new is not None:
                     _mutate(a, decode(new))
         except BadFrame as e:
-            self._fail("", f"the program's answer is not plain data: {e}")
+            self._fail("bad", f"the program's answer is not plain data: {e}")
         return value
 
 

@@ -19,8 +19,25 @@ Protocols (each read from the benchmark's own evaluation code, reimplemented her
   Solution``) called with one JSON value per input line; a tuple counts as a list; the
   result must ``==`` the JSON-decoded expected output. Per-case timeout 6 s, as there.
 
-All cases of one program run in one sandboxed process (``_driver.py``), which reports
-each case on the sandbox's side channel as soon as it is done.
+Where the verdict is decided, so that the program cannot write it:
+
+* HumanEval / MBPP: the tests run in a sandbox of their own (``pair.py``, ``_harness.py``)
+  and call the program's functions through proxies; the program runs in another sandbox
+  (``_server.py``) and answers each call with plain data (``_wire.py``) or an exception's
+  name. The harness reports the verdict on its own side channel. The prompt's helper
+  definitions (HumanEval) and the setup code (MBPP) are the benchmark's, run on the
+  harness's side.
+* stdin / functional: the program and its cases run in one sandboxed process
+  (``_driver.py``), which reports each case's *output* as soon as it is done; the host
+  compares it with the expected output, which never enters the sandbox, and believes
+  only the exact sequence of result lines (:func:`parse_side`).
+
+Where this differs from the official harnesses (which run the program, the tests and the
+reporting in one interpreter): answers are compared as plain data, so a returned value
+that is not plain data fails its call, a subclass of a plain type is its base value,
+arguments are copies (in-place changes to list / dict / set / bytearray positional
+arguments are copied back after the call), a candidate exception is the builtin of its
+name, and a completion cannot redefine the prompt's helpers for the tests.
 """
 
 from __future__ import annotations
@@ -218,7 +235,7 @@ def scaled_limits(limits: Limits, n_cases: int, case_s: float = CASE_S) -> Limit
 @dataclass
 class Outcome:
     """What a check's processes reported. ``cases``: one dict per case that has a
-    result, in order (``ok``, ``error``, ``out``; ``kind`` "gone" / "timeout" / "";
+    result, in order (``ok``, ``error``, ``out``; ``kind`` "gone" / "timeout" / "bad" / "";
     ``exc`` the exception's name). ``stop``: why the results stop before the last
     case, when the reporting itself was faulty. ``judge``: the run that reported;
     ``candidate``: the run of the program (the same run for stdin / functional)."""

@@ -15,8 +15,9 @@ outputs (which the vote must not see). What is run:
   is the vector of test outcomes (each assert: pass / the exception).
 
 An exception is recorded as its type name, a case past its time as "timeout". The key is
-None when the program does not even load (a syntax error, a failing import): such a
-sample abstains from the vote.
+None when the program does not even load (a syntax error, a failing import), or when one
+of its answers is not plain data (an object of its own class, a generator): such a
+sample abstains from the vote, so that programs cannot agree on values nobody compares.
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ def _outputs(code: str, tests: CodeTests, limits: Limits) -> list[str] | None:
     o = run_cases(mode, program, tests, inputs, limits)
     if load_failure(o) is not None:
         return None
+    if any(c.get("kind") == "bad" for c in o.cases):
+        return None  # an answer that is not plain data cannot be compared: no vote
     outs: list[str] = []
     for k in range(len(inputs)):
         bad = case_failure(o, k)
