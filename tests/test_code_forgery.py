@@ -585,3 +585,28 @@ def test_no_fixed_response_passes_real_humaneval_problems():
     jobs = [(UNIVERSAL[a], t) for t in sample
             for a in ("frame_walk_to_emit", "patch_exec_define_check")]
     assert [v.passed for v in check_many(jobs)] == [False] * len(jobs)
+
+
+def test_where_verdicts_differ_from_the_official_harnesses():
+    """The price of judging plain data, each listed in the README: an iterator, an
+    object of the program's own class and a callable argument do not cross; a
+    completion's own version of a prompt helper is not what the tests use."""
+    lazy = CodeTests("mbpp", test_code="assert list(squares(3)) == [0, 1, 4]")
+    assert check_program("def squares(n):\n    return [i * i for i in range(n)]\n", lazy).passed
+    v = check_program("def squares(n):\n    return map(lambda i: i * i, range(n))\n", lazy)
+    assert not v.passed and "not plain data" in v.reason
+    pairs = CodeTests("mbpp", test_code="assert longest([Pair(1, 2), Pair(3, 4)]) == 2")
+    v = check_program("class Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\n"
+                      "def longest(ps):\n    return len(ps)\n", pairs)
+    assert not v.passed and "not plain data" in v.reason
+    apply = CodeTests("mbpp", test_code="assert apply(abs, -2) == 2")
+    v = check_program("def apply(f, x):\n    return f(x)\n", apply)
+    assert not v.passed and "argument to apply is not plain data" in v.reason
+    helper = CodeTests("humaneval", prompt='def enc(s):\n    return s[::-1]\n\n\n'
+                                           'def dec(s):\n    """Undo enc."""\n',
+                       entry_point="dec",
+                       test_code="def check(candidate):\n    assert candidate(enc('ab')) == 'ab'\n")
+    assert check_program("    return s[::-1]\n", helper).passed
+    # redefining the helper as the identity would pass the official harness
+    assert not check_program("def enc(s):\n    return s\n\n\ndef dec(s):\n    return s\n",
+                             helper).passed
