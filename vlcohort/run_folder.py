@@ -203,9 +203,12 @@ def ready_for_new_run(run_dir: str | Path, overwrite: bool,
         return []
     if not overwrite:
         shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        arms = [name.rstrip("/") for name in found if name.endswith("/")]
+        resume = (f"`vlcohort train --resume {run_dir / arms[0]}` (one arm of this comparison "
+                  "run)" if arms else f"`vlcohort train --resume {run_dir}`")
         raise RunFolderError(
             f"{run_dir}: holds an earlier run ({shown}); a new run there would replace its "
             f"config and metrics and mix the checkpoints of two runs. Continue it with "
-            f"`vlcohort train --resume {run_dir}`, start over with `--overwrite` (deletes "
-            "that run's files), or give another run.output_dir")
+            f"{resume}, start over with `--overwrite` (deletes that run's files), or give "
+            "another run.output_dir")
     return clear_run(run_dir)
