@@ -40,7 +40,7 @@ def _names(ns):
     """What the program defines, for the harness to decide which names it proxies."""
     out = {}
     for k, v in list(ns.items())[:5000]:
-        if k.startswith("__") or type(k) is not str:
+        if type(k) is not str or k.startswith("__"):
             continue
         if isinstance(v, types.ModuleType):
             out[k] = "module:" + str(getattr(v, "__name__", ""))[:200]
