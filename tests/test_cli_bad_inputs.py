@@ -105,6 +105,18 @@ def test_tiny_unknown_name_in_a_real_process():
     assert proc.stdout == ""  # nothing built before the refusal
 
 
+# ---------------------------------------------------------------------------- diversity
+
+
+def test_diversity_out_under_a_file_is_refused_before_any_work(tmp_path, capsys):
+    (tmp_path / "report.txt").write_text("x")
+    out = tmp_path / "report.txt" / "div"
+    assert main(["diversity", "--synthetic", "shape_colour", "--answers",
+                 str(tmp_path / "absent.jsonl"), "--out", str(out)]) == 2
+    line = _error_line(capsys)
+    assert f"--out {out}: {tmp_path / 'report.txt'} is a file" in line
+
+
 # ---------------------------------------------------------------------------- train
 
 

@@ -129,6 +129,12 @@ def main(argv: list[str] | None = None) -> int:
             return eval_run(args)
         if args.command == "diversity":
             from vlcohort.analysis.diversity import run as diversity_run
+            from vlcohort.run_folder import file_in_the_way
+
+            if (blocker := file_in_the_way(args.out)) is not None:
+                print(f"error: --out {args.out}: {blocker} is a file, not a folder; give a "
+                      "folder path for the report", file=sys.stderr)
+                return 2
 
             return diversity_run(args)
         if args.command == "plot":

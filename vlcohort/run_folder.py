@@ -177,6 +177,16 @@ def clear_run(run_dir: str | Path) -> list[str]:
     return gone
 
 
+def file_in_the_way(folder: str | Path) -> Path | None:
+    """The file that keeps ``folder`` from being a folder (``folder`` itself, or the
+    nearest existing parent when that is a file), or None: checked before a command spends
+    its time, so ``--out results.txt/x`` fails at once."""
+    for p in (Path(folder), *Path(folder).parents):
+        if p.exists():
+            return None if p.is_dir() else p
+    return None
+
+
 def make_run_dir(run_dir: str | Path) -> Path:
     """``run_dir`` created (with its parents) as a folder, or a :class:`RunFolderError`
     naming the file in the way (``run.output_dir=results.txt/run``) or the cause."""
@@ -184,9 +194,9 @@ def make_run_dir(run_dir: str | Path) -> Path:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        blocker = next((p for p in (run_dir, *run_dir.parents) if p.exists()), None)
+        blocker = file_in_the_way(run_dir)
         why = (f"{blocker} is a file, not a folder" if blocker is not None
-               and not blocker.is_dir() else f"cannot be created ({e.strerror or e})")
+               else f"cannot be created ({e.strerror or e})")
         raise RunFolderError(f"run folder {run_dir}: {why}; give run.output_dir a folder "
                              "path the run can create") from None
     return run_dir

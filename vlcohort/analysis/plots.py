@@ -49,11 +49,10 @@ def check_out(out: str | Path) -> tuple[Path, str]:
     if out.is_dir():
         raise PlotOutError(f"--out {out}: is a folder; give a file name, e.g. "
                            f"{out / 'dynamics.png'}")
-    parent = out.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise PlotOutError(f"--out {out}: {parent} is a file, not a folder; give a path in a "
+    from vlcohort.run_folder import file_in_the_way
+
+    if (blocker := file_in_the_way(out.parent)) is not None:
+        raise PlotOutError(f"--out {out}: {blocker} is a file, not a folder; give a path in a "
                            "folder")
     return out, fmt
 
