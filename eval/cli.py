@@ -54,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "reply), direct (also any short one-line reply), last_line (also a "
                         "short last line), or one marker / guess by name")
     p.add_argument("--max-new-tokens", type=int, default=1024)
+    p.add_argument("--max-prompt-tokens", type=int, default=4096,
+                   help="skip (and count) items whose prompt is longer, in the model's "
+                        "tokens; 0: no limit")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--scorer", default="vlcohort", choices=["vlcohort", "official"])
@@ -161,11 +164,15 @@ def _work(args: argparse.Namespace) -> dict:
     else:
         if not args.model:
             raise BenchmarkError("vlcohort eval needs --model PATH_OR_SPEC (repeatable)")
+        if args.max_prompt_tokens < 0:
+            raise BenchmarkError(f"--max-prompt-tokens {args.max_prompt_tokens}: give a "
+                                 "number of tokens > 0, or 0 for no limit")
         summary = run_eval(EvalSettings(
             models=args.model, benchmarks=args.benchmark.split(","), data_dir=args.data_dir,
             out=args.out or Path("runs/eval"), samples=args.samples, limit=args.limit,
             prompt=args.prompt,
-            max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+            max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens,
+            temperature=args.temperature,
             batch_size=args.batch_size, scorer=args.scorer, progress=not args.no_progress,
             engine=args.engine, vllm_dtype=args.vllm_dtype or "auto",
             answer_style=args.answer_style, device=args.device,

@@ -399,13 +399,15 @@ def _view(problem: Problem, settings: EvalSettings) -> tuple[Problem, str | None
 def _render(adapter, name: str, problem: Problem, settings: EvalSettings, sources: dict,
             skipped: list):
     """The rendered prompt, or None with the reason added to ``skipped`` (an image that
-    cannot be opened, an empty question: the item is skipped, the run goes on). Images
+    cannot be opened, an empty question, a prompt over ``settings.max_prompt_tokens``:
+    the item is skipped, the run goes on). Images
     given to a text-only model are no bad item but the wrong model: an error at once."""
     from processors import ProblemInputError
 
     view, instruction = _view(problem, settings)
     try:
-        return adapter.render(view, settings.system_prompt, instruction)
+        return adapter.render(view, settings.system_prompt, instruction,
+                              max_tokens=settings.max_prompt_tokens)
     except ProblemInputError as e:
         if e.reason == "images_for_text_model":
             raise BenchmarkError(f"{name} ({sources.get(name, name)}): {e}") from e

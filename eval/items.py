@@ -39,6 +39,9 @@ class EvalSettings:
     limit: int | None = None
     prompt: str = "boxed"
     max_new_tokens: int = 1024
+    max_prompt_tokens: int = 4096
+    """An item whose prompt is longer, in the model's tokens (image tokens included), is
+    skipped as ``prompt_too_long`` and counted; 0: no limit. As ``data.max_prompt_tokens``."""
     temperature: float = 1.0
     batch_size: int = 8
     scorer: str = "vlcohort"

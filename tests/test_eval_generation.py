@@ -347,3 +347,22 @@ def test_images_for_a_text_only_model_are_an_error_not_skips(tmp_path, sharp_qwe
                  str(d), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "mathvista_testmini.json" in err and "is a text-only model" in err
+
+
+def test_an_overlong_prompt_is_a_skipped_item(tmp_path, sharp_qwen2, capsys):
+    """``--max-prompt-tokens``: the long item is skipped and counted as ``prompt_too_long``,
+    the others are generated; a negative limit is one line before any model loads."""
+    d = tmp_path / "data"
+    d.mkdir()
+    rows = [{"question": _question(i), "answer": f"so {i}\n#### {i}"} for i in range(3)]
+    rows[1]["question"] = "seven " * 2000
+    (d / "gsm8k_test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    assert main(_argv(sharp_qwen2, d, out, "--max-prompt-tokens", "512")) == 0
+    err = capsys.readouterr().err
+    assert "gsm8k: skipped 1 item(s) at render time; first: 1 (prompt_too_long" in err
+    assert sorted(k[1] for k in _responses(out)) == ["0", "2"]
+    summary = json.loads((out / "summary.json").read_text())["benchmarks"]["gsm8k"]
+    assert summary["skipped"] == {"prompt_too_long": 1}
+    assert main(_argv(sharp_qwen2, d, tmp_path / "o2", "--max-prompt-tokens", "-1")) == 2
+    assert "--max-prompt-tokens -1: give a number of tokens > 0" in capsys.readouterr().err
