@@ -148,7 +148,7 @@ def test_a_new_run_over_a_finished_one_is_refused_unless_overwrite(tmp_path, cap
     outside = _victim(tmp_path / "elsewhere")
     shutil.rmtree(run / "plots", ignore_errors=True)
     (run / "plots").symlink_to(outside.parent, target_is_directory=True)
-    assert main(["train", "--overwrite", *FAST, "run.steps=1", "optim.lr=0.002",
+    assert main(["train", *FAST, "run.steps=1", "--overwrite", "optim.lr=0.002",
                  f"run.output_dir={run}"]) == 0
     assert "--overwrite: removed" in capsys.readouterr().out
     assert outside.read_text() == VICTIM_TEXT

@@ -91,8 +91,22 @@ def build_parser() -> argparse.ArgumentParser:
 MODEL_COMMANDS = ("train", "eval", "diversity", "export", "tiny")
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The parsed command line. ``key=value`` overrides may also follow an option
+    (``vlcohort train demo.yaml run.steps=5 --overwrite run.seed=2``): argparse alone
+    takes positionals only before the first option of a subcommand."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command in ("train", "config") and all(
+            "=" in a and not a.startswith("-") for a in extra):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     if args.command in MODEL_COMMANDS:
         from vlcohort import console
 
