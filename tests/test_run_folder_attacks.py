@@ -270,3 +270,20 @@ def test_latest_naming_a_folder_outside_the_run_is_refused(run1, tmp_path, capsy
     assert not (tmp_path / "exported").exists()
     assert not (outside.parent / "step-2").exists()
     assert not (run1 / "checkpoints/step-2").exists()
+
+
+def test_tracker_folders_planted_as_links_are_refused(run1, tmp_path, capsys):
+    from vlcohort.analysis.metrics import trackers_in
+
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (run1 / "tensorboard").symlink_to(target, target_is_directory=True)
+    assert main(["train", "--resume", str(run1), "run.steps=2", "log.tensorboard=true"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"{run1 / 'tensorboard'}: a symbolic link" in line
+    assert list(target.iterdir()) == []  # TensorBoard wrote nothing through the link
+    (run1 / "tensorboard").unlink()
+    victim = _victim(target)
+    (run1 / ".trackers.json.tmp").symlink_to(victim)
+    trackers_in(run1, "trackers.json")
+    assert not (run1 / ".trackers.json.tmp").is_symlink() and victim.read_text() == VICTIM_TEXT

@@ -191,9 +191,10 @@ class MetricsLogger:
     def _start_trackers(self, step: int) -> None:
         if self._started or not self.enabled or self._log_cfg is None:
             return
-        from vlcohort.analysis.trackers import start_trackers
+        from vlcohort.analysis.trackers import TRACKER_STATE, start_trackers
         from vlcohort.console import verbose
 
+        trackers_in(self.path.parent, TRACKER_STATE)
         self.trackers = start_trackers(self._log_cfg, self.path.parent, self._run_name,
                                        self._run_config, start_step=step, quiet=not verbose())
         self._started = True
@@ -244,6 +245,18 @@ class MetricsLogger:
         trackers, self.trackers = self.trackers, []
         for tracker in trackers:
             tracker.close(failed=failed)
+
+
+def trackers_in(run_dir: Path, state_file: str) -> None:
+    """What the trackers write in a run folder, made safe before they start: TensorBoard
+    and W&B write into ``tensorboard/`` and ``wandb/`` through their own code, which
+    follows links, so a link planted there is refused; a link planted at the temporary of
+    the tracker state file is removed (the link, not its target)."""
+    for name in ("tensorboard", "wandb"):
+        run_folder.refuse_link(run_dir / name)
+    tmp = run_dir / f".{state_file}.tmp"
+    if tmp.is_symlink():
+        tmp.unlink()
 
 
 def _jsonable(v: Any) -> Any:
