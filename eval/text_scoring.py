@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Any, Iterable, Sequence
 
 from vlcohort.answers.grading import CorrectedGrader
@@ -50,7 +51,7 @@ def check_code_records(records: list[dict], problems: dict[tuple[str, str], Prob
     """Run the program of every pending code record (all of them with ``rerun``) against
     its item's tests, in parallel (``check_many``: at most ``workers`` sandboxed processes
     at once; default one per core), and set ``passed`` / ``status`` / ``reason`` /
-    ``correct`` in place. Records of items not in ``problems`` are left alone. Returns
+    ``correct`` / ``sandbox`` (the isolation it ran under) in place. Records of items not in ``problems`` are left alone. Returns
     how many programs were run."""
     from vlcohort.code.blocks import program_of
     from vlcohort.code.checks import CodeTests, check_many
@@ -68,9 +69,15 @@ def check_code_records(records: list[dict], problems: dict[tuple[str, str], Prob
     jobs = [(program_of(rec.get("response") or ""), CodeTests.from_dict(p.meta["code_tests"]))
             for rec, p in todo]
     verdicts = check_many(jobs, workers=workers, limits=limits or Limits())
+    weak = sorted({v.sandbox for v in verdicts} - {"bwrap", "none", ""})
+    if weak:
+        print(f"code checks ran under {', '.join(weak)} (VLCOHORT_SANDBOX=unshare-unsafe): "
+              "the host's files were visible to the programs; each record says so",
+              file=sys.stderr)
     for (rec, _), (program, _), v in zip(todo, jobs, verdicts):
         rec.update(extracted=program, canonical=None, passed=bool(v.passed), status=v.status,
-                   reason=v.reason, correct=bool(v.passed), rule="code_tests")
+                   reason=v.reason, correct=bool(v.passed), rule="code_tests",
+                   sandbox=v.sandbox)
     return len(todo)
 
 
@@ -90,12 +97,16 @@ def code_report(name: str, rows: Sequence[tuple[Problem, dict[str, float]]]) -> 
     of any item (the unbiased estimator, averaged over items), and per-difficulty pass@1
     for LiveCodeBench (``groups``, as the other tables)."""
     from vlcohort.code.passk import pass_at_k
+    from vlcohort.code.sandbox import sandbox_name
 
     n_min = min(int(v["n"]) for _, v in rows)
     passk = {f"pass@{k}": sum(pass_at_k(int(v["n"]), int(v["c"]), k) for _, v in rows) / len(rows)
              for k in PASS_KS if k <= n_min}
+    # the isolation the programs ran under: "bwrap", or "unshare-UNSAFE" when the user
+    # chose the weak fallback (VLCOHORT_SANDBOX=unshare-unsafe), which a reader must see
     out: dict[str, Any] = {"headline": passk["pass@1"], "headline_name": "pass@1",
-                           "pass_at_k": passk, "samples_per_item": n_min}
+                           "pass_at_k": passk, "samples_per_item": n_min,
+                           "sandbox": sandbox_name()}
     if name == "livecodebench":
         by: dict[str, list[float]] = {}
         for p, v in rows:

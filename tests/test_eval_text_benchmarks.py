@@ -126,6 +126,8 @@ def test_humaneval_eval_score_saved_completions_pass_at_k(tmp_path, capsys):
     assert [i["passed"] for i in items[:5]] == [True, False, True, False, False]
     assert all(i["status"] != "pending" and "reason" in i for i in items)
     assert items[5]["status"] in ("error", "failed") and items[5]["reason"]
+    # the isolation is named in every record and in the summary (an unsafe fallback shows)
+    assert {i["sandbox"] for i in items} == {"bwrap"} and s["sandbox"] == "bwrap"
 
 
 # --------------------------------------------------------------------------- MBPP
