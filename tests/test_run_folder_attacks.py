@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,49 @@ def test_100_processes_racing_for_one_folder_exactly_one_wins(tmp_path):
     assert runlock.holder(tmp_path / "run") is None
     runlock.acquire(tmp_path / "run")
     runlock.release(tmp_path / "run")
+
+
+def _stalled_contender(run_dir: str, start, finish, results) -> None:
+    start.wait()
+    try:
+        runlock.acquire(run_dir)
+        results.put("won")
+    except runlock.RunLockError:
+        results.put("refused")
+    finish.wait()  # hold whatever it got until the test is done
+
+
+def test_a_contender_stalled_between_check_and_write_does_not_also_win(tmp_path):
+    """The race made deterministic: a FIFO planted at the per-process temporary name a
+    check-then-write lock writes its record to stalls contender A right after its check
+    (a FIFO's open blocks until a reader comes); B takes the lock meanwhile; then A is
+    let go. An atomic lock has no such gap: A wins or is refused outright."""
+    run = tmp_path / "run"
+    run.mkdir()
+    ctx = multiprocessing.get_context("fork")
+    results_a, results_b = ctx.Queue(), ctx.Queue()
+    go_a, go_b, finish = ctx.Event(), ctx.Event(), ctx.Event()
+    a = ctx.Process(target=_stalled_contender, args=(str(run), go_a, finish, results_a))
+    a.start()
+    os.mkfifo(run / f"{runlock.LOCK}.{a.pid}.tmp")
+    go_a.set()
+    try:
+        first = results_a.get(timeout=2)  # an atomic lock answers at once
+    except queue.Empty:  # A is stalled after its check
+        first = None
+    b = ctx.Process(target=_stalled_contender, args=(str(run), go_b, finish, results_b))
+    b.start()
+    go_b.set()
+    second = results_b.get(timeout=60)
+    fifo = os.open(run / f"{runlock.LOCK}.{a.pid}.tmp", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if first is None:  # let the stalled writer through
+            first = results_a.get(timeout=60)
+    finally:
+        os.close(fifo)
+    finish.set()
+    a.join(timeout=60), b.join(timeout=60)
+    assert sorted([first, second]) == ["refused", "won"]
 
 
 def test_a_killed_holder_frees_the_folder_at_once(tmp_path):
