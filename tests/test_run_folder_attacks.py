@@ -25,6 +25,10 @@ from .test_train import FAST
 
 VICTIM_TEXT = "precious: must survive every run\n"
 
+#: A process that takes a folder's lock, says so, and holds it.
+HOLD_THE_LOCK = ("import sys, time; from vlcohort.recipes import runlock; "
+                 "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(120)")
+
 
 @pytest.fixture(autouse=True)
 def _tiny_cache(tmp_path_factory, monkeypatch):
@@ -123,10 +127,8 @@ def test_a_contender_stalled_between_check_and_write_does_not_also_win(tmp_path)
 
 def test_a_killed_holder_frees_the_folder_at_once(tmp_path):
     run = tmp_path / "run"
-    live = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from vlcohort.recipes import runlock; "
-         "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(120)", str(run)],
-        stdout=subprocess.PIPE, text=True)
+    live = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(run)],
+                            stdout=subprocess.PIPE, text=True)
     try:
         assert live.stdout.readline().strip() == "held"
         assert runlock.holder(run)["pid"] == live.pid
@@ -167,7 +169,7 @@ def test_simultaneous_cli_launches_on_one_folder_run_exactly_once(tmp_path):
     assert steps == [1]
 
 
-# ---------------------------------------------------------------------------- a new run over an old one
+# ------------------------------------------------------------------ a new run over an old one
 
 
 def test_a_new_run_over_a_finished_one_is_refused_unless_overwrite(tmp_path, capsys):
@@ -223,7 +225,7 @@ def test_earlier_run_and_clear_run_on_files_alone(tmp_path):
     assert run_folder.earlier_run(run, config_file=tmp_path / "other.yaml") == ["config.yaml"]
 
 
-# ---------------------------------------------------------------------------- links planted for a resume
+# ------------------------------------------------------------------ links planted for a resume
 
 
 @pytest.fixture
@@ -288,7 +290,7 @@ def test_a_checkpoints_folder_planted_as_a_link_is_refused(run1, tmp_path, capsy
         ckpt.checkpoints_root(run1)
 
 
-# ---------------------------------------------------------------------------- `latest` outside the run
+# ------------------------------------------------------------------ `latest` outside the run
 
 
 @pytest.mark.parametrize("pointer", ["../../elsewhere/step-1", "ABSOLUTE", "step-1/../../x",

@@ -216,9 +216,9 @@ def plot_self_play(metrics_path: str | Path, out_png: str | Path) -> Path:
 
 
 def _save(fig, out_png: str | Path) -> Path:
-    import matplotlib.pyplot as plt
-
     import io
+
+    import matplotlib.pyplot as plt
 
     from vlcohort.run_folder import RunFolderError, write_bytes
 
