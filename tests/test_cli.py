@@ -41,8 +41,11 @@ def test_train_default_recipe_runs_at_tiny_scale(tmp_path, monkeypatch, capsys):
     for arm in ("co_rl", "ttrl"):
         saved = yaml.safe_load((run / arm / "config.yaml").read_text())
         assert saved["method"] == arm and saved["agents"][0]["path"] == str(run / "warmup" / "A")
-    # a re-run reuses the warm-up
-    assert main(["train", *shrink]) == 0
+    # a re-run into the same folder is refused unless --overwrite; that keeps warmup/,
+    # so it reuses the warm-up
+    assert main(["train", *shrink]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["train", "--overwrite", *shrink]) == 0
     assert "warm-up A: reusing" in capsys.readouterr().out
 
 
