@@ -104,6 +104,26 @@ def test_config_summary_of_the_defaults_lists_no_key():
         "prompt.instruction='Answer as <b>X</b>.'"
 
 
+@pytest.mark.sandbox
+def test_a_code_run_names_its_sandbox_first(monkeypatch):
+    """A run with code rewards says where the programs run, and says so loudly when no
+    sandbox works (here: the util-linux fallback asked for without its unsafe switch)."""
+    from vlcohort.code import sandbox
+
+    cfg = load_config(None)
+    assert "# code rewards" not in console.config_summary(cfg)
+    cfg.reward.answer_kind = "code"  # a code run (its data checks are not the point here)
+    sandbox._backend.cache_clear()
+    try:
+        assert "# code rewards: sandboxed by bubblewrap" in console.config_summary(cfg)
+        monkeypatch.setenv("VLCOHORT_SANDBOX", "unshare")
+        sandbox._backend.cache_clear()
+        assert "# code rewards: NO SANDBOX WORKS HERE" in console.config_summary(cfg)
+    finally:
+        monkeypatch.delenv("VLCOHORT_SANDBOX")
+        sandbox._backend.cache_clear()
+
+
 def test_arms_line_reads_each_arms_metrics_file(quiet_run, tmp_path):
     """A real run's metrics file (one agent) and one written by the real logger for two
     agents mid-run, with a last line cut mid-write (the arm process is still writing)."""

@@ -241,6 +241,8 @@ def config_summary(cfg: Any, saved_to: str | Path | None = None, width: int = 10
              + f"; method {cfg.method}" + (f", arms {', '.join(cfg.arms)}" if cfg.arms else "")
              + f"; {cfg.run.steps} step" + ("" if cfg.run.steps == 1 else "s")]
     lines += wrap_items(totals, width, "# totals: ", "#   ", sep=", ")
+    if cfg.reward.answer_kind == "code":
+        lines.append(code_sandbox_line())
     changed = changed_keys(cfg)
     lines.append(f"# set ({len(changed)} keys differ from the defaults):")
     by_section: dict[str, list[str]] = {}
@@ -253,6 +255,21 @@ def config_summary(cfg: Any, saved_to: str | Path | None = None, width: int = 10
     if saved_to is not None:
         lines.append(f"# full config: {saved_to} (every key: vlcohort config --fields)")
     return "\n".join(lines)
+
+
+def code_sandbox_line() -> str:
+    """Where the run's code rewards run: the weak fallback is only ever the user's explicit
+    choice (``VLCOHORT_SANDBOX=unshare-unsafe``), and a run under it must say so first."""
+    from vlcohort.code.sandbox import sandbox_name
+
+    name = sandbox_name()
+    if name == "bwrap":
+        return "# code rewards: sandboxed by bubblewrap (vlcohort.code.sandbox.mechanism())"
+    if name == "none":
+        return ("# code rewards: NO SANDBOX WORKS HERE, every program is refused and scores 0 "
+                "(apt-get install -y bubblewrap)")
+    return (f"# code rewards: {name}: VLCOHORT_SANDBOX=unshare-unsafe, programs see the "
+            "host's files; rewards can be forged")
 
 
 def arm_difference(arm: Any, parent: Any) -> str:
