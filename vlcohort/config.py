@@ -23,7 +23,7 @@ from typing import Literal
 import yaml
 
 from processors.base import AdapterOptions
-from vlcohort import typed_yaml
+from vlcohort import run_folder, typed_yaml
 from vlcohort.config_checks import validate
 from vlcohort.typed_yaml import ConfigError, build, read_yaml_mapping, set_dotted, split_override
 
@@ -795,14 +795,13 @@ def resolved_text(cfg: Config) -> str:
 
 
 def save_resolved(cfg: Config, folder: str | Path) -> Path:
-    """Write ``config.yaml`` (loadable with :func:`load_config`) into the run folder."""
+    """Write ``config.yaml`` (loadable with :func:`load_config`) into the run folder,
+    through :func:`vlcohort.run_folder.write_text`: a run folder may come from someone
+    else, and a link planted at ``config.yaml`` or its temporary is replaced, never
+    written through."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "config.yaml"
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(to_yaml(cfg))
-    tmp.replace(path)
-    return path
+    return run_folder.write_text(folder / "config.yaml", to_yaml(cfg))
 
 
 def field_docs(cls=Config, prefix: str = "") -> list[tuple[str, str, str]]:

@@ -21,6 +21,7 @@ import string
 from pathlib import Path
 from typing import Any, Protocol
 
+from vlcohort import run_folder
 from vlcohort.errors import RunError
 
 #: The install line named in a missing-package error, per tracker key.
@@ -186,10 +187,9 @@ def _saved_wandb_id(run_dir: Path) -> str | None:
 
 
 def _save_wandb_id(run_dir: Path, run_id: str) -> None:
-    path = run_dir / TRACKER_STATE
-    tmp = path.with_name("." + TRACKER_STATE + ".tmp")
-    tmp.write_text(json.dumps({"wandb_run_id": run_id}) + "\n")
-    tmp.replace(path)
+    """Keep the W&B run id in the run folder, never through a link planted there
+    (``vlcohort/run_folder.py``)."""
+    run_folder.write_text(run_dir / TRACKER_STATE, json.dumps({"wandb_run_id": run_id}) + "\n")
 
 
 # ---------------------------------------------------------------------------- together

@@ -15,6 +15,7 @@ process with two threads.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import math
 import os
@@ -23,8 +24,9 @@ import sys
 import time
 from pathlib import Path
 
+from vlcohort import run_folder
 from vlcohort.analysis.metrics import read_metrics
-from vlcohort.config import Config, save_resolved, to_yaml, validate
+from vlcohort.config import Config, save_resolved, validate
 from vlcohort.console import arm_difference
 from vlcohort.recipes.cohort import run_cohort
 from vlcohort.training.warmup import fingerprint, reusable, save_fingerprint, warm_up, warmed_up_folder
@@ -114,7 +116,7 @@ def run_arms(cfg: Config) -> int:
     t_warm = time.perf_counter() - t0
     arms = [arm_config(cfg, m, run_dir, warmed) for m in cfg.arms]
     for arm in arms:
-        save_resolved(arm, arm.run.output_dir)
+        save_resolved(arm, run_folder.real_dir(arm.run.output_dir))
     t1 = time.perf_counter()
     if cfg.parallel_arms and len(arms) > 1:
         rc = _run_parallel(arms)
@@ -136,7 +138,7 @@ def report(cfg: Config, run_dir: Path, t_warm: float, t_rl: float, t_total: floa
     summary = summarise(cfg, run_dir)
     summary["seconds"] = {"warmup": round(t_warm, 1), "rl": round(t_rl, 1),
                           "total": round(t_total, 1)}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    run_folder.write_text(run_dir / "summary.json", json.dumps(summary, indent=1))
     print(summary_table(summary))
     png = plot_comparison(cfg, run_dir, run_dir / "comparison.png")
     print(f"\nwarm-up {t_warm:.0f}s, RL {t_rl:.0f}s")
@@ -173,6 +175,7 @@ def run_arms_distributed(cfg: Config) -> int:
     for method in cfg.arms:
         arm = arm_config(cfg, method, run_dir, warmed)
         if layout.is_logger:
+            run_folder.real_dir(arm.run.output_dir)
             print(f"\n=== arm {arm.method}: {arm_difference(arm, cfg)}", flush=True)
         rc = run_cohort(arm, layout=layout)
         if rc:
@@ -189,10 +192,9 @@ def _run_parallel(arms: list[Config]) -> int:
     procs = []
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     for arm in arms:
-        folder = Path(arm.run.output_dir)
-        cfg_path = folder / "config.yaml"
-        cfg_path.write_text(to_yaml(arm))
-        log = open(folder / "train.log", "w")
+        folder = run_folder.real_dir(arm.run.output_dir)
+        cfg_path = save_resolved(arm, folder)
+        log = fresh_log(folder / "train.log")
         procs.append((arm, subprocess.Popen(
             [sys.executable, "-m", "vlcohort", "train", str(cfg_path), "run.threads=1"],
             stdout=log, stderr=subprocess.STDOUT, env=env), log))
@@ -212,6 +214,14 @@ def _run_parallel(arms: list[Config]) -> int:
                   f"{Path(arm.run.output_dir) / 'train.log'}", file=sys.stderr)
             rc = rc or p.returncode
     return rc
+
+
+def fresh_log(path: Path):
+    """``path`` emptied and opened to append (an arm's ``train.log``): the empty file
+    replaces whatever was at the name, a planted link included, and the append refuses to
+    follow a link, so the arm's output never lands in the file a link points at."""
+    run_folder.write_text(path, "")
+    return run_folder.open_append(path)
 
 
 def arms_line(arms: list[Config], names: list[str]) -> tuple[int, str]:
@@ -375,10 +385,11 @@ def plot_comparison(cfg: Config, run_dir: Path, out_png: Path) -> Path | None:
         ax.set_xlabel("RL step")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=80)
+    buf = io.BytesIO()  # drawn in memory: savefig would follow a link at the name
+    fig.savefig(buf, format="png", dpi=80)
     plt.close(fig)
-    return out_png
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    return run_folder.write_bytes(out_png, buf.getvalue())
 
 
 def _smooth(ys, k: int = 10):

@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
+from vlcohort import run_folder
 from vlcohort.config import Config, ModelConfig, WarmupConfig
 from vlcohort.data.problems import LETTERS, Problem
 from vlcohort.training.logprobs import completion_logprobs
@@ -88,7 +92,11 @@ def warmed_up_folder(run_dir: Path, name: str) -> Path:
 
 
 def reusable(folder: Path, key: str) -> bool:
-    f = folder / FINGERPRINT
+    """Whether ``folder`` holds a warm-up with fingerprint ``key``. A link planted at the
+    warm-up folder (or at ``warmup/``) is refused here, before any training, since the
+    weights would be saved through it."""
+    run_folder.refuse_link(folder.parent)
+    f = run_folder.refuse_link(folder) / FINGERPRINT
     return f.is_file() and json.loads(f.read_text()).get("fingerprint") == key
 
 
@@ -144,12 +152,40 @@ def warm_up(agent, mc: ModelConfig, cfg: Config, folder: Path, seed: int, log=pr
                 + " ".join(f"{k}={v:.3f}" for k, v in stats.items())
                 + f" ({time.perf_counter() - t0:.0f}s)")
     model.eval()
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    adapter.processor.save_pretrained(folder)
+    save_weights(model, adapter.processor, folder)
     stats["seconds"] = time.perf_counter() - t0
     return stats
 
 
+def save_weights(model, processor, folder: Path) -> Path:
+    """``save_pretrained`` of the model and its processor as ``folder``, without writing
+    through a link planted in the run folder.
+
+    ``save_pretrained`` opens its files by name and follows links, so it writes into a
+    fresh folder beside ``folder`` that only this call has seen; that folder then replaces
+    ``folder`` whole (an earlier warm-up's files, and any link among them, go with it). A
+    link at ``folder`` itself or at its parent is refused, not replaced: it may have been
+    made on purpose, and the run stops to ask."""
+    folder = Path(folder)
+    folder.parent.parent.mkdir(parents=True, exist_ok=True)  # the run folder, as named
+    parent = run_folder.real_dir(folder.parent)
+    folder = run_folder.refuse_link(folder)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=parent))
+    try:
+        model.save_pretrained(tmp)
+        processor.save_pretrained(tmp)
+        os.chmod(tmp, 0o755)  # mkdtemp's 0700 would hide the weights from other users
+        if folder.exists() or folder.is_symlink():
+            run_folder.remove(run_folder.real_dir(folder))
+        os.rename(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder
+
+
 def save_fingerprint(folder: Path, key: str, stats: dict) -> None:
-    (folder / FINGERPRINT).write_text(json.dumps({"fingerprint": key, "stats": stats}, indent=1))
+    """The fingerprint beside the weights, written as :func:`save_weights` writes them:
+    never through a link planted at its name."""
+    run_folder.write_text(run_folder.real_dir(folder) / FINGERPRINT,
+                          json.dumps({"fingerprint": key, "stats": stats}, indent=1))
