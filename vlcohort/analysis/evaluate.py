@@ -8,7 +8,7 @@ from typing import Sequence
 
 import torch
 
-from processors import cut_at_stop
+from processors import ProblemInputError, cut_at_stop
 
 from vlcohort.answers.extract import extract_answer
 from vlcohort.data.problems import Problem
@@ -40,20 +40,56 @@ def generate_texts(adapter, model, rendered: Sequence, max_new_tokens: int,
         skip_special_tokens=True)
 
 
+class Accuracies(dict):
+    """{task: accuracy} plus ``all``, as a plain dict, and ``left_out``: the ids of the
+    problems that could not be asked (render refused them, e.g. a prompt over the token
+    limit). They count neither as right nor as wrong: an accuracy over the problems the
+    agent saw, with the number not seen beside it for the log."""
+
+    def __init__(self, accuracies: dict[str, float], left_out: list[str]):
+        super().__init__(accuracies)
+        self.left_out = left_out
+
+
+def askable(adapter, problems: Sequence[Problem], system_prompt: str | None,
+            instruction: str | None, max_prompt_tokens: int = 0
+            ) -> tuple[list[Problem], list, list[str]]:
+    """(the problems render accepts, their rendered prompts, the ids of those it refuses
+    with :class:`~processors.ProblemInputError`)."""
+    kept, rendered, refused = [], [], []
+    for p in problems:
+        try:
+            r = adapter.render(p, system_prompt, instruction, max_tokens=max_prompt_tokens)
+        except ProblemInputError:
+            refused.append(p.id)
+            continue
+        kept.append(p)
+        rendered.append(r)
+    return kept, rendered, refused
+
+
 @torch.no_grad()
 def accuracy_by_task(agent, problems: Sequence[Problem], system_prompt: str | None,
                      instruction: str | None, grader, max_new_tokens: int = 16,
-                     style: str = "auto", batch_size: int = 64) -> dict[str, float]:
-    """{task: share of problems whose greedy answer equals gold}, plus ``all``."""
+                     style: str = "auto", batch_size: int = 64,
+                     max_prompt_tokens: int = 0) -> Accuracies:
+    """{task: share of problems whose greedy answer equals gold}, plus ``all``.
+
+    ``max_prompt_tokens`` (0: no limit) is the run's ``data.max_prompt_tokens``: a held-out
+    problem whose prompt is longer, or that does not render at all, is left out (listed in
+    the result's ``left_out``) rather than stopping the run or counting as wrong."""
     adapter, model = agent.adapter, agent.model
     was_training = model.training
     model.eval()
     right: dict[str, list[bool]] = defaultdict(list)
+    left_out: list[str] = []
     for start in range(0, len(problems), batch_size):
-        chunk = problems[start:start + batch_size]
-        texts = generate_texts(adapter, model,
-                               [adapter.render(p, system_prompt, instruction) for p in chunk],
-                               max_new_tokens)
+        chunk, rendered, refused = askable(adapter, problems[start:start + batch_size],
+                                           system_prompt, instruction, max_prompt_tokens)
+        left_out += refused
+        if not chunk:
+            continue
+        texts = generate_texts(adapter, model, rendered, max_new_tokens)
         for p, text in zip(chunk, texts):
             ans = extract_answer(text, style=style)
             ok = ans is not None and grader.is_equivalent(ans, p.gold, p.options)
@@ -61,4 +97,4 @@ def accuracy_by_task(agent, problems: Sequence[Problem], system_prompt: str | No
     model.train(was_training)
     out = {task: sum(v) / len(v) for task, v in right.items()}
     out["all"] = sum(sum(v) for v in right.values()) / max(1, sum(len(v) for v in right.values()))
-    return out
+    return Accuracies(out, left_out)

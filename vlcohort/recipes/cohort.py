@@ -195,8 +195,15 @@ def evaluate(run: Run) -> dict[str, float]:
             accs = accuracy_by_task(agent, run.eval_problems, run.cfg.prompt.system_prompt,
                                     run.cfg.prompt.instruction, run.grader,
                                     max_new_tokens=run.cfg.eval.max_new_tokens,
-                                    style=run.cfg.reward.answer_style)
+                                    style=run.cfg.reward.answer_style,
+                                    max_prompt_tokens=run.cfg.data.max_prompt_tokens)
         if run.layout.is_group_leader:
+            if accs.left_out:
+                print(f"held-out evaluation of {agent.name}: left out {len(accs.left_out)} of "
+                      f"{len(run.eval_problems)} problems that do not render (a prompt over "
+                      f"data.max_prompt_tokens={run.cfg.data.max_prompt_tokens}, or a bad "
+                      f"record), e.g. {accs.left_out[0]!r}; the accuracy is over the rest",
+                      file=sys.stderr)
             out.update({f"eval/{agent.name}/{task}/acc": v for task, v in accs.items()})
     if run.layout.distributed:
         merged: dict[str, float] = {}

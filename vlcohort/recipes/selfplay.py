@@ -170,13 +170,14 @@ def anchor_pool(problems: Sequence[Problem], size: int, seed: int) -> tuple[list
 def usable_pool(pool: Sequence[Problem], agents: Sequence[Agent], cfg: Config
                 ) -> tuple[list[Problem], dict[str, int]]:
     """The pool problems every given agent can render (a missing or corrupt image, a
-    placeholder mismatch...); the others are left out and counted by reason, so a bad
-    record never stops a run halfway."""
+    placeholder mismatch, a prompt over ``data.max_prompt_tokens``...); the others are
+    left out and counted by reason, so a bad record never stops a run halfway."""
     kept, broken = [], {}
     for p in pool:
         try:
             for a in agents:
-                a.adapter.render(p, cfg.prompt.system_prompt, cfg.prompt.instruction)
+                a.adapter.render(p, cfg.prompt.system_prompt, cfg.prompt.instruction,
+                                 max_tokens=cfg.data.max_prompt_tokens)
         except ProblemInputError as e:
             broken[e.reason] = broken.get(e.reason, 0) + 1
             continue
@@ -302,7 +303,8 @@ def parse_batch(run: SelfPlayRun, step: int, prompts: list[Problem], rendered: l
             if problem is not None:
                 try:
                     rend = solver.adapter.render(problem, run.cfg.prompt.system_prompt,
-                                                 run.cfg.prompt.instruction)
+                                                 run.cfg.prompt.instruction,
+                                                 max_tokens=run.cfg.data.max_prompt_tokens)
                 except ProblemInputError as e:
                     reason, problem = e.reason, None
         problems.append(problem)
