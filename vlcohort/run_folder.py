@@ -52,9 +52,11 @@ def _planted(path: Path, what: str) -> RunFolderError:
 
 
 def real_dir(path: str | Path) -> Path:
-    """``path`` as a folder, created when missing; a symbolic link (or a file) there is
-    refused rather than written through."""
+    """``path`` as a folder, created when missing (with its missing parents, which are the
+    user's choice of place, not the run's); a symbolic link (or a file) at ``path`` itself
+    is refused rather than written through."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):
         os.mkdir(path)
     st = os.lstat(path)
