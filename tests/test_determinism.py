@@ -137,8 +137,8 @@ def _latest_is_intact(run: Path, when: str) -> int:
 
 def test_random_sigkills_during_checkpointing_then_resume_match_a_straight_run(tmp_path, capsys):
     """Kill test at small scale: a run checkpointing every step is SIGKILLed during its very
-    first save (``--resume`` is then refused with a clear message, and a fresh start goes
-    on), then three more times, each at a random step, mid-save (its hidden temporary
+    first save (``--resume`` is then refused with a clear message, and a fresh start with
+    ``--overwrite`` goes on), then three more times, each at a random step, mid-save (its hidden temporary
     folder exists) or mid-step. After each kill ``latest`` names a complete, intact
     checkpoint and ``--resume`` continues; the final metrics and weights equal a straight
     run's."""
@@ -157,7 +157,10 @@ def test_random_sigkills_during_checkpointing_then_resume_match_a_straight_run(t
     kills = []
     for attempt in range(3):
         start = _latest_is_intact(run, f"before kill {attempt}")
-        proc = _train(["--resume", str(run)] if start else [*args, f"run.output_dir={run}"])
+        # no complete checkpoint yet: the folder holds a run all the same, so a fresh
+        # start there must say --overwrite
+        proc = _train(["--resume", str(run)] if start
+                      else ["--overwrite", *args, f"run.output_dir={run}"])
         target = min(start + rng.randint(1, 2), 6)
         if rng.random() < 0.6:
             kills.append(f"mid-save of step {target}")
