@@ -33,6 +33,8 @@ atomically, so a crash never leaves a half-written checkpoint behind.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -161,6 +163,23 @@ def gguf_checkpoint(spec: str, cache_dir: str | os.PathLike | None = None) -> Pa
     return build_atomically(root / f"{source.stem}-{key}", build)
 
 
+@contextlib.contextmanager
+def _bars_as_transformers_says():
+    """transformers' GGUF reader draws its bar with plain ``tqdm``, which its own
+    ``disable_progress_bar()`` (what a quiet vlcohort console sets) does not reach: while
+    converting, that bar follows the same switch as transformers' other bars."""
+    from transformers import modeling_gguf_pytorch_utils as reader
+    from transformers.utils import logging as hf_logging
+
+    plain = reader.tqdm
+    if not hf_logging.is_progress_bar_enabled():
+        reader.tqdm = functools.partial(plain, disable=True)
+    try:
+        yield
+    finally:
+        reader.tqdm = plain
+
+
 def convert(source: Path, out: Path) -> None:
     """Write ``source`` (a GGUF file) as a safetensors checkpoint folder into ``out``:
     tokenizer (with the GGUF's chat template, if it carries one), fp32 weights, config and
@@ -171,8 +190,10 @@ def convert(source: Path, out: Path) -> None:
     if importlib.util.find_spec("gguf") is None:
         raise GGUFError(f"{source}: reading GGUF needs the gguf package; pip install gguf")
     folder, name = str(source.parent), source.name
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    with _bars_as_transformers_says():
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name,
+                                                      dtype=torch.float32)
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # the weights below are plain fp32 tensors
