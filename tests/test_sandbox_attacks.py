@@ -491,3 +491,28 @@ def test_the_program_dies_when_its_host_process_is_killed():
         os.close(r_fd)
         if w_fd is not None:
             os.close(w_fd)
+
+
+def test_a_forked_child_never_runs_programs_under_its_parents_uids():
+    """A process keeps its uids' locks between runs; a child forked from it (a data
+    worker, say) must take uids of its own: two processes under one uid would share one
+    RLIMIT_NPROC, and a fork bomb in one would starve the other."""
+    if os.geteuid() != 0:
+        pytest.skip("uids are allocated only as root")
+    uid_of = "import os\nprint(os.getuid())\n"
+    parent = int(run(uid_of).stdout)
+    assert parent in sandbox.UID_RANGE
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one run, its uid on the pipe, nothing else
+        try:
+            os.close(r)
+            os.write(w, run_python(uid_of, limits=QUICK).stdout.encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        child = int(f.read())
+    os.waitpid(pid, 0)
+    assert child in sandbox.UID_RANGE and child != parent
+    assert int(run(uid_of).stdout) == parent  # the parent still holds and reuses its own

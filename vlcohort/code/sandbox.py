@@ -30,16 +30,19 @@ installs it), and by which mechanism:
   ``pyseccomp`` or ``libseccomp.so.2`` runs are refused, never run unfiltered.
 * **An unprivileged uid** when we are root (util-linux ``setpriv``): no capabilities,
   ``no_new_privs``; then ``prlimit``: RLIMIT_CPU / AS / NPROC / FSIZE / NOFILE / CORE=0.
-  The uid comes from :data:`UID_RANGE`; each is held, for the run, by an exclusive
-  ``flock`` on ``<uid>.lock`` in a root-only folder (:data:`LOCK_DIR`, else a 0700
+  The uid comes from :data:`UID_RANGE`; each is held, while this process uses it for
+  its runs (one run at a time), by an exclusive ``flock`` on ``<uid>.lock`` in a
+  root-only folder (:data:`LOCK_DIR`, else a 0700
   folder under the system temp dir), and a uid any live host process has is skipped:
   concurrent runs, in this process or others, never share one (RLIMIT_NPROC counts per
   uid, so a fork bomb cannot starve a sibling run).
 * **Processes are ended by pid namespace, never by uid**: bubblewrap's ``--info-fd``
   names the namespace's init; at the end of a run it is SIGKILLed through a pidfd
   (which cannot hit a recycled pid), which kills everything in the namespace, and the
-  run ends only when no host process is left in that namespace (found by comparing
-  ``/proc/<pid>/ns/pid``); nothing outside it is ever signalled (pidfds: Linux 5.3+).
+  run ends only when no host process is left in that namespace: the init's pidfd turns
+  readable only once the kernel has emptied its namespace, and failing that, no
+  ``/proc/<pid>/ns/pid`` names it; nothing outside it is ever signalled (pidfds: Linux
+  5.3+).
   ``--die-with-parent`` tears it down if we die.
 
 Around the process: a wall-clock deadline, stdout + stderr read with a cap (past
@@ -63,6 +66,7 @@ no disk limit and no syscall filter; every :class:`RunResult` of such a run says
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import functools
@@ -70,6 +74,7 @@ import glob
 import json
 import math
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -77,6 +82,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -482,6 +488,43 @@ def give_uid(lock_fd: int) -> None:
     os.close(lock_fd)
 
 
+_uid_pool: list[tuple[int, int]] = []  # (uid, lock fd): taken, free, still locked by us
+_uid_pool_lock = threading.Lock()
+
+
+def _borrow_uid() -> tuple[int, int]:
+    """A uid for one run: one this process already holds and no run of it uses, else a
+    new one from :func:`take_uid`. Keeping the lock between runs spares each run the scan
+    of every host process's uids (the uid was checked when first taken, and no process
+    can gain it since: only root can, through this lock)."""
+    with _uid_pool_lock:
+        if _uid_pool:
+            return _uid_pool.pop()
+    return take_uid()
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child must not use its parent's uids (both would run programs as one uid,
+    and RLIMIT_NPROC counts per uid): it drops its copies of the lock fds (the parent's
+    locks stay held by the parent's fds) and takes its own."""
+    for _, fd in _uid_pool:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _uid_pool.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+def _return_uid(uid: int, lock_fd: int) -> None:
+    """Back to the pool; a quarantined uid (processes outlived the run) is released."""
+    if uid in _quarantined:
+        give_uid(lock_fd)
+        return
+    with _uid_pool_lock:
+        _uid_pool.append((uid, lock_fd))
+
+
 def _limit_args(limits: Limits, uid: int | None, pdeathsig: bool = False) -> list[str]:
     """setpriv (when root) + prlimit: the last two links before the interpreter.
     ``pdeathsig``: set again after the uid change (which clears it), so the program dies
@@ -619,10 +662,25 @@ def _kill_init(ns: _Namespace | None) -> None:
             pass
 
 
+def _init_exited(ns: _Namespace, patience_s: float) -> bool:
+    """Did the namespace's init exit (its pidfd readable) within ``patience_s``? The
+    kernel lets a pid namespace's init finish exiting only after every other process in
+    the namespace is gone and reaped (``zap_pid_ns_processes`` in kernel/pid_namespace.c),
+    so then the namespace is empty without a look at /proc."""
+    if ns.init_fd is None:
+        return False
+    try:
+        return bool(select.select([ns.init_fd], [], [], patience_s)[0])
+    except (OSError, ValueError):
+        return False
+
+
 def _emptied(ns: _Namespace, patience_s: float = 10.0) -> bool:
     """Wait until no host process is in the namespace (killing stragglers found in it,
     never anything outside). False when some outlived ``patience_s``."""
     _kill_init(ns)
+    if _init_exited(ns, min(patience_s, 2.0)):
+        return True
     end = time.monotonic() + patience_s
     while True:
         pids = _ns_pids(ns.ino)
@@ -761,7 +819,7 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
     ns: _Namespace | None = None
     try:
         if os.geteuid() == 0:
-            uid, lock = take_uid()
+            uid, lock = _borrow_uid()
         with open(os.path.join(src, "main.py"), "w", encoding="utf-8") as f:
             f.write(source)
         with open(os.path.join(host, "stdin"), "w", encoding="utf-8") as f:
@@ -839,5 +897,5 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
                 if s:
                     s.close()
         if lock is not None:
-            give_uid(lock)
+            _return_uid(uid, lock)
         shutil.rmtree(host, ignore_errors=True)
