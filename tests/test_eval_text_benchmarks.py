@@ -75,6 +75,7 @@ def test_groups_expand_in_the_papers_column_order():
 # --------------------------------------------------------------------------- HumanEval
 
 
+@pytest.mark.sandbox  # runs the programs
 def test_humaneval_reads_the_published_gzip_file_and_canonical_solutions_pass():
     data = load_benchmark("humaneval", humaneval_file())
     assert data.rows == 164 and len(data.problems) == 164 and not data.skipped
@@ -101,6 +102,7 @@ def test_humaneval_reads_the_published_gzip_file_and_canonical_solutions_pass():
     assert recs[-1]["status"] == "failed" and "AssertionError" in recs[-1]["reason"]
 
 
+@pytest.mark.sandbox  # runs the programs
 def test_humaneval_eval_score_saved_completions_pass_at_k(tmp_path, capsys):
     data = load_benchmark("humaneval", humaneval_file())
     p0, p1 = data.problems[:2]
@@ -133,6 +135,7 @@ def test_humaneval_eval_score_saved_completions_pass_at_k(tmp_path, capsys):
 # --------------------------------------------------------------------------- MBPP
 
 
+@pytest.mark.sandbox  # runs the programs
 def test_mbpp_sanitized_split_and_asserts_run():
     data = load_benchmark("mbpp", DATA)
     assert data.path.name == "sanitized_test.jsonl" and [p.id for p in data.problems] == ["11", "17", "18"]
@@ -177,6 +180,7 @@ def test_livecodebench_private_tests_decoding_is_restricted(tmp_path, monkeypatc
     assert d.skipped_by_reason() == {"bad_tests": 1} and len(d.problems) == 1
 
 
+@pytest.mark.sandbox  # runs the programs
 def test_livecodebench_window_difficulty_and_programs_run():
     data = load_benchmark("livecodebench", DATA)  # the folder: test.jsonl + test2.jsonl
     assert data.rows == 3
@@ -300,6 +304,7 @@ def _text7_dir(tmp_path: Path) -> Path:
     return d
 
 
+@pytest.mark.sandbox  # runs the programs
 def test_eval_text7_tiny_model_table_in_paper_order(tmp_path, capsys):
     bench, out = _text7_dir(tmp_path), tmp_path / "out"
     # two sampled completions per item: random text, which the sandbox really runs (greedy
