@@ -187,12 +187,7 @@ def _case(i, fn):
 
 
 def main(p):
-    fds = [int(x) for x in os.environ.pop("VLCOHORT_PASS_FDS").split(",")]
-    hello, rfd, wfd = fds
-    try:
-        os.write(hello, b"H")
-    finally:
-        os.close(hello)
+    rfd, wfd = open_pair_fds(b"H")
     side_fd = int(os.environ.pop("VLCOHORT_SIDE_FD"))
 
     def emit(d):

@@ -107,12 +107,7 @@ def _exit_when_orphaned(rfd, _exit=os._exit, _poll=select.poll,
 
 
 def main(p):
-    fds = [int(x) for x in os.environ.pop("VLCOHORT_PASS_FDS").split(",")]
-    hello, rfd, wfd = fds
-    try:
-        os.write(hello, b"C")
-    finally:
-        os.close(hello)
+    rfd, wfd = open_pair_fds(b"C")
     threading.Thread(target=_exit_when_orphaned, args=(rfd,), daemon=True).start()
     chan = Channel(rfd, wfd)
     forever = float("inf")

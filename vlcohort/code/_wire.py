@@ -241,6 +241,18 @@ class Channel:
             data = data[n:]
 
 
+def open_pair_fds(hello_byte):
+    """(read fd, write fd) of the pipes to the peer, from ``$VLCOHORT_PASS_FDS``, after
+    writing ``hello_byte`` on the first fd: the host closes its copies of the pipes only
+    once both sides have started, so that each sees end-of-file when the other goes."""
+    hello, rfd, wfd = (int(x) for x in os.environ.pop("VLCOHORT_PASS_FDS").split(","))
+    try:
+        os.write(hello, hello_byte)
+    finally:
+        os.close(hello)
+    return rfd, wfd
+
+
 def _wait(fd, event, timeout_s):
     """poll (not select: an inherited fd may be numbered above 1024)."""
     p = select.poll()
