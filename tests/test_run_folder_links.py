@@ -13,25 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_run_folder_attacks import VICTIM_TEXT, _tiny_cache, _victim  # noqa: F401
 from vlcohort import run_folder
 from vlcohort.analysis import trackers
 from vlcohort.config import load_config, save_resolved
 from vlcohort.recipes import arms
 from vlcohort.training import warmup
-
-VICTIM_TEXT = "precious: must survive every run\n"
-
-
-@pytest.fixture(autouse=True)
-def _tiny_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
-
-
-def _victim(folder: Path, name: str = "victim.txt") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(VICTIM_TEXT)
-    return path
 
 
 def _plant(link: Path, target: Path) -> Path:
