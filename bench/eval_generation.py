@@ -8,7 +8,7 @@ Run from the project root::
 What it does: builds tiny:qwen2 (sharpened, so greedy completions differ from item to
 item), makes ``--items`` questions whose lengths spread like a benchmark's (a few words
 to a few hundred, drawn log-uniformly, in random order), then times
-:func:`eval.generation.generate_shard` with ``length_sorted`` off (input order: each batch
+:func:`vlcohort.eval.generation.generate_shard` with ``length_sorted`` off (input order: each batch
 padded to its longest prompt, as plain batching does) and on (longest first), alternating
 the two ``--repeats`` times after one untimed warm-up each. Both write and score their
 records exactly as ``vlcohort eval`` does; the sorted run's time includes its extra
@@ -75,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from eval.generation import generate_shard, length_order, prompt_tokens, text_generator
-    from eval.runner import EvalSettings, prompt_view
-    from processors import adapter_for
-    from processors.tiny import sharpen, tiny_model_path
     from vlcohort.data.problems import Problem
+    from vlcohort.eval.generation import generate_shard, length_order, prompt_tokens, text_generator
+    from vlcohort.eval.runner import EvalSettings, prompt_view
+    from vlcohort.processors import adapter_for
+    from vlcohort.processors.tiny import sharpen, tiny_model_path
 
     work = Path(tempfile.mkdtemp(prefix="bench-eval-gen-"))
     try:

@@ -22,7 +22,7 @@ What it builds (no download: the values below are the checkpoints' published con
   width 1024, MLP 4096, 16 heads, 448 px tiles of 14 px patches, pixel shuffle 0.5: 256
   tokens per tile) and a Qwen3-1.7B text model (28 layers, hidden 2048, MLP 6144, 16 heads /
   8 KV heads, head dim 128, vocabulary 151,936, untied LM head).
-- Tokenizers: ``processors.tiny``'s in-process byte-level BPE with each family's special
+- Tokenizers: ``vlcohort.processors.tiny``'s in-process byte-level BPE with each family's special
   tokens and published chat template, **padded with plain word tokens to the full
   vocabulary** (" A2001", " B2002"... ; building takes seconds), so every id a random model
   samples decodes; the padding reads as option letters, so answers are extracted, votes
@@ -87,7 +87,6 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-
 
 
 def _quiet_environment() -> None:
@@ -194,10 +193,15 @@ def _init_and_save(cls, config, out: Path, device: torch.device, seed: int, eos:
 
 
 def build_qwen2_5_vl(out: Path, device: torch.device, tiny: bool, seed: int = 0) -> None:
-    from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
-                              Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor)
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
 
-    from processors.tiny import QWEN_VL_SPECIALS, qwen_chat_template, train_byte_level_bpe
+    from vlcohort.processors.tiny import QWEN_VL_SPECIALS, qwen_chat_template, train_byte_level_bpe
 
     spec = _merged(QWEN2_5_VL_3B, TINY["qwen"] if tiny else None)
     tok = train_byte_level_bpe(["<|endoftext|>"] + QWEN_VL_SPECIALS,
@@ -221,11 +225,15 @@ def build_qwen2_5_vl(out: Path, device: torch.device, tiny: bool, seed: int = 0)
 
 
 def build_internvl3_5(out: Path, device: torch.device, tiny: bool, seed: int = 1) -> None:
-    from transformers import (GotOcr2ImageProcessor, InternVLConfig,
-                              InternVLForConditionalGeneration, InternVLProcessor,
-                              InternVLVideoProcessor)
+    from transformers import (
+        GotOcr2ImageProcessor,
+        InternVLConfig,
+        InternVLForConditionalGeneration,
+        InternVLProcessor,
+        InternVLVideoProcessor,
+    )
 
-    from processors.tiny import INTERNVL_SPECIALS, internvl_chat_template, train_byte_level_bpe
+    from vlcohort.processors.tiny import INTERNVL_SPECIALS, internvl_chat_template, train_byte_level_bpe
 
     spec = _merged(INTERNVL3_5_2B, TINY["internvl"] if tiny else None)
     named = {"start_image_token": "<img>", "end_image_token": "</img>",

@@ -20,7 +20,7 @@ What it does
 3. Reports agreement on the free-form pairs where math-verify parses both sides, the
    verdicts on multiple-choice pairs, and the time of a vote over 64 prompts x 8
    samples with cold caches (target < 5 ms).
-4. Runs the held-out hard-math set (``bench/hard_math.py``: collections, several boxes,
+4. Runs the held-out hard-math set (``eval/grader_sets/hard_math.py``: collections, several boxes,
    left-hand sides, intervals, matrices, number words, text, bare answers; each pair
    built with its intended verdict): per class, the accuracy of ours (extract, for the
    pairs that are whole responses, then ``is_equivalent``) and of math-verify's plain
@@ -49,14 +49,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval.benchmarks import split_semicolon_options  # noqa: E402
 from vlcohort.answers import grading  # noqa: E402
+from vlcohort.answers.extract import extract_answer  # noqa: E402
 from vlcohort.answers.grading import LETTERS, is_equivalent  # noqa: E402
 from vlcohort.answers.voting import majority_vote  # noqa: E402
-from vlcohort.answers.extract import extract_answer  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "bench"))
-from hard_math import CLASSES, hard_cases, plain_pairs  # noqa: E402
+from vlcohort.eval.datasets import split_semicolon_options  # noqa: E402
+from vlcohort.eval.grader_sets.hard_math import CLASSES, hard_cases, plain_pairs  # noqa: E402
 
 DATA = Path(os.environ.get("VLCOHORT_BENCHMARK_DATA") or ROOT.parent / "shared" / "data" / "benchmarks")
 
@@ -306,7 +304,8 @@ def main() -> None:
 
     # One-time costs outside both timings: the import, and the first parses that build
     # the LaTeX parser's lookup tables (hundreds of ms, paid once per process).
-    from math_verify import parse as mv_parse, verify as mv_verify
+    from math_verify import parse as mv_parse
+    from math_verify import verify as mv_verify
 
     mv_verify(mv_parse("$x^2+1$"), mv_parse("$\\frac{(x+1)^2}{2} = \\sqrt{3}$"))
 

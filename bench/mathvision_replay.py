@@ -7,7 +7,7 @@ responses must give the stored verdicts; this is the check behind ``--scorer off
 for MATH-Vision, for both ways of computing LaTeX values:
 
 - ``official``: the official parser in its own environment (build it first with
-  ``python -m eval.official.mathvision_env --build``);
+  ``python -m vlcohort.eval.official.mathvision_env --build``);
 - ``approx``: the in-process ``latex2sympy2_extended`` fallback.
 
 Files of 4 MB and more are absent from the mirror and skipped. Materialise the rest::
@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval.official import mathvision as mv  # noqa: E402
+from vlcohort.eval.official import mathvision as mv  # noqa: E402
 
 MAX_BYTES = 4 * 1024 * 1024
 
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     paths = [w for w in args.paths.split(",") if w]
     if "official" in paths and mv.backend() != "official":
         raise SystemExit("the official parser environment is not built: "
-                         "python -m eval.official.mathvision_env --build")
+                         "python -m vlcohort.eval.official.mathvision_env --build")
     gold = load_gold(args.root)
     files = output_files(args.root)
     if not files:

@@ -6,7 +6,7 @@ the official (GPT) ``extraction``, and the ``prediction`` / ``true_false`` its
 
 - *normalisation*: :func:`mathvista_normalize` + :func:`mathvista_correct` over the stored
   ``extraction`` must give the stored ``true_false`` (and ``prediction``);
-- *pipeline*: :func:`eval.official.mathvista.verdict` on the stored response with the
+- *pipeline*: :func:`vlcohort.eval.official.mathvista.verdict` on the stored response with the
   stored extraction as the judge's output (``use_judge=True``): the official pre-GPT rules
   first, then the normalisation; this is what ``--scorer official`` with the judge does.
 
@@ -47,9 +47,8 @@ import Levenshtein
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval.official.mathvista import (mathvista_correct, mathvista_normalize,  # noqa: E402
-                                     quick_extraction, verdict)
 from vlcohort.data.problems import Problem  # noqa: E402
+from vlcohort.eval.official.mathvista import mathvista_correct, mathvista_normalize, quick_extraction, verdict  # noqa: E402
 
 #: The fields a replay needs, kept in the regression file.
 FIELDS = ("pid", "question_type", "answer_type", "precision", "choices", "answer",

@@ -93,10 +93,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.step import (SelfVoteReward, VlcohortSide, drive, grpo_args, med,  # noqa: E402
-                        require_trl)
-
 import torch  # noqa: E402
+
+from bench.step import SelfVoteReward, VlcohortSide, drive, grpo_args, med, require_trl  # noqa: E402
 
 SPEC = "gguf:smollm2-135m-instruct"
 B, G, NEW_TOKENS = 2, 4, 48
@@ -482,7 +481,7 @@ def main(argv=None) -> int:
     trl = require_trl("bench/real_step.py")
     import transformers
 
-    from processors.registry import resolve_model_path
+    from vlcohort.processors.registry import resolve_model_path
 
     transformers.utils.logging.disable_progress_bar()
     if args.threads:

@@ -71,9 +71,9 @@ def main() -> int:
 
     import torch
 
-    from processors import adapter_for, tiny_model_path
-    from processors.tiny import sharpen
     from vlcohort.config import VLLMConfig
+    from vlcohort.processors import adapter_for, tiny_model_path
+    from vlcohort.processors.tiny import sharpen
     from vlcohort.rollout.base import SamplingParams
     from vlcohort.rollout.hf import HFEngine
     from vlcohort.rollout.vllm import VLLMEngine

@@ -410,7 +410,7 @@ def main(argv=None) -> int:
     transformers.utils.logging.disable_progress_bar()
     if args.threads:
         torch.set_num_threads(args.threads)
-    from processors.tiny import tiny_model_path
+    from vlcohort.processors.tiny import tiny_model_path
 
     path = str(tiny_model_path(SPEC))
     N, W = args.steps, args.warmup

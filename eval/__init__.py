@@ -1,7 +1,7 @@
 """Evaluation: benchmark loaders and scorers, the runner behind ``vlcohort eval``.
 
-Importing the package registers the text benchmarks (:mod:`eval.text_benchmarks`) in
-:data:`eval.benchmarks.BENCHMARKS`, so every caller sees one table.
+Importing the package registers the text benchmarks (:mod:`vlcohort.eval.text_datasets`) in
+:data:`vlcohort.eval.datasets.BENCHMARKS`, so every caller sees one table.
 """
 
-from . import text_benchmarks  # noqa: F401  (registers AMC, GPQA, HumanEval, ...)
+from . import text_datasets  # noqa: F401  (registers AMC, GPQA, HumanEval, ...)

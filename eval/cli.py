@@ -1,4 +1,4 @@
-"""``vlcohort eval`` arguments and dispatch (the CLI only parses; :mod:`eval.runner` works).
+"""``vlcohort eval`` arguments and dispatch (the CLI only parses; :mod:`vlcohort.eval.runner` works).
 
     vlcohort eval --model ckpt/ --benchmark mathvista,wemath --data-dir bench/ --out runs/eval
     vlcohort eval score --benchmark mathvista --data bench/ --responses r.jsonl --json
@@ -14,9 +14,9 @@ import json
 import sys
 from pathlib import Path
 
-from .benchmarks import BENCHMARKS, DEFAULT_BENCHMARKS, TEXT_BENCHMARKS, BenchmarkError
+from .datasets import BENCHMARKS, DEFAULT_BENCHMARKS, TEXT_BENCHMARKS, BenchmarkError
 
-# Kept in step with eval.runner.PROMPTS (a test checks); the runner, which pulls in the grader
+# Kept in step with vlcohort.eval.runner.PROMPTS (a test checks); the runner, which pulls in the grader
 # and voting, is imported only when ``eval`` runs, so other subcommands start fast.
 PROMPT_STYLES = ("boxed", "answer_tag", "official")
 # Kept in step with vlcohort.answers.extract.STYLES (a test checks), for the same reason.
@@ -151,7 +151,8 @@ def check_out(out: Path | None) -> None:
 
 
 def _work(args: argparse.Namespace) -> dict:
-    from .runner import EvalSettings, run as run_eval, score_responses
+    from .runner import EvalSettings, score_responses
+    from .runner import run as run_eval
 
     judge = make_judge(args)
     check_out(args.out)

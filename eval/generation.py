@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 from vlcohort.answers.grading import get_grader
 from vlcohort.data.problems import Problem
 
-from .benchmarks import BenchmarkData, BenchmarkError, SkippedItem, read_jsonl
+from .datasets import BenchmarkData, BenchmarkError, SkippedItem, read_jsonl
 from .items import EvalSettings, _key, prompt_view, score_record
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
@@ -299,7 +299,7 @@ def length_order(lengths: Sequence[int]) -> list[int]:
 def prompt_tokens(adapter, rendered) -> int:
     """Prompt tokens of a rendered prompt: its text's tokens plus each image's (the
     family's rule for the whole prompt's images,
-    :meth:`~processors.base.Adapter.prompt_image_token_counts`), without running the image
+    :meth:`~vlcohort.processors.base.Adapter.prompt_image_token_counts`), without running the image
     processor: a sort key, exact to the few placeholder tokens."""
     n = len(adapter.tokenizer(rendered.text, add_special_tokens=False)["input_ids"])
     try:
@@ -323,7 +323,7 @@ def text_generator(settings: EvalSettings, adapter, model, worker: int = 0,
     engine."""
     temperature = settings.temperature if settings.samples > 1 else None
     if settings.engine == "hf":
-        from vlcohort.analysis.evaluate import generate_texts
+        from vlcohort.monitoring.heldout import generate_texts
 
         return (lambda rendered: generate_texts(adapter, model, rendered,
                                                 settings.max_new_tokens, temperature)), (lambda: None)
@@ -332,7 +332,6 @@ def text_generator(settings: EvalSettings, adapter, model, worker: int = 0,
     from vlcohort.config import VLLMConfig
     from vlcohort.rollout.base import SamplingParams
     from vlcohort.rollout.engines import make_engine
-
     from vlcohort.rollout.vllm import EngineUnavailableError, check_available
 
     try:
@@ -402,7 +401,7 @@ def _render(adapter, name: str, problem: Problem, settings: EvalSettings, source
     cannot be opened, an empty question, a prompt over ``settings.max_prompt_tokens``:
     the item is skipped, the run goes on). Images
     given to a text-only model are no bad item but the wrong model: an error at once."""
-    from processors import ProblemInputError
+    from vlcohort.processors import ProblemInputError
 
     view, instruction = _view(problem, settings)
     try:
@@ -470,7 +469,7 @@ def generate_shard(settings: EvalSettings, spec: str, todo: list, adapter,
 
 def _load(spec: str, placement: Placement):
     """Adapter and model of ``spec`` in the placement's dtype (hf: on its device)."""
-    from processors import AdapterOptions, adapter_for
+    from vlcohort.processors import AdapterOptions, adapter_for
 
     try:
         adapter = adapter_for(spec, AdapterOptions(dtype=placement.dtype))

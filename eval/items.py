@@ -1,7 +1,7 @@
 """One evaluation item: the run's settings, the prompt an item is asked with, and the
 verdict fields of one response (the lines of ``items.jsonl``).
 
-Kept below :mod:`eval.runner` (summaries, judge pass) and :mod:`eval.generation`
+Kept below :mod:`vlcohort.eval.runner` (summaries, judge pass) and :mod:`vlcohort.eval.generation`
 (engines), which both build on it, so neither imports the other.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from vlcohort.answers.extract import extract_answer
 from vlcohort.data.problems import Problem
 
-from .benchmarks import BenchmarkError, read_jsonl
+from .datasets import BenchmarkError, read_jsonl
 from .official import JudgeNeeded, official_verdict
 from .safe_text import first_surrogate, without_surrogates
 from .text_scoring import grader_for, is_code_problem, pending_code_fields, text_official
@@ -67,7 +67,7 @@ class EvalSettings:
     """Batch items by prompt length, longest first (less padding; same greedy texts)."""
     since: str | None = None
     """LiveCodeBench: the first contest date kept (YYYY-MM-DD; None: the default window
-    :data:`eval.text_benchmarks.LCB_DEFAULT_WINDOW`)."""
+    :data:`vlcohort.eval.text_datasets.LCB_DEFAULT_WINDOW`)."""
     until: str | None = None
     """LiveCodeBench: the contest date the window ends before (YYYY-MM-DD; None: default)."""
     answer_style: str = "auto"
@@ -108,11 +108,11 @@ def score_record(problem: Problem, response: str | None, grader,
                  use_judge: bool = False) -> dict[str, Any]:
     """The verdict fields of one response: extracted span (by ``answer_style``), canonical
     key, correct (our grader) and, where the benchmark has an official protocol, its
-    ``official_*`` fields (:func:`eval.official.official_verdict`). A protocol step that
+    ``official_*`` fields (:func:`vlcohort.eval.official.official_verdict`). A protocol step that
     still needs the judge leaves ``official_pending`` (the step) instead.
 
     A code item's response is not graded here: it is marked ``pending`` and run with the
-    others of the run (:func:`eval.text_scoring.check_code_records`). A benchmark with
+    others of the run (:func:`vlcohort.eval.text_scoring.check_code_records`). A benchmark with
     its own tolerance (SciBench) is graded at that tolerance."""
     if is_code_problem(problem):
         return pending_code_fields(problem, response)

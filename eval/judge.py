@@ -1,7 +1,7 @@
 """Judges for the benchmark steps the official pipelines run through GPT.
 
 MathVista extracts the answer with a GPT call; MathVerse extracts and then scores with
-GPT. The protocol modules (:mod:`eval.official`) return the exact official prompt of such
+GPT. The protocol modules (:mod:`vlcohort.eval.official`) return the exact official prompt of such
 a step (``JudgeNeeded``); a judge here turns prompts into outputs. Two backends, one
 interface (``complete(prompts) -> outputs`` in order, plus ``id``):
 
@@ -104,7 +104,7 @@ class OpenAIJudge:
     - the reply body is read in chunks and may hold at most ``max_reply_bytes``
       (:data:`MAX_REPLY_BYTES`); the output text kept at most :data:`MAX_OUTPUT_CHARS`;
     - no message, log line or record holds the API key: error bodies are redacted
-      (:func:`eval.safe_text.redact`) and cut short, and a redirect is not followed
+      (:func:`vlcohort.eval.safe_text.redact`) and cut short, and a redirect is not followed
       (the key goes only to the host named), it is an error naming where it pointed;
     - the body is asked for uncompressed (``Accept-Encoding: identity``), so the cap
       is on what is held in memory.
@@ -340,7 +340,7 @@ class LocalJudge:
     def _load(self):
         import torch
 
-        from processors import adapter_for
+        from vlcohort.processors import adapter_for
 
         try:
             adapter = adapter_for(self.spec)
@@ -364,7 +364,7 @@ class LocalJudge:
     def complete(self, prompts: Sequence[str]) -> list[str]:
         import torch
 
-        from vlcohort.analysis.evaluate import generate_texts
+        from vlcohort.monitoring.heldout import generate_texts
 
         out: list[str] = []
         for start in range(0, len(prompts), self.batch_size):

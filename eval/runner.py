@@ -9,7 +9,7 @@ Why the per-item file is the source of truth: a run killed after hours resumes w
 stopped (lines already there are not generated again), and ``vlcohort eval score`` can
 re-score saved responses with another scorer without a model.
 
-With a judge (``--judge``, :mod:`eval.judge`), the steps the official pipelines run
+With a judge (``--judge``, :mod:`vlcohort.eval.judge`), the steps the official pipelines run
 through GPT (MathVista's extraction, MathVerse's extraction and scoring) are asked of it
 after generation (:func:`judge_pass`); each output is cached in its record under the
 prompt's hash and the judge's id, so re-scoring asks only what the cache lacks. Records
@@ -31,20 +31,40 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from vlcohort.answers.grading import get_grader
-from vlcohort.data.problems import Problem
 from vlcohort.answers.voting import majority_vote
+from vlcohort.data.problems import Problem
 
-from .benchmarks import (BENCHMARK_GROUPS, BenchmarkData, BenchmarkError, load_benchmark,
-                         parse_benchmark_names, read_jsonl)
-from .items import (PROMPTS, EvalSettings, _key, item_id, prompt_view,  # noqa: F401
-                    read_items, response_fields, sample_number, score_record)
-from .official import JudgeNeeded, official_verdict, protocol_note
+from .datasets import (
+    BENCHMARK_GROUPS,
+    BenchmarkData,
+    BenchmarkError,
+    load_benchmark,
+    parse_benchmark_names,
+    read_jsonl,
+)
+from .items import (  # noqa: F401
+    PROMPTS,
+    EvalSettings,
+    _key,
+    item_id,
+    prompt_view,
+    read_items,
+    response_fields,
+    sample_number,
+    score_record,
+)
 from .judge import JudgeError
+from .official import JudgeNeeded, official_verdict, protocol_note
 from .scoring import group_accuracy
-from .text_benchmarks import (CODE_BENCHMARKS, LCB_DEFAULT_WINDOW, TEXT_GROUP_BY, TEXT_NOTES,
-                              select_window)
-from .text_scoring import (check_code_records, code_item_verdicts, code_report, grader_for,
-                           is_code_problem, text_benchmark_info)
+from .text_datasets import CODE_BENCHMARKS, LCB_DEFAULT_WINDOW, TEXT_GROUP_BY, TEXT_NOTES, select_window
+from .text_scoring import (
+    check_code_records,
+    code_item_verdicts,
+    code_report,
+    grader_for,
+    is_code_problem,
+    text_benchmark_info,
+)
 
 #: What each benchmark is grouped by in the tables.
 GROUP_BY = {"mathvista": ("task",), "mathverse": ("problem_version",),
@@ -458,7 +478,7 @@ def load_all(names: Sequence[str], data_dir: Path, limit: int | None,
 
 def run(settings: EvalSettings, judge=None) -> dict[str, Any]:
     """Generate (resuming), score, run the judge pass when a judge is given
-    (:mod:`eval.judge`; its outputs cached in ``items.jsonl``), and write the outputs;
+    (:mod:`vlcohort.eval.judge`; its outputs cached in ``items.jsonl``), and write the outputs;
     returns the summary."""
     names = parse_benchmark_names(settings.benchmarks)
     if settings.samples < 1:

@@ -1,6 +1,6 @@
 """Scoring helpers shared by the benchmarks, and the official scorers' public names.
 
-The official protocols live one module per benchmark in :mod:`eval.official`; this module
+The official protocols live one module per benchmark in :mod:`vlcohort.eval.official`; this module
 re-exports their rule functions under the names the rest of the code and the tests use.
 """
 
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .official.mathvision import (mathvision_correct, mathvision_extract,  # noqa: F401
-                                  mathvision_is_equal)
+from .official.mathvision import mathvision_correct, mathvision_extract, mathvision_is_equal  # noqa: F401
 from .official.mathvista import mathvista_correct, mathvista_normalize  # noqa: F401
 from .official.wemath import wemath_metrics  # noqa: F401
 

@@ -2,7 +2,7 @@
 
 - Code (HumanEval, MBPP, LiveCodeBench): the program of a response is its final fenced
   code block, else the whole text (:func:`vlcohort.code.blocks.program_of`). Running it
-  takes seconds, so :func:`eval.items.score_record` only marks a code record ``pending``
+  takes seconds, so :func:`vlcohort.eval.items.score_record` only marks a code record ``pending``
   and :func:`check_code_records` runs every pending record of a run at once through
   :func:`vlcohort.code.checks.check_many` (a bounded pool over the cores, each program in
   its own sandboxed process); the verdict fields ``passed``, ``status``, ``reason`` go

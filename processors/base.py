@@ -21,7 +21,7 @@ owns, for that family:
 
 Most of the work is the same for every family (transformers' processors are uniform
 enough); a family module overrides only what differs. Adding a family = one module with a
-subclass decorated by ``processors.family.register_adapter`` and its tiny builder (see
+subclass decorated by ``vlcohort.processors.family.register_adapter`` and its tiny builder (see
 README, "Adding a model family").
 
 Dimension letters (DESIGN.md): N sequences (B prompts x G rollouts), L tokens per
@@ -368,7 +368,7 @@ class Adapter:
         "put your final answer within \\boxed{}") ends the user turn.
         """
         if problem.images and not self.is_multimodal:
-            raise ProblemInputError.of("images_for_text_model", 
+            raise ProblemInputError.of("images_for_text_model",
                 f"problem {problem.id!r}: has {len(problem.images)} image(s) but {self.family} "
                 "is a text-only model. Use a vision-language model, or drop the images."
             )
@@ -674,7 +674,7 @@ def _interleave(problem: Problem, text: str, multimodal: bool) -> list[dict]:
     n_images = len(problem.images or [])
     marks = list(IMAGE_PLACEHOLDER.finditer(text))
     if marks and len(marks) != n_images:
-        raise ProblemInputError.of("placeholder_mismatch", 
+        raise ProblemInputError.of("placeholder_mismatch",
             f"problem {problem.id!r}: field 'text' has {len(marks)} image placeholder(s) "
             f"({', '.join(m.group(0) for m in marks)}) but 'images' holds {n_images}. "
             "Make them match, or remove the placeholders to put all images before the text."
@@ -683,7 +683,7 @@ def _interleave(problem: Problem, text: str, multimodal: bool) -> list[dict]:
         return [{"type": "image"} for _ in range(n_images)] + [{"type": "text", "text": text}]
     numbered = [m.group(1) for m in marks]
     if all(numbered) and sorted(int(n) for n in numbered) != list(range(1, n_images + 1)):
-        raise ProblemInputError.of("placeholder_mismatch", 
+        raise ProblemInputError.of("placeholder_mismatch",
             f"problem {problem.id!r}: numbered placeholders {numbered} do not cover "
             f"<image1>..<image{n_images}> exactly once each."
         )

@@ -3,13 +3,13 @@ one file in ``processors/`` (plus its test file).
 
 A family module ``processors/<family>.py`` holds
 
-- its :class:`~processors.base.Adapter` subclass(es), decorated with :func:`register_adapter`
+- its :class:`~vlcohort.processors.base.Adapter` subclass(es), decorated with :func:`register_adapter`
   (the registry's key is the class's ``model_types``);
 - its tiny builder(s), decorated with :func:`tiny_builder`, each naming its ``tiny:<name>``
   spec, the ``model_type`` the built checkpoint has, and the family's declared test facts
   (:class:`FamilyFacts`), which the shared adapter tests are driven by.
 
-``processors.registry`` imports every module of the package (no list to edit), so writing
+``vlcohort.processors.registry`` imports every module of the package (no list to edit), so writing
 the module is registering it. Nothing here imports torch or transformers.
 """
 

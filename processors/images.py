@@ -85,13 +85,13 @@ def open_image(src: Any, *, problem_id: str, index: int, limits: ImageLimits = I
         if not path.is_absolute() and base_dir is not None:
             path = Path(base_dir) / path
         if not path.is_file():
-            raise ImageInputError.of("image_not_found", 
+            raise ImageInputError.of("image_not_found",
                 f"{where}: image file not found: {path}. Check the path (relative paths are "
                 f"resolved against the data file's folder) or drop the record."
             )
         image = _open_lazily(path, where, f"image file {path}", limits)
     else:
-        raise ImageInputError.of("image_unsupported_type", 
+        raise ImageInputError.of("image_unsupported_type",
             f"{where}: unsupported image type {type(src).__name__}; give a path, bytes, a PIL "
             "image or a {'bytes': ..., 'path': ...} dict."
         )
@@ -117,7 +117,7 @@ def _open_lazily(fp, where: str, what: str, limits: ImageLimits) -> Image.Image:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             return Image.open(fp)
     except Image.DecompressionBombError as e:
-        raise ImageInputError.of("image_too_large", 
+        raise ImageInputError.of("image_too_large",
             f"{where}: {what} declares more pixels than the decompression-bomb guard allows "
             f"({e}). Downscale it, or raise `max_source_pixels` if it is genuine."
         ) from e
@@ -129,13 +129,13 @@ def _open_lazily(fp, where: str, what: str, limits: ImageLimits) -> Image.Image:
 def _check_size(image: Image.Image, where: str, limits: ImageLimits) -> None:
     w, h = image.size
     if w * h > limits.max_source_pixels:
-        raise ImageInputError.of("image_too_large", 
+        raise ImageInputError.of("image_too_large",
             f"{where}: image is {w}x{h} = {w * h:,} pixels, over the budget of "
             f"{limits.max_source_pixels:,} (decompression-bomb guard). Downscale it, or raise "
             "`max_source_pixels` in the model's image settings if it is genuine."
         )
     if min(w, h) < limits.min_side:
-        raise ImageInputError.of("image_too_small", 
+        raise ImageInputError.of("image_too_small",
             f"{where}: image is {w}x{h}, smaller than {limits.min_side} px on a side; it is "
             "almost certainly a broken export. Fix or drop the record."
         )

@@ -42,6 +42,7 @@ import torch
 from .base import DEFAULT_SYSTEM_PROMPT, Adapter, PromptBatch
 from .family import FamilyFacts, register_adapter, tiny_builder
 
+
 def supported_grids(max_tiles: int) -> list[tuple[int, int]]:
     """The tile grids (rows, cols) with rows x cols <= ``max_tiles``, in Mllama's order
     (the order ``aspect_ratio_ids`` index and canvas ties are broken in)."""

@@ -23,7 +23,7 @@ The shrinking rules are keyed by config names, not by family, so any checkpoint 
 config uses the common names shrinks; Qwen2.5-VL-7B-Instruct is the one the tests run.
 With hidden size 64 a 152,064-token vocabulary costs 39 MB per embedding matrix in fp32.
 
-Built folders are cached like the tiny models (``processors.tiny.cache_root()``, written
+Built folders are cached like the tiny models (``vlcohort.processors.tiny.cache_root()``, written
 atomically), keyed by the published files' bytes, the seed, the transformers version and
 the text of this module and of ``processors/tiny.py``.
 """
@@ -187,7 +187,7 @@ def published_model_path(published: str | os.PathLike, seed: int = 0,
                          cache_dir: str | os.PathLike | None = None) -> Path:
     """Build (or reuse) the tiny checkpoint with ``published``'s processor and return its
     folder, ``<cache>/published/<folder name>-s<seed>-<key>``. Written atomically (built in
-    a temporary sibling, then renamed), as :func:`processors.tiny.tiny_model_path` does."""
+    a temporary sibling, then renamed), as :func:`vlcohort.processors.tiny.tiny_model_path` does."""
     published = Path(published)
     if not (published / "config.json").is_file():
         raise FileNotFoundError(f"{published}: no config.json; give the folder of a published "

@@ -74,7 +74,7 @@ class Qwen2_5_VLAdapter(Adapter):
 
         w, h = image.size
         if max(w, h) / min(w, h) > MAX_RATIO:
-            raise ImageInputError.of("image_aspect_ratio", 
+            raise ImageInputError.of("image_aspect_ratio",
                 f"problem {problem_id!r}, images[{index}]: aspect ratio {max(w, h) / min(w, h):.0f}"
                 f" is over {MAX_RATIO}, which {self.family} refuses (qwen-vl-utils rule). Pad or "
                 "crop the image, or drop the record."

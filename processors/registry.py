@@ -4,8 +4,8 @@
 ``adapter_for("Qwen/Qwen2.5-VL-3B-Instruct")`` (hub id, when the hub is reachable) all
 read the checkpoint's ``config.json`` and pick the adapter registered for its
 ``model_type``. To add a family: write ``processors/<family>.py`` with an
-:class:`~processors.base.Adapter` subclass decorated with
-:func:`~processors.family.register_adapter` (and its tiny builder, ``@tiny_builder``):
+:class:`~vlcohort.processors.base.Adapter` subclass decorated with
+:func:`~vlcohort.processors.family.register_adapter` (and its tiny builder, ``@tiny_builder``):
 :func:`discover_families` imports the module, so nothing here changes.
 """
 
@@ -16,11 +16,10 @@ import os
 from pathlib import Path
 
 from .base import Adapter, AdapterOptions
+from .family import ADAPTERS, CAUSAL_LM_FALLBACK  # noqa: F401 - re-exported public names
+from .family import register_adapter as register  # noqa: F401 - re-exported public name
 from .gguf import GGUFError, gguf_checkpoint, is_gguf_spec, looks_like_gguf_file
 from .tiny import is_tiny_spec, tiny_model_path
-
-from .family import (ADAPTERS, CAUSAL_LM_FALLBACK,  # noqa: F401 - the public names
-                     register_adapter as register)
 
 
 class UnknownFamilyError(ValueError):

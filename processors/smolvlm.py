@@ -17,11 +17,13 @@ from pathlib import Path
 from .family import FamilyFacts, register_adapter, tiny_builder
 from .idefics3 import (
     IMAGE_TOKEN_CASES,
-    SPECIALS as IDEFICS3_SPECIALS,
     TINY_SEQ_LEN,
     Idefics3Adapter,
     save_tiny,
     tiny_parts,
+)
+from .idefics3 import (
+    SPECIALS as IDEFICS3_SPECIALS,
 )
 
 INSTALL = "pip install num2words  (or: pip install 'vlcohort[smolvlm]')"

@@ -22,7 +22,7 @@ Why tiny models are shaped as they are:
   tokenizer / processor so that ``apply_chat_template`` renders the real turn structure.
 
 Each family's builder lives in its own module (``processors/<family>.py``, decorated with
-``processors.family.tiny_builder``); this module holds what they share: the tokenizer
+``vlcohort.processors.family.tiny_builder``); this module holds what they share: the tokenizer
 trainers, the corpus, chat templates and special tokens used by several families or by
 ``bench/``, the cache and :func:`sharpen`.
 
@@ -40,6 +40,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
 from .family import TINY_BUILDERS, TinySpec
 
 TINY_PREFIX = "tiny:"
@@ -120,10 +121,9 @@ def train_byte_level_bpe(special_tokens: list[str], named: dict | None = None, v
 
     Public: ``bench/gpu_step.py`` trains its full-size-vocabulary tokenizers with it.
     """
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
-    from tokenizers import Regex
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
@@ -214,7 +214,7 @@ INTERNVL_SPECIALS = ["<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONT
 
 
 #: tiny name -> spec: every family module's ``@tiny_builder`` (registered when
-#: :mod:`processors.registry` imports the family modules).
+#: :mod:`vlcohort.processors.registry` imports the family modules).
 TINY_MODELS: dict[str, TinySpec] = TINY_BUILDERS
 
 
@@ -248,7 +248,7 @@ def tiny_model_path(spec: str, seed: int = 0, cache_dir: str | os.PathLike | Non
     """
     import transformers
 
-    # (the family modules' builders are registered: importing processors.tiny first runs
+    # (the family modules' builders are registered: importing vlcohort.processors.tiny first runs
     # the package's __init__, whose registry import discovers the family modules)
     name = spec[len(TINY_PREFIX):] if is_tiny_spec(spec) else spec
     if name not in TINY_MODELS:

@@ -118,8 +118,7 @@ def vllm_env(vllm_device):
         e.close()
     engines.clear()
     try:
-        from vllm.distributed.parallel_state import (destroy_distributed_environment,
-                                                     destroy_model_parallel)
+        from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
 
         destroy_model_parallel()
         destroy_distributed_environment()

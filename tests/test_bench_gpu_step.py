@@ -28,8 +28,12 @@ def bench():
 def test_full_size_configs_are_the_published_models(bench):
     """Built on the meta device (no memory): Qwen2.5-VL-3B-Instruct has 3,754,622,976
     parameters (its model card: 3.75 B); InternVL3.5-2B 2.35 B = 0.3 B vision + 2.0 B text."""
-    from transformers import (InternVLConfig, InternVLForConditionalGeneration,
-                              Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration)
+    from transformers import (
+        InternVLConfig,
+        InternVLForConditionalGeneration,
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+    )
 
     q, i = bench.QWEN2_5_VL_3B, bench.INTERNVL3_5_2B
     with torch.device("meta"):
@@ -59,7 +63,7 @@ def test_flop_count_is_the_documented_formula(bench):
 
 
 def test_padded_tokenizer_decodes_every_id():
-    from processors.tiny import QWEN_VL_SPECIALS, train_byte_level_bpe
+    from vlcohort.processors.tiny import QWEN_VL_SPECIALS, train_byte_level_bpe
 
     tok = train_byte_level_bpe(["<|endoftext|>"] + QWEN_VL_SPECIALS, pad_to=4096)
     assert len(tok) == 4096 and len(set(tok.get_vocab().values())) == 4096

@@ -148,11 +148,11 @@ def test_a_folder_held_by_a_live_run_is_refused(tmp_path, capsys):
     import subprocess
     import sys
 
-    from vlcohort.recipes import runlock
+    from vlcohort import runlock
 
     run = tmp_path / "run"
     live = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from vlcohort.recipes import runlock; "
+        [sys.executable, "-c", "import sys, time; from vlcohort import runlock; "
          "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(120)", str(run)],
         stdout=subprocess.PIPE, text=True)
     try:

@@ -89,7 +89,7 @@ def test_plot_still_writes_a_good_out(run1, tmp_path, capsys):
 
 
 def test_tiny_unknown_name_lists_the_known_ones(capsys):
-    from processors.tiny import TINY_MODELS
+    from vlcohort.processors.tiny import TINY_MODELS
 
     assert main(["tiny", "nope"]) == 2
     line = _error_line(capsys)

@@ -14,9 +14,15 @@ import time
 import pytest
 
 from vlcohort.code.blocks import code_blocks, final_code_block, program_of
-from vlcohort.code.checks import (CodeTests, Verdict, check_many, check_program,
-                                  humaneval_program, split_statements,
-                                  stdin_output_matches)
+from vlcohort.code.checks import (
+    CodeTests,
+    Verdict,
+    check_many,
+    check_program,
+    humaneval_program,
+    split_statements,
+    stdin_output_matches,
+)
 from vlcohort.code.equivalence import assert_calls, behaviour_key, behaviour_keys
 from vlcohort.code.passk import mean_pass_at_k, pass_at_k
 from vlcohort.code.sandbox import Limits

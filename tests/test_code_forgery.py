@@ -442,8 +442,7 @@ def _problem(pid: str, tests: CodeTests) -> Problem:
 def test_forgeries_earn_no_training_reward():
     """The ground_truth reward with answer_kind=code, called as a training step calls it:
     behaviour keys for the vote, then the verdicts of each prompt's completions."""
-    from vlcohort.training.rewards import (CODE_KEYS, RewardInputs, code_keys_all, reward_of,
-                                           vote_all)
+    from vlcohort.training.rewards import CODE_KEYS, RewardInputs, code_keys_all, reward_of, vote_all
 
     attacks = ["frame_walk_to_emit", "gc_nonce_to_proc_self_fd", "patch_exec_define_check",
                "globals_nonce_to_guessed_fds"]

@@ -16,14 +16,20 @@ import json
 import pytest
 import torch
 
-from vlcohort.analysis.metrics import documented, read_metrics
 from vlcohort.cli import main
 from vlcohort.config import load_config
 from vlcohort.data.problems import Problem, load_problems_from
+from vlcohort.monitoring.metrics import documented, read_metrics
 from vlcohort.rollout.base import Rollouts
 from vlcohort.training import rewards
-from vlcohort.training.rewards import (CODE_KEYS, CodeProblemError, RewardInputs, code_keys_all,
-                                       reward_of, vote_all)
+from vlcohort.training.rewards import (
+    CODE_KEYS,
+    CodeProblemError,
+    RewardInputs,
+    code_keys_all,
+    reward_of,
+    vote_all,
+)
 from vlcohort.typed_yaml import ConfigError
 
 # ----------------------------------------------------------------------- the prompt

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from vlcohort.typed_yaml import ConfigError
 from vlcohort.config import (
     default_config,
     derived_totals,
@@ -13,6 +12,7 @@ from vlcohort.config import (
     load_config,
     save_resolved,
 )
+from vlcohort.typed_yaml import ConfigError
 
 
 def test_default_is_a_two_family_cohort():
@@ -113,8 +113,8 @@ def test_agent_options_are_the_adapters_own_type():
     ``vlcohort config --fields``, and the adapter gets a plain copy of them."""
     import dataclasses
 
-    from processors import AdapterOptions, ImageLimits
     from vlcohort.config import ModelConfig
+    from vlcohort.processors import AdapterOptions, ImageLimits
     from vlcohort.training.agent import adapter_options
 
     assert issubclass(ModelConfig, AdapterOptions)

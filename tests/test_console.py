@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from vlcohort import console
-from vlcohort.analysis.metrics import MetricsLogger, final_summary, read_metrics
 from vlcohort.config import load_config
+from vlcohort.monitoring.metrics import MetricsLogger, final_summary, read_metrics
 from vlcohort.recipes.arms import arm_status, arms_line, readable_records
 from vlcohort.recipes.driver import LOGGED_PROGRESS_LINES, Progress
 

@@ -53,8 +53,8 @@ def test_overlong_penalty_reaches_the_reward(tmp_path):
     """With L_cache = L_max = 16 and penalty 0.5 every completion of L tokens is charged
     0.5 x L / 16, so (ground-truth rewards, no format term, gold on every problem) the
     logged mean reward is acc - 0.5 x completion_len / 16."""
-    from vlcohort.analysis.metrics import read_metrics
     from vlcohort.cli import main
+    from vlcohort.monitoring.metrics import read_metrics
 
     run = tmp_path / "run"
     args = ["train", "method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2_5_vl'}]", *COMMON,
@@ -125,7 +125,7 @@ def test_dynamic_sampling_drops_flat_groups_and_refills_from_the_stream(tmp_path
     and every agent generates on the same prompts in every round (a peer vote needs its
     teacher's votes there)."""
     import vlcohort.recipes.step as step_mod
-    from vlcohort.analysis.metrics import documented
+    from vlcohort.monitoring.metrics import documented
     from vlcohort.recipes.cohort import setup
 
     B, cap = 2, 3

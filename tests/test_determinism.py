@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from vlcohort.analysis.metrics import read_metrics
 from vlcohort.cli import main
+from vlcohort.monitoring.metrics import read_metrics
 from vlcohort.training import checkpoint as ckpt
 
 from .test_train import FAST

@@ -19,9 +19,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from processors import adapter_for
-from processors.tiny import tiny_model_path
-from vlcohort.analysis.metrics import read_metrics
+from vlcohort.monitoring.metrics import read_metrics
+from vlcohort.processors import adapter_for
+from vlcohort.processors.tiny import tiny_model_path
 
 pytestmark = pytest.mark.distributed
 

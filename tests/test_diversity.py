@@ -11,11 +11,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vlcohort.cli import main
-from vlcohort.analysis.diversity import (AnswerSet, OutcomeTable, analyse, cohens_kappa, kappa_fraction,
-                                markdown_report, outcome_table, pair_measures, rank_key,
-                                same_answer)
+from vlcohort.analysis.diversity import (
+    AnswerSet,
+    OutcomeTable,
+    analyse,
+    cohens_kappa,
+    kappa_fraction,
+    markdown_report,
+    outcome_table,
+    pair_measures,
+    rank_key,
+    same_answer,
+)
 from vlcohort.answers.grading import get_grader
+from vlcohort.cli import main
 from vlcohort.data.problems import Problem
 
 GRADER = get_grader()

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from eval.runner import read_items
 from vlcohort.cli import main
+from vlcohort.eval.runner import read_items
 
 GSM8K = Path(__file__).parent / "data" / "real_gsm8k"  # golds 72, 10, 42
 ROOT = Path(__file__).resolve().parents[1]

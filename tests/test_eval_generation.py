@@ -19,13 +19,22 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from eval.benchmarks import BenchmarkError
-from eval.generation import (drop_truncated_tail, effective_dtype, generate_shard, length_order,
-                             merge_parts, plan_placement, prompt_tokens, read_resumable, shard,
-                             text_generator)
-from eval.runner import PROMPTS, EvalSettings
 from vlcohort.cli import main
 from vlcohort.data.problems import Problem
+from vlcohort.eval.datasets import BenchmarkError
+from vlcohort.eval.generation import (
+    drop_truncated_tail,
+    effective_dtype,
+    generate_shard,
+    length_order,
+    merge_parts,
+    plan_placement,
+    prompt_tokens,
+    read_resumable,
+    shard,
+    text_generator,
+)
+from vlcohort.eval.runner import PROMPTS, EvalSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ("the answer is of to in triangle circle square find x solve for y how many "
@@ -55,8 +64,8 @@ def cache_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def sharp_qwen2(tmp_path_factory, cache_dir) -> str:
     """A checkpoint folder: tiny:qwen2 with sharpened weights, written by save_pretrained."""
-    from processors import adapter_for
-    from processors.tiny import sharpen, tiny_model_path
+    from vlcohort.processors import adapter_for
+    from vlcohort.processors.tiny import sharpen, tiny_model_path
 
     folder = tmp_path_factory.mktemp("sharp") / "qwen2"
     shutil.copytree(tiny_model_path("tiny:qwen2", cache_dir=cache_dir / "tiny"), folder)
@@ -156,7 +165,7 @@ def test_cli_device_and_dtype_errors_come_before_the_model_loads(tmp_path, gsm8k
 def test_bfloat16_on_cpu_loads_in_bfloat16(sharp_qwen2):
     import torch
 
-    from eval.generation import _load
+    from vlcohort.eval.generation import _load
 
     adapter, model = _load(sharp_qwen2, plan_placement("hf", "cpu", "bfloat16", 1, []))
     assert next(model.parameters()).dtype == torch.bfloat16
@@ -177,9 +186,8 @@ def test_length_sorted_batches_give_the_same_greedy_texts(tmp_path, sharp_qwen2,
                                                           reference):
     """The same items through length-sorted batches: every greedy text as in input order,
     and batches really sorted (longest first), and the same items.jsonl, line for line."""
-    from processors import adapter_for
-
-    from eval.runner import load_all
+    from vlcohort.eval.runner import load_all
+    from vlcohort.processors import adapter_for
 
     data = load_all(["gsm8k"], gsm8k_dir, None)
     settings = EvalSettings([sharp_qwen2], ["gsm8k"], gsm8k_dir, tmp_path, max_new_tokens=6,
@@ -213,8 +221,8 @@ def test_unsorted_setting_batches_in_input_order(tmp_path, sharp_qwen2, gsm8k_di
     out = tmp_path / "o"
     settings = EvalSettings([sharp_qwen2], ["gsm8k"], gsm8k_dir, out, max_new_tokens=6,
                             batch_size=3, progress=False, device="cpu", length_sorted=False)
-    from eval.generation import run_generation
-    from eval.runner import load_all
+    from vlcohort.eval.generation import run_generation
+    from vlcohort.eval.runner import load_all
 
     out.mkdir()
     assert run_generation(settings, load_all(["gsm8k"], gsm8k_dir, None), out / "items.jsonl") == N_ITEMS

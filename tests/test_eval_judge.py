@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from eval.judge import JudgeError, LocalJudge, OpenAIJudge, make_judge
-from eval.official import mathverse, mathvista
-from eval.runner import prompt_sha256, read_items, rescore_items
 from vlcohort.cli import main
+from vlcohort.eval.judge import JudgeError, LocalJudge, OpenAIJudge, make_judge
+from vlcohort.eval.official import mathverse, mathvista
+from vlcohort.eval.runner import prompt_sha256, read_items, rescore_items
 
 # MathVerse Text-Only items 1-3 (gold D, C, A) and MathVista testmini pids 1-3 (float
 # 1.2, integer 1000, multiple choice 145°): hand-written replies, some right, some not
@@ -46,7 +46,7 @@ def _tiny_cache(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="session")
 def tiny_text_model(tmp_path_factory) -> Path:
     """The tiny:qwen2 folder in the same cache the autouse fixture points specs at."""
-    from processors.tiny import tiny_model_path
+    from vlcohort.processors.tiny import tiny_model_path
 
     return tiny_model_path("tiny:qwen2", cache_dir=tmp_path_factory.getbasetemp()
                            / "vlcohort-cache" / "tiny")
@@ -131,7 +131,7 @@ def test_local_tiny_judge_end_to_end_and_free_rescore(tmp_path, data_dir, capsys
 
 
 def _verse_problem(data_dir, pid):
-    from eval.benchmarks import load_benchmark
+    from vlcohort.eval.datasets import load_benchmark
 
     d = load_benchmark("mathverse", data_dir, need_images=False)
     return next(p for p in d.problems if p.id == pid)
@@ -290,7 +290,7 @@ def test_openai_compatible_server_judge(tmp_path, data_dir, openai_server, capsy
 
 
 def _vista(data_dir):
-    from eval.benchmarks import load_benchmark
+    from vlcohort.eval.datasets import load_benchmark
 
     return load_benchmark("mathvista", data_dir, need_images=False).problems
 
@@ -509,7 +509,7 @@ def test_a_huge_reply_is_refused_and_memory_stays_bounded(raw_server, tmp_path):
     declared = raw_server(lambda c, r, s: _endless(c, s, 300 * 2**20 + 50))
     undeclared = raw_server(lambda c, r, s: _endless(c, s, None))
     script = ("import resource, sys\n"
-              "from eval.judge import OpenAIJudge, JudgeError\n"
+              "from vlcohort.eval.judge import OpenAIJudge, JudgeError\n"
               "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024\n"
               "before = peak()  # the imports (torch among them) are not the reply's\n"
               "j = OpenAIJudge(sys.argv[1], 'm', retries=0, timeout_s=60)\n"

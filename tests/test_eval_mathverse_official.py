@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from eval.benchmarks import load_benchmark
-from eval.official import JudgeNeeded, official_verdict
-from eval.official import mathverse as mv
-from eval.runner import markdown_table, score_record, score_responses
 from vlcohort.answers.grading import get_grader
+from vlcohort.eval.datasets import load_benchmark
+from vlcohort.eval.official import JudgeNeeded, official_verdict
+from vlcohort.eval.official import mathverse as mv
+from vlcohort.eval.runner import markdown_table, score_record, score_responses
 
 MIRROR = Path("/work/.mirror/ZrrSkywalker+MathVerse/repo")
 

@@ -2,7 +2,7 @@
 from mathllm/MATH-V ``evaluation/evaluate.py`` and ``evaluation/utils.py``.
 
 Two LaTeX-value paths: ``official`` (the official parser, latex2sympy2 1.9.1 on ANTLR 4.7.2,
-in its own venv behind a worker: ``python -m eval.official.mathvision_env --build``) and
+in its own venv behind a worker: ``python -m vlcohort.eval.official.mathvision_env --build``) and
 ``approx`` (the in-process latex2sympy2_extended). The replay tests check both against
 published verdicts (``tests/data/mathvision_official_replay.jsonl``, see its README).
 """
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from eval.benchmarks import load_benchmark
-from eval.official import mathvision as mv
-from eval.official import mathvision_env as env
-from eval.scoring import mathvision_correct, mathvision_extract, mathvision_is_equal
 from vlcohort.cli import main
 from vlcohort.data.problems import Problem
+from vlcohort.eval.datasets import load_benchmark
+from vlcohort.eval.official import mathvision as mv
+from vlcohort.eval.official import mathvision_env as env
+from vlcohort.eval.scoring import mathvision_correct, mathvision_extract, mathvision_is_equal
 
 OPTS = ["1", "2", "3", "4", "5"]
 REPLAY = Path(__file__).parent / "data" / "mathvision_official_replay.jsonl"
@@ -285,8 +285,8 @@ def test_score_cli_official_vs_vlcohort(tmp_path, capsys):
 
 
 def test_official_maj_is_the_most_common_official_answer(tmp_path):
-    from eval.runner import score_record, summarize
     from vlcohort.answers.grading import get_grader
+    from vlcohort.eval.runner import score_record, summarize
 
     row = {"id": "1", "question": "<image1> Which?", "options": OPTS, "image": "i.jpg",
            "answer": "C", "level": 1, "subject": "arithmetic"}

@@ -12,13 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from eval.benchmarks import BenchmarkError, load_benchmark
-from eval.official import JudgeNeeded, official_verdict
-from eval.official.mathvista import (DEMO_PROMPT, extraction_prompt, mathvista_correct,
-                                     mathvista_normalize, quick_extraction, report, verdict)
-from eval.runner import prompt_view, score_record
 from vlcohort.answers.grading import get_grader
 from vlcohort.data.problems import Problem
+from vlcohort.eval.datasets import BenchmarkError, load_benchmark
+from vlcohort.eval.official import JudgeNeeded, official_verdict
+from vlcohort.eval.official.mathvista import (
+    DEMO_PROMPT,
+    extraction_prompt,
+    mathvista_correct,
+    mathvista_normalize,
+    quick_extraction,
+    report,
+    verdict,
+)
+from vlcohort.eval.runner import prompt_view, score_record
 
 REPLAY = Path(__file__).parent / "data" / "mathvista_official_replay.jsonl"
 #: sha256 of lupantech/MathVista @ 53d5258 evaluation/prompts/ext_ans.py ``demo_prompt``

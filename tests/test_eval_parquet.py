@@ -25,8 +25,8 @@ import datasets
 import pytest
 from PIL import Image
 
-from eval.benchmarks import find_benchmark_file, image_refs, load_benchmark
 from vlcohort.cli import main
+from vlcohort.eval.datasets import image_refs, load_benchmark
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +60,7 @@ def _mathvista_rows(n=3, split="testmini"):
                           "context": "synthetic scene", "grade": "elementary school",
                           "img_height": 24, "img_width": 32, "language": "english",
                           "skills": ["numeric commonsense"], "source": "x", "split": split},
-             "query": f"Hint: ...\nQuestion: What colour is it?\nChoices:\n(A) red\n(B) blue\n(C) green"}
+             "query": "Hint: ...\nQuestion: What colour is it?\nChoices:\n(A) red\n(B) blue\n(C) green"}
             for i in range(n)]
 
 

@@ -27,7 +27,7 @@ def _bench_dir(tmp_path):
              for i, c in enumerate(["red", "blue", "green"])}
     vista["9"] = {**vista["0"], "pid": "9", "image": "images/missing.png"}
     (d / "mathvista_testmini.json").write_text(json.dumps(vista))
-    rows = [{"id": str(i), "question": f"How many sides? <image1>", "options": [],
+    rows = [{"id": str(i), "question": "How many sides? <image1>", "options": [],
              "image": f"images/{i}.png", "answer": "4", "level": 1, "subject": "counting"}
             for i in range(2)]
     (d / "mathvision_testmini.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
@@ -81,9 +81,9 @@ def test_score_saved_responses(tmp_path, capsys):
 
 
 def test_cli_prompt_styles_match_runner():
-    from eval.cli import ANSWER_STYLES, PROMPT_STYLES
-    from eval.runner import PROMPTS
     from vlcohort.answers.extract import STYLES
+    from vlcohort.eval.cli import ANSWER_STYLES, PROMPT_STYLES
+    from vlcohort.eval.runner import PROMPTS
 
     assert tuple(PROMPTS) == PROMPT_STYLES
     assert ANSWER_STYLES == STYLES

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import ast
 import json
-
 import random
 
 import pytest
 from Levenshtein import distance as levenshtein
 
-from eval.scoring import group_accuracy, mathvista_correct, mathvista_normalize, wemath_metrics
+from vlcohort.eval.scoring import group_accuracy, mathvista_correct, mathvista_normalize, wemath_metrics
 
 
 def _choices(row):

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from eval.benchmarks import BenchmarkError, gsm8k_gold, load_benchmark
-from eval.runner import summarize
 from vlcohort.cli import main
+from vlcohort.eval.datasets import BenchmarkError, gsm8k_gold, load_benchmark
+from vlcohort.eval.runner import summarize
 
 GSM8K_ROWS = [
     {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as "
@@ -106,8 +106,8 @@ def test_math500_scored_per_subject_and_level(tmp_path):
     responses = {"test/precalculus/807.json": "\\boxed{(3, \\frac{\\pi}{2})}",
                  "test/algebra/2036.json": "so \\boxed{26000}",
                  "test/prealgebra/1747.json": "\\boxed{8/20}"}
-    from eval.runner import score_record
     from vlcohort.answers.grading import get_grader
+    from vlcohort.eval.runner import score_record
 
     g = get_grader()
     recs = [{"benchmark": "math500", "id": p.id, "model": "m", "sample": 0,
@@ -146,7 +146,7 @@ def test_eval_gsm8k_end_to_end_text_model(tmp_path, capsys):
 def test_cli_default_is_the_four_vlm_benchmarks():
     import argparse
 
-    from eval.cli import add_arguments
+    from vlcohort.eval.cli import add_arguments
 
     p = argparse.ArgumentParser()
     add_arguments(p)

@@ -10,10 +10,10 @@ import random
 
 import pytest
 
-from eval.benchmarks import load_benchmark
-from eval.official import official_verdict
-from eval.official.wemath import report, wemath_extract, wemath_metrics
-from eval.runner import markdown_table, score_responses
+from vlcohort.eval.datasets import load_benchmark
+from vlcohort.eval.official import official_verdict
+from vlcohort.eval.official.wemath import report, wemath_extract, wemath_metrics
+from vlcohort.eval.runner import markdown_table, score_responses
 
 
 def _template(letter: str) -> str:

@@ -13,9 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vlcohort.analysis.metrics import read_metrics
 from vlcohort.cli import main
 from vlcohort.config import load_config
+from vlcohort.monitoring.metrics import read_metrics
 
 from .test_train import FAST
 
@@ -57,8 +57,8 @@ def _answers_like_the_policy(run, name: str, out) -> None:
     the export generates with none, from its generation_config.json alone."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from processors import adapter_for
     from vlcohort.data.sources import load_problems
+    from vlcohort.processors import adapter_for
     from vlcohort.training.agent import build_agent
 
     cfg = load_config(run / "config.yaml")
@@ -105,7 +105,7 @@ def test_lora_agent_exports_merged_and_answers_like_the_policy(run, tmp_path, ca
     assert "adapter_config.json" not in names and "trainer_state.pt" not in names
     weights = load_file(out / "model.safetensors")
     assert not [k for k in weights if "lora" in k or "base_layer" in k]
-    from processors.tiny import tiny_model_path
+    from vlcohort.processors.tiny import tiny_model_path
 
     base = load_file(tiny_model_path("tiny:qwen2_5_vl") / "model.safetensors")
     assert weights.keys() == base.keys()
@@ -129,7 +129,7 @@ def test_plain_agent_exports_and_answers_like_the_policy(run, tmp_path):
     out = tmp_path / "A"
     assert main(["export", str(run), "--agent", "A", "--out", str(out), "--step", "1"]) == 0
     gen = json.loads((out / "generation_config.json").read_text())
-    from processors import adapter_for
+    from vlcohort.processors import adapter_for
 
     trained = adapter_for(run / "checkpoints/step-1/A")
     eos = gen["eos_token_id"] if isinstance(gen["eos_token_id"], list) else [gen["eos_token_id"]]

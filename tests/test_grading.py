@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eval.benchmarks import split_semicolon_options
 from vlcohort.answers import grading, symbolic
 from vlcohort.answers.grading import (
     DEFAULT_TIMEOUT_S,
@@ -27,6 +26,7 @@ from vlcohort.answers.grading import (
     get_grader,
     is_equivalent,
 )
+from vlcohort.eval.datasets import split_semicolon_options
 
 DEGREES = ["135°", "140°", "145°", "150°"]
 
@@ -446,7 +446,7 @@ def test_imports_point_down_and_never_to_models(module, allowed):
             imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module or "")
-    assert not {m for m in imported if m.split(".")[0] in {"torch", "transformers", "vllm", "processors"}}
+    assert not {m for m in imported if m.split(".")[0] in {"torch", "transformers", "vllm", "vlcohort.processors"}}
     assert {m for m in imported if m.startswith("vlcohort")} <= allowed
 
 

@@ -18,21 +18,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from processors import adapter_for, tiny_model_path
-from processors.tiny import sharpen
-from vlcohort.training import grpo
-from vlcohort.training.agent import build_agent
-from vlcohort.training.update import token_stats, update_agent
 from vlcohort.cli import main
 from vlcohort.config import load_config
-from vlcohort.typed_yaml import ConfigError
-from vlcohort.analysis.metrics import documented, read_metrics
 from vlcohort.data.problems import Problem
-from vlcohort.rollout.base import SamplingParams
-from vlcohort.training.rewards import intrinsic_rewards, intrinsic_scored
-from vlcohort.training.logprobs import completion_logprobs, completion_token_stats
 from vlcohort.data.synthetic import make_dataset
-
+from vlcohort.monitoring.metrics import documented, read_metrics
+from vlcohort.processors import adapter_for, tiny_model_path
+from vlcohort.processors.tiny import sharpen
+from vlcohort.rollout.base import SamplingParams
+from vlcohort.training import grpo
+from vlcohort.training.agent import build_agent
+from vlcohort.training.logprobs import completion_logprobs, completion_token_stats
+from vlcohort.training.rewards import intrinsic_rewards, intrinsic_scored
+from vlcohort.training.update import token_stats, update_agent
+from vlcohort.typed_yaml import ConfigError
 
 
 def _fast_overrides() -> list[str]:

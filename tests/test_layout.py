@@ -13,7 +13,7 @@ def family_name_pattern() -> re.Pattern:
     """The stems of every registered family's ``model_type`` and ``tiny:`` spec name (the
     leading letters: ``qwen2_5_vl`` -> ``qwen``, ``llava_onevision`` -> ``llava``), so a
     new family module extends the check without an edit here."""
-    from processors.family import ADAPTERS, TINY_BUILDERS
+    from vlcohort.processors.family import ADAPTERS, TINY_BUILDERS
 
     names = {*ADAPTERS, *TINY_BUILDERS}
     stems = {m.group(0) for n in names if (m := re.match(r"[a-z]{3,}", n.lower()))}
@@ -22,7 +22,7 @@ def family_name_pattern() -> re.Pattern:
 
 def test_family_name_pattern_covers_the_registry():
     pattern = family_name_pattern()
-    from processors.family import ADAPTERS, TINY_BUILDERS
+    from vlcohort.processors.family import ADAPTERS, TINY_BUILDERS
 
     for name in (*ADAPTERS, *TINY_BUILDERS):
         assert pattern.search(name), name
@@ -43,7 +43,7 @@ def test_no_family_names_in_the_core():
 def test_processors_import_nothing_from_the_core_but_the_problem_record():
     """processors/ may use the plain Problem record, nothing else of vlcohort/."""
     bad = []
-    for path in sorted((ROOT / "processors").rglob("*.py")):
+    for path in sorted((ROOT / "vlcohort.processors").rglob("*.py")):
         for i, line in enumerate(path.read_text().splitlines(), 1):
             m = re.match(r"\s*(from|import)\s+vlcohort(\.\w+)*", line)
             if m and not line.strip().startswith("from vlcohort.data.problems import"):
@@ -52,7 +52,7 @@ def test_processors_import_nothing_from_the_core_but_the_problem_record():
 
 
 def test_no_trust_remote_code_true_hard_coded():
-    hits = [str(p) for d in ("vlcohort", "processors", "eval") for p in (ROOT / d).rglob("*.py")
+    hits = [str(p) for d in ("vlcohort", "vlcohort.processors", "eval") for p in (ROOT / d).rglob("*.py")
             if re.search(r"trust_remote_code\s*=\s*True", p.read_text())]
     assert not hits, hits
 
@@ -60,7 +60,7 @@ def test_no_trust_remote_code_true_hard_coded():
 def test_readme_lists_every_metric_and_method():
     """README tables stay true to the code: every documented metric key and every method."""
     from vlcohort.config_checks import METHOD_SOURCES
-    from vlcohort.analysis.metrics import METRIC_DOCS
+    from vlcohort.monitoring.metrics import METRIC_DOCS
 
     readme = (ROOT / "README.md").read_text()
     missing = [k for k in METRIC_DOCS if f"`{k}`" not in readme]
@@ -71,11 +71,27 @@ def test_readme_lists_every_metric_and_method():
 # ----------------------------------------------------------------------------- import graph
 
 SHIPPED = ("vlcohort", "processors", "eval")
+#: Top-level folders that install inside the vlcohort namespace (pyproject's package-dir).
+MAPPED = {"processors": "vlcohort.processors", "eval": "vlcohort.eval"}
 
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts[:1] = MAPPED.get(parts[0], parts[0]).split(".")
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_the_wheel_lists_every_package_under_one_import_name():
+    """Every folder with an ``__init__.py`` under the shipped folders is a package in
+    pyproject's list, named inside ``vlcohort`` (no generic top-level import name such as
+    ``eval`` or ``processors`` is installed), and the list names nothing else."""
+    import tomllib
+
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {_module_name(p) for d in SHIPPED for p in (ROOT / d).rglob("__init__.py")}
+    assert set(tool["packages"]) == on_disk
+    assert all(p == "vlcohort" or p.startswith("vlcohort.") for p in tool["packages"])
+    assert tool["package-dir"] == {v: k for k, v in MAPPED.items()}
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -192,14 +208,14 @@ def test_import_graph_helpers_see_every_kind_of_import(tmp_path):
     graph = import_graph()
     assert "vlcohort.rollout.hf" in graph["vlcohort.rollout.engines"]  # inside make_engine
     assert "vlcohort.config" not in graph["vlcohort.config_checks"]  # annotations only
-    assert "processors.base" in graph["processors"]  # from .base import ...
+    assert "vlcohort.processors.base" in graph["vlcohort.processors"]  # from .base import ...
     assert "vlcohort.training.grpo" in graph["vlcohort.config_checks"]  # from pkg import grpo
     assert import_cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1, "d": 1}, "d": {}}) == \
         [(["a", "b", "c", "a"], ["a", "b", "c"])]
 
 
 def test_no_import_cycles():
-    """Imports point one way (DESIGN.md): no module of vlcohort/, processors/ or eval/
+    """Imports point one way (docs/design.md): no module of vlcohort/, processors/ or eval/
     imports, directly or through others, a module that imports it back."""
     graph = import_graph()
     cycles = import_cycles(graph)

@@ -11,9 +11,13 @@ import math
 import pytest
 import torch
 
-from processors.base import Adapter, AdapterOptions, TrainingBatch
-from vlcohort.training.logprobs import (CompletionStats, completion_logprobs,
-                                        completion_token_stats, distribution_stats)
+from vlcohort.processors.base import Adapter, AdapterOptions, TrainingBatch
+from vlcohort.training.logprobs import (
+    CompletionStats,
+    completion_logprobs,
+    completion_token_stats,
+    distribution_stats,
+)
 
 V, H = 11, 6  # vocabulary, hidden size
 

@@ -13,11 +13,11 @@ import sys
 import pytest
 from PIL import Image
 
-from processors import ProblemInputError, adapter_for
-from vlcohort.analysis.metrics import read_metrics
 from vlcohort.cli import main
 from vlcohort.config import load_config
 from vlcohort.data.problems import Problem
+from vlcohort.monitoring.metrics import read_metrics
+from vlcohort.processors import ProblemInputError, adapter_for
 from vlcohort.typed_yaml import ConfigError
 
 #: Address-space limit of the training run below. The same run without the long record

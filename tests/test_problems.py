@@ -9,8 +9,15 @@ import json
 import pytest
 from PIL import Image
 
-from vlcohort.data.problems import (DataError, LoadReport, PRESETS, Columns, answer_from_solution,
-                               load_problems_from, parse_options_field, split_options)
+from vlcohort.data.problems import (
+    PRESETS,
+    Columns,
+    DataError,
+    answer_from_solution,
+    load_problems_from,
+    parse_options_field,
+    split_options,
+)
 from vlcohort.data.views import attach_views, load_rewrites, view_of
 
 
@@ -28,7 +35,8 @@ def write_png(path, colour=(0, 128, 0)):
 
 def image_dataset(rows: dict, image_cols: dict):
     """A datasets.Dataset with HF Image features, as hub parquet files carry them."""
-    from datasets import Dataset, Features, Image as HFImage, List, Value
+    from datasets import Dataset, Features, List, Value
+    from datasets import Image as HFImage
 
     feats = {}
     for k, v in rows.items():
@@ -105,7 +113,7 @@ def test_open_r1_jsonl_with_relative_paths(tmp_path):
     assert [p.gold for p in problems] == ["green", "\\frac{1}{2}"]
     assert problems[0].images == ["img/a.png"]
 
-    from processors.images import open_image
+    from vlcohort.processors.images import open_image
     img = open_image(problems[0].images[0], problem_id="p", index=0,
                      base_dir=problems[0].meta["base_dir"])
     assert img.size == (12, 10)
@@ -200,7 +208,7 @@ def test_every_bad_record_reason_is_counted(tmp_path):
     problems, report = load_problems_from(str(path))
     assert "missing_answer" not in report.skipped and len(problems) == 3
 
-    from processors.images import ProblemInputError, open_image
+    from vlcohort.processors.images import ProblemInputError, open_image
     with pytest.raises(ProblemInputError) as e:
         open_image(problems[-1].images[0], problem_id="cut", index=0)
     assert e.value.reason.startswith("image_")
@@ -264,7 +272,7 @@ def test_train_runs_on_a_local_parquet(tmp_path, monkeypatch, tmp_path_factory, 
     """``vlcohort train`` on an MMR1-layout parquet with one broken record and a view."""
     monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
     from vlcohort.cli import main
-    from vlcohort.analysis.metrics import read_metrics
+    from vlcohort.monitoring.metrics import read_metrics
 
     colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]
     n = 6
@@ -272,7 +280,7 @@ def test_train_runs_on_a_local_parquet(tmp_path, monkeypatch, tmp_path_factory, 
         "id": [f"p{i}" for i in range(n)] + ["p0"],
         "images": [[{"bytes": png_bytes(colours[i % 4], (28, 28)), "path": None}]
                    for i in range(n)] + [[{"bytes": png_bytes(), "path": None}]],
-        "problem": [f"What colour is the image?\nChoices:\nA: red\nB: green\nC: blue\nD: yellow"
+        "problem": ["What colour is the image?\nChoices:\nA: red\nB: green\nC: blue\nD: yellow"
                     for _ in range(n + 1)],
         "alt": ["Name the colour shown." for _ in range(n + 1)],
         "answer": ["ABCD"[i % 4] for i in range(n)] + ["A"]}, {"images": "list"})
@@ -341,8 +349,8 @@ def test_math_preset_and_where_filter(tmp_path):
 def test_where_reaches_the_loader_from_the_config(tmp_path):
     """``data.where`` in a config is what ``train.load_problems`` filters by."""
     from vlcohort.config import load_config
-    from vlcohort.typed_yaml import ConfigError
     from vlcohort.data.sources import load_problems
+    from vlcohort.typed_yaml import ConfigError
 
     path = tmp_path / "math.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in MATH_ROWS))

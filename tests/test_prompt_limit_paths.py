@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from vlcohort.analysis.evaluate import accuracy_by_task
 from vlcohort.answers.grading import get_grader
 from vlcohort.config import load_config
 from vlcohort.data.problems import Problem
+from vlcohort.monitoring.heldout import accuracy_by_task
 from vlcohort.recipes import selfplay as sp
 
 LIMIT = 120

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from processors import adapter_for
-from processors.tiny import tiny_model_path
 from vlcohort.data.problems import Problem
+from vlcohort.processors import adapter_for
+from vlcohort.processors.tiny import tiny_model_path
 from vlcohort.rollout.base import SamplingParams
 from vlcohort.rollout.hf import HFEngine
 from vlcohort.training.logprobs import completion_logprobs

@@ -29,17 +29,27 @@ import torch
 from PIL import Image
 from safetensors import safe_open
 
-from processors import adapter_for, tiny_model_path
-from processors.family import ADAPTERS, TINY_BUILDERS
 from vlcohort.config import VLLMConfig, load_config
 from vlcohort.data.problems import Problem
+from vlcohort.processors import adapter_for, tiny_model_path
+from vlcohort.processors.family import ADAPTERS, TINY_BUILDERS
 from vlcohort.rollout.base import SamplingParams
 from vlcohort.rollout.engines import make_engine
 from vlcohort.rollout.hf import HFEngine
-from vlcohort.rollout.vllm import (EngineUnavailableError, SampleOutput, build_requests,
-                                   completion_samples, device_engine_kwargs, iter_vllm_weights,
-                                   request_seeds, sampled_logprobs, sampling_kwargs,
-                                   sleep_mode_error, to_rollouts, unavailable_reason)
+from vlcohort.rollout.vllm import (
+    EngineUnavailableError,
+    SampleOutput,
+    build_requests,
+    completion_samples,
+    device_engine_kwargs,
+    iter_vllm_weights,
+    request_seeds,
+    sampled_logprobs,
+    sampling_kwargs,
+    sleep_mode_error,
+    to_rollouts,
+    unavailable_reason,
+)
 from vlcohort.training.logprobs import completion_logprobs
 
 #: The tiny specs whose adapter declares its vLLM request form checked on a real engine
@@ -340,7 +350,7 @@ ZERO3_SCRIPT = textwrap.dedent("""
     import json, os, sys
     import torch, deepspeed
     from peft import LoraConfig, get_peft_model
-    from processors import adapter_for
+    from vlcohort.processors import adapter_for
     from vlcohort.rollout.vllm import iter_vllm_weights, weights_for_reload
 
     deepspeed.init_distributed(dist_backend="gloo")

@@ -1,6 +1,6 @@
 """The ``vllm`` rollout engine on a checkpoint with the published Qwen2.5-VL processor.
 
-``processors.published.published_model_path`` gives a tiny Qwen2.5-VL body behind the
+``vlcohort.processors.published.published_model_path`` gives a tiny Qwen2.5-VL body behind the
 publisher's own processor files (shared data, ``qwen2_5_vl_7b_instruct/``): the real
 151,665-token tokenizer, image processor and chat template, the published vocabulary size
 (152,064) and token ids. vLLM loads that folder itself (its own tokenizer and its own
@@ -15,11 +15,11 @@ import pytest
 import torch
 from PIL import Image
 
-from processors import AdapterOptions, adapter_for
-from processors.published import published_model_path
-from processors.tiny import sharpen
 from vlcohort.config import VLLMConfig
 from vlcohort.data.problems import Problem
+from vlcohort.processors import AdapterOptions, adapter_for
+from vlcohort.processors.published import published_model_path
+from vlcohort.processors.tiny import sharpen
 from vlcohort.rollout.base import SamplingParams
 from vlcohort.rollout.vllm import build_requests
 from vlcohort.training.logprobs import completion_logprobs

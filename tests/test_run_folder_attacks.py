@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from vlcohort import run_folder
+from vlcohort import run_folder, runlock
 from vlcohort.cli import main
-from vlcohort.recipes import runlock
 from vlcohort.training import checkpoint as ckpt
 
 from .test_train import FAST
@@ -26,7 +25,7 @@ from .test_train import FAST
 VICTIM_TEXT = "precious: must survive every run\n"
 
 #: A process that takes a folder's lock, says so, and holds it.
-HOLD_THE_LOCK = ("import sys, time; from vlcohort.recipes import runlock; "
+HOLD_THE_LOCK = ("import sys, time; from vlcohort import runlock; "
                  "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(120)")
 
 
@@ -319,7 +318,7 @@ def test_latest_naming_a_folder_outside_the_run_is_refused(run1, tmp_path, capsy
 
 
 def test_tracker_folders_planted_as_links_are_refused(run1, tmp_path, capsys):
-    from vlcohort.analysis.metrics import trackers_in
+    from vlcohort.monitoring.metrics import trackers_in
 
     target = tmp_path / "elsewhere"
     target.mkdir()

@@ -15,8 +15,8 @@ import pytest
 
 from tests.test_run_folder_attacks import VICTIM_TEXT, _tiny_cache, _victim  # noqa: F401
 from vlcohort import run_folder
-from vlcohort.analysis import trackers
 from vlcohort.config import load_config, save_resolved
+from vlcohort.monitoring import trackers
 from vlcohort.recipes import arms
 from vlcohort.training import warmup
 

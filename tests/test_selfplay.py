@@ -16,16 +16,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vlcohort.recipes import selfplay as sp
-from vlcohort.recipes import selfplay_math as spm
+from vlcohort.answers.voting import majority_vote
 from vlcohort.cli import main
 from vlcohort.config import load_config
-from vlcohort.typed_yaml import ConfigError
-from vlcohort.analysis.metrics import documented, read_metrics
 from vlcohort.data.problems import Problem
+from vlcohort.monitoring.metrics import documented, read_metrics
+from vlcohort.recipes import selfplay as sp
+from vlcohort.recipes import selfplay_math as spm
 from vlcohort.rollout.base import Rollouts
-from vlcohort.answers.voting import majority_vote
 from vlcohort.training.logprobs import completion_logprobs
+from vlcohort.typed_yaml import ConfigError
 
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "self_play_tiny.yaml"
 

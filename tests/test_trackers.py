@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from vlcohort.analysis.metrics import MetricsLogger, read_metrics
-from vlcohort.analysis.trackers import TRACKER_STATE, TrackerError, scalars
 from vlcohort.cli import main
 from vlcohort.config import LogConfig, WandbConfig, load_config
+from vlcohort.monitoring.metrics import MetricsLogger, read_metrics
+from vlcohort.monitoring.trackers import TRACKER_STATE, TrackerError, scalars
 from vlcohort.typed_yaml import ConfigError
 
 RECORDS = [

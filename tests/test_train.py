@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from vlcohort.cli import main
 from vlcohort.config import load_config
-from vlcohort.analysis.metrics import read_metrics
+from vlcohort.monitoring.metrics import read_metrics
 
 # One agent, ground-truth reward on multiple-choice questions, answers read as the last
 # capital letter: a random tiny model then gets some answers right by chance, so rewards
@@ -102,7 +102,7 @@ def test_two_agent_peer_vote_runs_and_logs_every_metric(tmp_path):
                     "lr"):
             assert f"agent/{name}/{key}" in recs[0], key
     assert "cohort/agreement" in recs[0] and "timing/rollout" in recs[0]
-    from vlcohort.analysis.metrics import documented
+    from vlcohort.monitoring.metrics import documented
 
     undocumented = {k for r in recs for k in r if not documented(k)}
     assert not undocumented, f"metrics missing from METRIC_DOCS / README: {undocumented}"
@@ -257,7 +257,7 @@ def test_kl_in_reward_and_mini_batches_run_end_to_end_and_log_documented_metrics
     has no task signal, every reward 0, and still trains on the KL penalty's), two
     mini-batches per step; every logged key is documented and the update's own metrics
     (policy entropy, clip fractions, ppo_kl) are there."""
-    from vlcohort.analysis.metrics import documented
+    from vlcohort.monitoring.metrics import documented
 
     run = tmp_path / "run"
     assert main(["train", *FAST, "grpo.kl_coef=0.1", "grpo.kl_in_reward=true", "run.steps=4",

@@ -18,11 +18,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from processors import adapter_for, tiny_model_path
-from vlcohort.analysis.metrics import read_metrics
 from vlcohort.cli import main
 from vlcohort.config import DEMO_RECIPE
 from vlcohort.data.problems import Problem
+from vlcohort.monitoring.metrics import read_metrics
+from vlcohort.processors import adapter_for, tiny_model_path
 from vlcohort.rollout.base import SamplingParams
 from vlcohort.training import grpo
 from vlcohort.training.logprobs import completion_logprobs

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 
-from vlcohort.training.agent import build_agent
-from vlcohort.training.update import update_agent
 from vlcohort.config import load_config
-from vlcohort.rollout.base import SamplingParams
 from vlcohort.data.synthetic import make_dataset
+from vlcohort.rollout.base import SamplingParams
+from vlcohort.training.agent import build_agent
 from vlcohort.training.logprobs import completion_logprobs
+from vlcohort.training.update import update_agent
 
 BASE = ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2_5_vl'}]",
         "rollout.prompts_per_step=2", "rollout.rollouts_per_prompt=4",
@@ -173,10 +171,10 @@ def test_resumed_reference_is_the_run_starting_weights(tmp_path):
     not a copy of the resumed policy. Through the real save / build / restore path; the
     trained policy is the start + 0.01 everywhere. LoRA: the reference is the base model
     with the adapters disabled, whose weights are the path's."""
+    from vlcohort.processors import adapter_for
+    from vlcohort.processors.tiny import tiny_model_path
     from vlcohort.recipes.driver import restore_agents
     from vlcohort.training.checkpoint import save_checkpoint
-    from processors import adapter_for
-    from processors.tiny import tiny_model_path
 
     cfg = load_config(None, [*BASE, "grpo.kl_coef=0.1"])
     start = {n: p.detach() for n, p in
@@ -205,7 +203,7 @@ def test_resumed_reference_is_the_run_starting_weights(tmp_path):
     folder = save_checkpoint(tmp_path / "lora", 2, [agent], [agent.optimizer], [agent.scheduler], {})
     resumed = build_agent(cfg.agents[0], cfg, weights_from=str(folder / "A"))
     restore_agents(folder, [resumed])
-    from vlcohort.training.update import micro_batches, reference_logprobs, policy_logprobs
+    from vlcohort.training.update import micro_batches, policy_logprobs, reference_logprobs
     mbs = micro_batches(resumed, rendered, rollouts, 8)
     T = rollouts.logprobs.shape[1]
     base = adapter_for(tiny_model_path(cfg.agents[0].path)).load_model().eval()
@@ -221,7 +219,8 @@ def _dropout_model(tmp_path, p: float) -> str:
     """A copy of the tiny Qwen2.5-VL whose config has attention dropout ``p`` everywhere."""
     import json
     import shutil
-    from processors.tiny import tiny_model_path
+
+    from vlcohort.processors.tiny import tiny_model_path
 
     folder = tmp_path / f"dropout-{p}"
     shutil.copytree(tiny_model_path("tiny:qwen2_5_vl"), folder)
@@ -540,6 +539,6 @@ def test_policy_entropy_is_the_first_forward_token_mean_entropy(temperature):
     stats = update_agent(agent, rendered, rollouts, adv, cfg.grpo, temperature, length_norm=8)
     assert stats["policy_entropy"] == pytest.approx(want, rel=1e-5)
     assert stats["ppo_kl"] == 0.0 and stats["clip_frac_low"] == 0.0 and stats["clip_frac_high"] == 0.0
-    from vlcohort.analysis.metrics import documented
+    from vlcohort.monitoring.metrics import documented
     for key in ("policy_entropy", "clip_frac_low", "clip_frac_high", "ppo_kl"):
         assert documented(f"agent/A/{key}"), key

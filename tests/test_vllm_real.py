@@ -208,11 +208,11 @@ def test_eval_gsm8k_through_vllm_answers_as_the_policy_greedily(name, tmp_path, 
     greedy in fp32: every response is the one the policy itself generates greedily from
     the same prompt (``generate_texts``, what ``--engine hf`` runs; its own CLI run is in
     ``tests/real/``), and the run is scored."""
-    from eval.benchmarks import load_benchmark
-    from eval.items import EvalSettings, prompt_view
-    from processors import adapter_for
-    from vlcohort.analysis.evaluate import generate_texts
     from vlcohort.cli import main
+    from vlcohort.eval.datasets import load_benchmark
+    from vlcohort.eval.items import EvalSettings, prompt_view
+    from vlcohort.monitoring.heldout import generate_texts
+    from vlcohort.processors import adapter_for
 
     data = tmp_path / "bench"
     (data / "gsm8k").mkdir(parents=True)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from vlcohort.answers.grading import LegacyGrader
-from vlcohort.answers.voting import TIE_RULES, TOPOLOGIES, Vote, majority_vote, teacher_indices, teacher_labels
+from vlcohort.answers.voting import (
+    TIE_RULES,
+    TOPOLOGIES,
+    Vote,
+    majority_vote,
+    teacher_indices,
+    teacher_labels,
+)
 
 OPTIONS = ["30°", "40°", "45°", "50°"]
 
@@ -152,8 +159,8 @@ def test_teacher_labels():
 
 from itertools import permutations  # noqa: E402
 
-from vlcohort.answers.voting import RING_DIRECTIONS, SHARE_BASES, in_winning_class, teacher_votes  # noqa: E402
 from vlcohort.answers.grading import CorrectedGrader  # noqa: E402
+from vlcohort.answers.voting import RING_DIRECTIONS, SHARE_BASES, in_winning_class, teacher_votes  # noqa: E402
 from vlcohort.data.problems import Problem  # noqa: E402
 from vlcohort.training.rewards import RewardInputs, reward_of, score, vote_all  # noqa: E402
 

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from vlcohort.training.agent import build_agent
 from vlcohort.config import load_config
 from vlcohort.data.synthetic import make_dataset
+from vlcohort.training.agent import build_agent
 from vlcohort.training.logprobs import completion_logprobs
 from vlcohort.training.warmup import (
     answer_ids,

@@ -17,9 +17,9 @@ import argparse
 import sys
 
 from vlcohort.config import Config, field_docs, load_config, resolved_text, train_base
-from vlcohort.typed_yaml import ConfigError
 from vlcohort.errors import RunError
 from vlcohort.run_folder import RunFolderError
+from vlcohort.typed_yaml import ConfigError
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(p)
     p = sub.add_parser("eval", help="evaluate models on MathVista / MathVerse / MATH-Vision / "
                        "We-Math (or score saved responses: vlcohort eval score ...)")
-    from eval.cli import add_arguments as add_eval_arguments
+    from vlcohort.eval.cli import add_arguments as add_eval_arguments
 
     add_eval_arguments(p)
     p = sub.add_parser("diversity", help="how correlated are models' errors? kappa / c / w / u "
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="FILE.png", help="where to write the plot")
     p = sub.add_parser("export", help="one trained agent of a run as a merged (LoRA folded "
                        "in) folder for from_pretrained / vllm serve / the hub")
-    from vlcohort.recipes.export import add_arguments as add_export_arguments
+    from vlcohort.export import add_arguments as add_export_arguments
 
     add_export_arguments(p)
     p = sub.add_parser("tiny", help="build tiny offline models and print their folders")
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run(args)
         if args.command == "eval":
-            from eval.cli import run as eval_run
+            from vlcohort.eval.cli import run as eval_run
 
             return eval_run(args)
         if args.command == "diversity":
@@ -161,11 +161,11 @@ def main(argv: list[str] | None = None) -> int:
                 return 2 if isinstance(e, PlotOutError) else 1
             return 0
         if args.command == "export":
-            from vlcohort.recipes.export import run as export_run
+            from vlcohort.export import run as export_run
 
             return export_run(args)
         if args.command == "tiny":
-            from processors.tiny import TINY_MODELS, tiny_model_path
+            from vlcohort.processors.tiny import TINY_MODELS, tiny_model_path
 
             unknown = [n for n in args.names if n.removeprefix("tiny:") not in TINY_MODELS]
             if unknown:
@@ -199,9 +199,9 @@ def train(cfg: Config, resume: str | None = None, overwrite: bool = False,
     file the config came from (its own run folder's ``config.yaml`` is no earlier run)."""
     from pathlib import Path
 
-    from vlcohort.analysis.trackers import check_trackers
     from vlcohort.console import config_summary
-    from vlcohort.recipes.preflight import preflight
+    from vlcohort.monitoring.trackers import check_trackers
+    from vlcohort.preflight import preflight
     from vlcohort.training.distributed import launched_rank, launched_world_size
 
     if resume is not None and overwrite:
@@ -217,8 +217,7 @@ def train(cfg: Config, resume: str | None = None, overwrite: bool = False,
     run_dir = Path(resume or cfg.run.output_dir)
     if not logs:
         return _recipe(cfg, resume)
-    from vlcohort import run_folder
-    from vlcohort.recipes import runlock
+    from vlcohort import run_folder, runlock
 
     runlock.acquire(run_folder.make_run_dir(run_dir))
     try:

@@ -22,11 +22,10 @@ from typing import Literal
 
 import yaml
 
-from processors.base import AdapterOptions
 from vlcohort import run_folder, typed_yaml
 from vlcohort.config_checks import validate
+from vlcohort.processors.base import AdapterOptions
 from vlcohort.typed_yaml import ConfigError, build, read_yaml_mapping, set_dotted, split_override
-
 
 # ----------------------------------------------------------------------------- sections
 
@@ -85,7 +84,7 @@ class ModelConfig(AdapterOptions, AgentIdentity):
     """One agent: its model and how its inputs are prepared.
 
     How the model is loaded and its inputs prepared (``dtype`` ... ``logprob_chunk_tokens``)
-    is the adapter's own options type, :class:`processors.base.AdapterOptions`, inherited
+    is the adapter's own options type, :class:`vlcohort.processors.base.AdapterOptions`, inherited
     field by field (one definition, the same YAML keys ``agents.N.<field>``); the fields
     below are the trainer's. Key order: ``name``, ``path`` (:class:`AgentIdentity`), the
     adapter's options, then these (dataclasses collect the bases' fields last base first).
@@ -620,7 +619,7 @@ class RunConfig:
 
 #: The cohort of a config that names no ``agents``: two tiny models of different families.
 #: Which families is family knowledge (DESIGN.md rule 1), so they are listed in this data
-#: file, not named in the core's code (nor read from ``processors.tiny``).
+#: file, not named in the core's code (nor read from ``vlcohort.processors.tiny``).
 DEFAULT_COHORT = Path(__file__).resolve().parent / "recipes" / "default_cohort.yaml"
 
 

@@ -23,7 +23,6 @@ from typing import Callable, Iterator, Mapping
 
 from vlcohort.typed_yaml import ConfigError
 
-
 MONITOR_SIGNALS = ("reward_collapse", "degeneration", "divergence")
 
 #: ``method`` -> the ``reward.source`` it presets (intuitor / rent: intrinsic rewards).
@@ -127,8 +126,8 @@ def _check_processor_settings(cfg: "Config") -> None:
     declared fields (``Adapter.settings``) as soon as the family is known without loading
     anything (a ``tiny:`` spec, a local folder's config.json); otherwise the adapter checks
     them when it is built."""
-    from processors.base import FamilySettingsError, family_settings
-    from processors.registry import adapter_class_for
+    from vlcohort.processors.base import FamilySettingsError, family_settings
+    from vlcohort.processors.registry import adapter_class_for
 
     for i, a in enumerate(cfg.agents):
         if not a.processor:
@@ -144,7 +143,7 @@ def _check_processor_settings(cfg: "Config") -> None:
 
 def _check_prompt_formats(cfg: "Config") -> None:
     """``prompt.format`` and each ``agents.N.prompt_format``: a known name or a file."""
-    from processors.prompt_formats import PromptFormatError, check_format
+    from vlcohort.processors.prompt_formats import PromptFormatError, check_format
 
     try:
         check_format(cfg.prompt.format, "prompt.format")
@@ -554,7 +553,7 @@ def _validate_self_play(cfg: "Config") -> None:
 
 def _validate_log(log) -> None:
     """The trackers' settings (whether their packages are installed is checked at the
-    start of a run, ``analysis/trackers.py``: a config is readable without them)."""
+    start of a run, ``monitoring/trackers.py``: a config is readable without them)."""
     w = log.wandb
     if w.mode is not None:
         _check_choice("log.wandb.mode", w.mode)

@@ -14,7 +14,7 @@ Each benchmark module (``mathvista``, ``mathverse``, ``mathvision``, ``wemath``)
   ``official_prediction``, ``official_correct`` and ``official_rule`` (which rule decided);
 - optionally ``report(rows) -> dict``: the benchmark's headline (``headline``, named by
   ``headline_name``: the number papers report) and tables, from ``[(problem, {"maj",
-  "mean"})]`` per item (:func:`eval.runner.benchmark_report`).
+  "mean"})]`` per item (:func:`vlcohort.eval.runner.benchmark_report`).
 
 :func:`official_verdict` wraps that: any exception inside a protocol counts the item wrong
 with the reason recorded (as the official scripts, which catch everything), never a
@@ -48,7 +48,7 @@ def protocol_module(benchmark: str):
     """The official protocol module of ``benchmark``, or None when it has none."""
     if benchmark not in OFFICIAL_BENCHMARKS:
         return None
-    return importlib.import_module(f"eval.official.{benchmark}")
+    return importlib.import_module(f"vlcohort.eval.official.{benchmark}")
 
 
 def protocol_note(benchmark: str) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from eval.official import JudgeNeeded
+from vlcohort.eval.official import JudgeNeeded
 
 __all__ = ["FIVE_VERSIONS", "PROTOCOL", "TEXT_ONLY", "TRUNK_WORDS", "extract_prompt",
            "parse_extraction", "parse_judgement", "report", "score_prompt", "verdict"]
@@ -139,7 +139,7 @@ def parse_extraction(output: str) -> str:
 def parse_judgement(output: str) -> int:
     """The official 0/1: ``'Judgement:'`` removed and stripped. Any other reply is refused:
     the official script asks again until it gets 0 or 1, which a cached reply cannot do,
-    so the item is counted wrong with this reason (:func:`eval.official.official_verdict`)."""
+    so the item is counted wrong with this reason (:func:`vlcohort.eval.official.official_verdict`)."""
     judgement = (output or "").strip().replace("Judgement:", "").strip()
     if judgement not in ("0", "1"):
         raise ValueError(f"the judge replied {output!r} to the scoring prompt; the official "

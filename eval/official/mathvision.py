@@ -11,8 +11,8 @@ Two ways to get the LaTeX value, named in each record's ``official_rule``:
 
 - ``official``: the official parser itself (``latex2sympy2==1.9.1`` on the 4.7.2 ANTLR
   runtime) in its own environment, through a persistent worker
-  (:mod:`eval.official.mathvision_env`; build it with
-  ``python -m eval.official.mathvision_env --build``). Replayed on all 48,640 stored
+  (:mod:`vlcohort.eval.official.mathvision_env`; build it with
+  ``python -m vlcohort.eval.official.mathvision_env --build``). Replayed on all 48,640 stored
   verdicts of the MATH-V outputs under 4 MB (``bench/mathvision_replay.py``);
 - ``official_approx``: when that environment is not built, ``latex2sympy2_extended`` (the
   maintained fork, installed with math-verify) in-process, evaluated over ``math``'s names
@@ -380,7 +380,7 @@ _PROTOCOL_BY = {
     "official": " (LaTeX values by the official parser latex2sympy2 1.9.1 / antlr 4.7.2 in its "
                 "own environment; replayed against 48,640 published verdicts)",
     "approx": " (APPROXIMATE: LaTeX values by the in-process latex2sympy2_extended, not the "
-              "official parser: build it with python -m eval.official.mathvision_env --build; "
+              "official parser: build it with python -m vlcohort.eval.official.mathvision_env --build; "
               "rule official_approx)"}
 
 

@@ -11,7 +11,7 @@ reproduces the published verdicts.
 This module (stdlib only at import time, so the same file runs as the worker inside that
 environment):
 
-- ``python -m eval.official.mathvision_env --build`` builds the venv
+- ``python -m vlcohort.eval.official.mathvision_env --build`` builds the venv
   (``$VLCOHORT_MATHV_VENV``, default ``~/.cache/vlcohort/venv-mathv-official``) with exactly
   :data:`PINS`; a stamp of the pins makes a second call a no-op;
 - :class:`OfficialWorker` runs this file with ``--worker`` in that venv and keeps it for a
@@ -37,7 +37,7 @@ PINS = ("latex2sympy2==1.9.1", "antlr4-python3-runtime==4.7.2", "sympy==1.12")
 #: Bump when the worker protocol changes, so an old stamp forces a rebuild.
 WORKER_PROTOCOL = 1
 DEFAULT_VENV = os.path.join("~", ".cache", "vlcohort", "venv-mathv-official")
-BUILD_COMMAND = "python -m eval.official.mathvision_env --build"
+BUILD_COMMAND = "python -m vlcohort.eval.official.mathvision_env --build"
 STAMP_NAME = ".vlcohort-stamp"
 
 
@@ -351,7 +351,7 @@ class OfficialWorker:
 def main(argv=None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m eval.official.mathvision_env",
+    ap = argparse.ArgumentParser(prog="python -m vlcohort.eval.official.mathvision_env",
                                  description="MATH-Vision's official LaTeX parser environment")
     ap.add_argument("--build", action="store_true", help="build the venv (no-op when up to date)")
     ap.add_argument("--force", action="store_true", help="with --build: rebuild anyway")

@@ -3,7 +3,7 @@ per test session into a private cache folder, so the tests never read or write t
 cache and never touch the network.
 
 The family lists come from the registry: every ``@tiny_builder`` spec that declares
-:class:`~processors.family.FamilyFacts` (``processors.family.TINY_BUILDERS``). A new
+:class:`~vlcohort.processors.family.FamilyFacts` (``vlcohort.processors.family.TINY_BUILDERS``). A new
 family module is picked up by the shared adapter tests without an edit here.
 """
 
@@ -13,9 +13,9 @@ import importlib.util
 
 import pytest
 
-from processors import adapter_for, tiny_model_path
-from processors.family import TINY_BUILDERS, TinySpec
-from processors.tiny import sharpen
+from vlcohort.processors import adapter_for, tiny_model_path
+from vlcohort.processors.family import TINY_BUILDERS, TinySpec
+from vlcohort.processors.tiny import sharpen
 
 #: Every tiny spec with declared facts, in registration order.
 SPECS: dict[str, TinySpec] = {n: s for n, s in TINY_BUILDERS.items() if s.facts is not None}

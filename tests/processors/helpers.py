@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from PIL import Image
 
-from processors import cut_at_stop
 from vlcohort.data.problems import Problem
+from vlcohort.processors import cut_at_stop
 from vlcohort.training.logprobs import completion_logprobs
 
 

@@ -1,6 +1,6 @@
 """The shared adapter tests, on the tiny real model of every registered family (built
 offline, loaded by from_pretrained), driven by each family's declared
-:class:`~processors.family.FamilyFacts`: class names, turn pattern, stop tokens and image
+:class:`~vlcohort.processors.family.FamilyFacts`: class names, turn pattern, stop tokens and image
 token counts derived by hand in the family module. Tests of one family's own rules live in
 ``tests/processors/test_<family>.py``."""
 
@@ -12,8 +12,8 @@ import pytest
 import torch
 from PIL import Image
 
-from processors import ProblemInputError, adapter_for
-from processors.family import ADAPTERS
+from vlcohort.processors import ProblemInputError, adapter_for
+from vlcohort.processors.family import ADAPTERS
 from vlcohort.training.logprobs import completion_logprobs
 
 from .conftest import FAMILIES, MULTI_IMAGE_FAMILIES, SPECS, VLM_FAMILIES, facts
@@ -260,8 +260,8 @@ def test_empty_question(loaded, name):
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_unknown_processor_setting_names_it_and_what_the_family_accepts(tiny_paths, name):
-    from processors import AdapterOptions
-    from processors.base import FamilySettingsError, describe_settings
+    from vlcohort.processors import AdapterOptions
+    from vlcohort.processors.base import FamilySettingsError, describe_settings
 
     cls = ADAPTERS[SPECS[name].model_type]
     with pytest.raises(FamilySettingsError, match=r"processor\.no_such_key") as e:
@@ -312,7 +312,7 @@ def test_prompt_image_token_counts_sees_the_whole_prompt(loaded):
     """The default is ``image_token_count`` per image; a family counting over all the
     prompt's images overrides the hook, and both the batch's counts and the evaluator's
     length sort key follow it."""
-    from eval.generation import prompt_tokens
+    from vlcohort.eval.generation import prompt_tokens
 
     name = MULTI_IMAGE_FAMILIES[0]
     base, _ = loaded[name]

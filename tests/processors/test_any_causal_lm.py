@@ -15,10 +15,10 @@ import shutil
 import pytest
 import torch
 
-from processors import AdapterOptions, UnknownFamilyError, adapter_for, tiny_model_path
-from processors.prompt_formats import R1_ZERO_PREAMBLE, PromptFormatError
-from processors.registry import adapter_class_for, adapter_class_for_type
-from processors.text_lm import TextLMAdapter
+from vlcohort.processors import AdapterOptions, UnknownFamilyError, adapter_for, tiny_model_path
+from vlcohort.processors.prompt_formats import R1_ZERO_PREAMBLE, PromptFormatError
+from vlcohort.processors.registry import adapter_class_for, adapter_class_for_type
+from vlcohort.processors.text_lm import TextLMAdapter
 
 from .helpers import assert_logprobs_match, problem
 
@@ -71,7 +71,7 @@ def test_unclaimed_causal_lm_is_a_text_agent(tmp_path, model_type):
 
 
 def test_registered_vlm_families_keep_priority():
-    from processors.family import ADAPTERS
+    from vlcohort.processors.family import ADAPTERS
 
     # gemma3 and the Qwen VLMs are also in AutoModelForCausalLM's map; their family wins
     for model_type in ("gemma3", "qwen2_5_vl", "mllama"):

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from processors import AdapterOptions, ProblemInputError, adapter_for
-from processors.base import FamilySettingsError
+from vlcohort.processors import AdapterOptions, ProblemInputError, adapter_for
+from vlcohort.processors.base import FamilySettingsError
 
 from .test_adapters import count_image_tokens, image, problem
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from processors import AdapterOptions, adapter_for
+from vlcohort.processors import AdapterOptions, adapter_for
 
 from .test_adapters import count_image_tokens, image, problem
 from .test_qwen3_vl import greedy_agrees_with_logprob_pass

@@ -10,8 +10,8 @@ import re
 import pytest
 import torch
 
-from processors import AdapterOptions, adapter_for
-from processors.idefics3 import Idefics3Adapter
+from vlcohort.processors import AdapterOptions, adapter_for
+from vlcohort.processors.idefics3 import Idefics3Adapter
 from vlcohort.training.logprobs import completion_logprobs
 
 from .helpers import assert_logprobs_match, image, image_tokens, problem
@@ -181,8 +181,8 @@ def test_two_step_cohort_run(tmp_path, monkeypatch):
     family setting from the config (``processor: {longest_edge: 112}``). Ground-truth
     reward on multiple-choice questions (last capital letter): a random tiny model gets
     some right by chance, so the Idefics3 agent really updates."""
-    from vlcohort.analysis.metrics import read_metrics
     from vlcohort.cli import main
+    from vlcohort.monitoring.metrics import read_metrics
 
     monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path / "cache"))
     run = tmp_path / "run"

@@ -7,7 +7,7 @@ import io
 import pytest
 from PIL import Image
 
-from processors.images import ImageInputError, ImageLimits, open_image, to_rgb
+from vlcohort.processors.images import ImageInputError, ImageLimits, open_image, to_rgb
 
 
 def _png_bytes(image: Image.Image, fmt: str = "PNG") -> bytes:

@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from processors.llava_onevision import LlavaOnevisionAdapter
+from vlcohort.processors.llava_onevision import LlavaOnevisionAdapter
 from vlcohort.training.logprobs import completion_logprobs
 
 from .helpers import assert_logprobs_match, image, image_tokens, problem
@@ -170,9 +170,9 @@ def test_two_step_cohort_run(tmp_path, monkeypatch):
     """Two agents of two families through the cohort trainer. Ground-truth reward on
     multiple-choice questions (answers read as the last capital letter): a random tiny
     model gets some right by chance, so the LLaVA-OneVision agent really updates."""
-    from vlcohort.analysis.metrics import read_metrics
     from vlcohort.cli import main
     from vlcohort.config import DEMO_RECIPE
+    from vlcohort.monitoring.metrics import read_metrics
 
     monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path / "cache"))
     run = tmp_path / "run"

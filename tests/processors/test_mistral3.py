@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from processors import AdapterOptions, adapter_for
+from vlcohort.processors import AdapterOptions, adapter_for
 
 from .test_adapters import count_image_tokens, image, problem
 from .test_qwen3_vl import assert_cohort_ran, cohort_run, greedy_agrees_with_logprob_pass, tiny_cache  # noqa: F401

@@ -12,7 +12,7 @@ import shutil
 import pytest
 import torch
 
-from processors import adapter_for
+from vlcohort.processors import adapter_for
 
 from .test_adapters import image, problem
 from .test_qwen3_vl import assert_cohort_ran, cohort_run, greedy_agrees_with_logprob_pass, tiny_cache  # noqa: F401

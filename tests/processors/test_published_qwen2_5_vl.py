@@ -1,6 +1,6 @@
 """The Qwen2.5-VL adapter against the published Qwen2.5-VL-7B-Instruct processor.
 
-The checkpoint under test is built by ``processors.published.published_model_path`` from
+The checkpoint under test is built by ``vlcohort.processors.published.published_model_path`` from
 the publisher's own processor files (shared data, ``qwen2_5_vl_7b_instruct/``): the real
 tokenizer (151,665 tokens, 22 added), image processor and chat template, on a random tiny
 body with the published vocabulary size (152,064) and token ids. The reference is the
@@ -17,8 +17,8 @@ import json
 import pytest
 import torch
 
-from processors import adapter_for
-from processors.published import published_model_path
+from vlcohort.processors import adapter_for
+from vlcohort.processors.published import published_model_path
 
 from .helpers import image, problem
 

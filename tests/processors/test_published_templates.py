@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoProcessor, AutoTokenizer
 
-from processors import adapter_for
+from vlcohort.processors import adapter_for
 
 from .helpers import image, problem
 
@@ -49,7 +49,7 @@ def test_qwen3_5_both_published_forms_render_the_adapters_prompts(tiny_paths, pu
     """The tiny Qwen3.5 carries the thinking-by-default form; the non-thinking form differs
     only in the default of the generation prompt, and the adapter always passes
     ``enable_thinking``: with either form, either setting renders the same prompt."""
-    from processors import AdapterOptions
+    from vlcohort.processors import AdapterOptions
 
     nothink = published_path("chat_templates/qwen3_5_nothink.jinja").read_text()
     p = problem(text="Q?", images=[image(64, 64)])

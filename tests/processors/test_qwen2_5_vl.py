@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from processors import AdapterOptions, ProblemInputError, adapter_for
+from vlcohort.processors import AdapterOptions, ProblemInputError, adapter_for
 
 from .test_adapters import count_image_tokens, image, problem
 

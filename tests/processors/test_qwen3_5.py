@@ -10,8 +10,8 @@ import importlib.util
 import pytest
 import torch
 
-from processors import AdapterOptions, adapter_for
-from processors.base import FamilySettingsError
+from vlcohort.processors import AdapterOptions, adapter_for
+from vlcohort.processors.base import FamilySettingsError
 from vlcohort.training.logprobs import completion_logprobs
 
 from .test_adapters import count_image_tokens, image, problem
@@ -145,8 +145,8 @@ def test_cohort_with_qwen3_vl_runs_two_steps(tmp_path, tiny_cache):  # noqa: F81
 def test_moe_form_is_served_by_the_same_adapter(tmp_path):
     """``qwen3_5_moe`` checkpoints (Qwen3.5's MoE models) load through the same adapter:
     the real MoE class, Qwen3.5's prompt, generation agreeing with the log-prob pass."""
-    from processors.qwen3_5 import Qwen3_5Adapter, build_qwen3_5_moe
-    from processors.tiny import sharpen
+    from vlcohort.processors.qwen3_5 import Qwen3_5Adapter, build_qwen3_5_moe
+    from vlcohort.processors.tiny import sharpen
 
     build_qwen3_5_moe(tmp_path, seed=0)
     adapter = adapter_for(tmp_path)

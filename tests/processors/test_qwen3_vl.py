@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from processors import AdapterOptions, adapter_for, cut_at_stop
-from vlcohort.analysis.metrics import read_metrics
 from vlcohort.cli import main
 from vlcohort.config import load_config
+from vlcohort.monitoring.metrics import read_metrics
+from vlcohort.processors import AdapterOptions, adapter_for, cut_at_stop
 from vlcohort.training.logprobs import completion_logprobs
 
 from .test_adapters import count_image_tokens, image, problem

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from processors import UnknownFamilyError, adapter_for
-from processors.family import ADAPTERS, TINY_BUILDERS, TinySpec
-from processors.tiny import builder_source_hash, tiny_model_path
+from vlcohort.processors import UnknownFamilyError, adapter_for
+from vlcohort.processors.family import ADAPTERS, TINY_BUILDERS, TinySpec
+from vlcohort.processors.tiny import builder_source_hash, tiny_model_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,8 +94,8 @@ def test_family_modules_register_themselves():
     their decorators when the package is imported."""
     for cls in set(ADAPTERS.values()):
         assert cls.__module__.startswith("processors."), cls
-    from processors.registry import _CORE_MODULES
+    from vlcohort.processors.registry import _CORE_MODULES
 
-    src = (ROOT / "processors" / "registry.py").read_text()
+    src = (ROOT / "vlcohort.processors" / "registry.py").read_text()
     imported = set(re.findall(r"^from \.(\w+) import", src, re.M))
     assert imported <= _CORE_MODULES, imported - _CORE_MODULES  # no family module named

@@ -11,9 +11,9 @@ import json
 import pytest
 import torch
 
-from processors import AdapterOptions, adapter_for, cut_at_stop
-from processors.smolvlm import SmolVLMAdapter
 from vlcohort.data.problems import Problem
+from vlcohort.processors import AdapterOptions, adapter_for, cut_at_stop
+from vlcohort.processors.smolvlm import SmolVLMAdapter
 from vlcohort.training.logprobs import completion_logprobs
 
 from .helpers import image
@@ -28,7 +28,7 @@ def test_missing_num2words_is_a_clear_error(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "smolvlm"}))
     with pytest.raises(ImportError, match=r"num2words.*pip install num2words.*vlcohort\[smolvlm\]"):
         adapter_for(tmp_path)
-    from processors import tiny_model_path
+    from vlcohort.processors import tiny_model_path
 
     with pytest.raises(ImportError, match="tiny:smolvlm needs the num2words package"):
         tiny_model_path("tiny:smolvlm", cache_dir=tmp_path / "cache")

@@ -46,8 +46,8 @@ def checkpoint_folder(spec: str) -> str:
     """The converted folder of ``spec`` (converted on first use), or skip / fail when its
     packages are not installed."""
     if spec not in _FOLDERS:
-        from processors.gguf import GGUFError
-        from processors.registry import resolve_model_path
+        from vlcohort.processors.gguf import GGUFError
+        from vlcohort.processors.registry import resolve_model_path
 
         try:
             _FOLDERS[spec] = resolve_model_path(spec)
@@ -87,7 +87,7 @@ def loaded(spec: str) -> Loaded:
     """``spec`` loaded once per session (fp32, CPU), shared by the tests that only read it
     (log-probs, memory); tests that train start runs of their own."""
     if spec not in _LOADED:
-        from processors import adapter_for
+        from vlcohort.processors import adapter_for
 
         path = checkpoint_folder(spec)
         adapter = adapter_for(path)

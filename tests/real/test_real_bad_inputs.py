@@ -70,7 +70,7 @@ CASES = [
 @pytest.mark.parametrize("name", CASES)
 def test_bad_input_next_to_a_real_agent_is_one_line_exit_2(name, smollm2_path, tmp_path,
                                                           capsys):
-    from processors.gguf import gguf_file
+    from vlcohort.processors.gguf import gguf_file
 
     args, expected = _cases(tmp_path, gguf_file("gguf:smollm2-135m-instruct"))[name]
     run = tmp_path / "run"

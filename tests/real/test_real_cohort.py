@@ -32,8 +32,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vlcohort.analysis.metrics import read_metrics
 from vlcohort.cli import main
+from vlcohort.monitoring.metrics import read_metrics
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_math.jsonl"
 
@@ -131,9 +131,9 @@ def test_export_reloads_with_auto_model_and_equals_the_policy(straight, tmp_path
     gives the logits of the policy as the trainer resumes it from the checkpoint."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from processors import adapter_for
     from vlcohort.config import load_config
     from vlcohort.data.sources import load_problems
+    from vlcohort.processors import adapter_for
     from vlcohort.training.agent import build_agent
 
     run, _ = straight

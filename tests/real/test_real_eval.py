@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from eval.benchmarks import load_benchmark
 from vlcohort.answers.grading import get_grader
 from vlcohort.cli import main
+from vlcohort.eval.datasets import load_benchmark
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_gsm8k"
 

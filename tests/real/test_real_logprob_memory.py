@@ -30,10 +30,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from processors.base import Adapter, AdapterOptions, TrainingBatch
 from vlcohort.data.problems import Problem
-from vlcohort.training.logprobs import (LOGITS_BUDGET_BYTES, chunk_positions,
-                                        completion_logprobs, completion_token_stats)
+from vlcohort.processors.base import Adapter, AdapterOptions, TrainingBatch
+from vlcohort.training.logprobs import (
+    LOGITS_BUDGET_BYTES,
+    chunk_positions,
+    completion_logprobs,
+    completion_token_stats,
+)
 
 MiB = 2**20
 N, T = 8, 64  # sequences, completion tokens of the real-model batch

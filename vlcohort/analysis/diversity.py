@@ -58,11 +58,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from vlcohort.data.problems import Problem
+from vlcohort.seeds import HELD_OUT_SEED
 
-#: The default synthetic seed: the held-out set a training run with ``run.seed=0`` measures
-#: ``eval/<a>/<t>/acc`` on (train.py draws it with ``run.seed + 7919``), so no training
-#: problem of such a run is among them.
-HELD_OUT_SEED = 7919
 TIE_RULE = ("lowest kappa; ties: higher u, then higher c, then lower w, then the order "
             "given (--model before --answers)")
 
@@ -397,8 +394,8 @@ def load_problem_set(args: argparse.Namespace, need_images: bool) -> ProblemSet:
     """One problem set from ``--benchmark`` / ``--data`` / ``--synthetic``; problems with no
     gold are dropped (counted); none left is an error."""
     if args.benchmark:
-        from eval.benchmarks import parse_benchmark_names
-        from eval.runner import load_all
+        from vlcohort.eval.datasets import parse_benchmark_names
+        from vlcohort.eval.runner import load_all
 
         names = parse_benchmark_names(args.benchmark)
         if len(names) != 1:
@@ -486,9 +483,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _model_answer_sets(args: argparse.Namespace, pset: ProblemSet) -> list[AnswerSet]:
     """Each ``--model`` answers every problem greedily; answers already in
     ``<out>/items.jsonl`` (same problem set, id and model) are reused, not generated."""
-    from eval.generation import run_generation
-    from eval.runner import EvalSettings, read_items
-    from eval.benchmarks import BenchmarkData
+    from vlcohort.eval.datasets import BenchmarkData
+    from vlcohort.eval.generation import run_generation
+    from vlcohort.eval.runner import EvalSettings, read_items
 
     items = args.out / "items.jsonl"
     settings = EvalSettings(models=list(args.model), benchmarks=[pset.name], data_dir=pset.path,
@@ -511,7 +508,7 @@ def _model_answer_sets(args: argparse.Namespace, pset: ProblemSet) -> list[Answe
 
 
 def _file_answer_sets(args: argparse.Namespace, pset: ProblemSet) -> list[AnswerSet]:
-    from eval.benchmarks import read_jsonl
+    from vlcohort.eval.datasets import read_jsonl
 
     out: list[AnswerSet] = []
     for path in args.answers:
@@ -529,10 +526,9 @@ def _file_answer_sets(args: argparse.Namespace, pset: ProblemSet) -> list[Answer
 def run(args: argparse.Namespace) -> int:
     """``vlcohort diversity``: answer (or read answers), measure, write, print. Exit 0, or 2
     with a message for bad input."""
-    from eval.benchmarks import BenchmarkError
-
     from vlcohort.answers.grading import get_grader
     from vlcohort.data.problems import DataError
+    from vlcohort.eval.datasets import BenchmarkError
 
     try:
         if len(args.model) + len(args.answers) == 0:

@@ -13,7 +13,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from vlcohort.analysis.metrics import MetricsFileError, read_metrics
+from vlcohort.monitoring.metrics import MetricsFileError, read_metrics
 
 LINE_STYLES = ("-", "--", ":", "-.")
 

@@ -51,9 +51,9 @@ from typing import Sequence
 
 import torch
 
-from vlcohort.training import grpo
 from vlcohort.answers.grading import get_grader
 from vlcohort.data.problems import LETTERS, Problem
+from vlcohort.training import grpo
 from vlcohort.training.rewards import score, teachers_for, vote_all
 
 __all__ = [

@@ -80,11 +80,24 @@ import re
 from fractions import Fraction
 from typing import Protocol, Sequence
 
-from vlcohort.answers.forms import (INFINITY, SPACE_NOT_BETWEEN_LETTERS, THOUSANDS, inequality_interval,
-                                    is_number, matrices_to_lists, one_relation_spelling,
-                                    plus_minus)
+from vlcohort.answers.forms import (
+    INFINITY,
+    SPACE_NOT_BETWEEN_LETTERS,
+    THOUSANDS,
+    inequality_interval,
+    is_number,
+    matrices_to_lists,
+    one_relation_spelling,
+    plus_minus,
+)
 from vlcohort.answers.latex_eval import clear_caches as _clear_latex_eval_caches
-from vlcohort.answers.latex_eval import exact_value, format_rational, numeric_values, parse_rational, probe_decide
+from vlcohort.answers.latex_eval import (
+    exact_value,
+    format_rational,
+    numeric_values,
+    parse_rational,
+    probe_decide,
+)
 from vlcohort.answers.symbolic import clear_caches as _clear_symbolic_caches
 from vlcohort.answers.symbolic import symbolic_equal
 

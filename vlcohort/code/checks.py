@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import json
 import os
 import re
-import functools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal, InvalidOperation

@@ -29,9 +29,16 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
-from vlcohort.code.checks import (CodeTests, case_failure, default_workers, humaneval_program,
-                                  load_failure, run_cases, split_statements,
-                                  _stripped_lines)
+from vlcohort.code.checks import (
+    CodeTests,
+    _stripped_lines,
+    case_failure,
+    default_workers,
+    humaneval_program,
+    load_failure,
+    run_cases,
+    split_statements,
+)
 from vlcohort.code.sandbox import Limits
 
 KEY_CHARS = 16

@@ -259,7 +259,7 @@ def image_feature_no_decode(ft):
     """The same feature with every HF ``Image`` left undecoded: dicts of bytes/path, so
     that nothing is decoded at load and a broken image fails (and is counted) at render.
 
-    Public: ``eval/benchmarks.py`` reads benchmark parquet files the same way."""
+    Public: ``eval/datasets.py`` reads benchmark parquet files the same way."""
     from datasets import Image, List, Sequence
 
     if isinstance(ft, Image):

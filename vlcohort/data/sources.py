@@ -9,12 +9,9 @@ import sys
 
 from vlcohort.config import Config
 from vlcohort.config_checks import agent_reward_source
-from vlcohort.typed_yaml import ConfigError
 from vlcohort.data.problems import Problem
-
-#: The held-out problems are drawn from the training families with the run seed plus this
-#: prime, so they are never the training draw (the synthetic generator is seeded per item).
-EVAL_SEED_OFFSET = 7919
+from vlcohort.seeds import EVAL_SEED_OFFSET
+from vlcohort.typed_yaml import ConfigError
 
 
 def load_problems(cfg: Config) -> list[Problem]:

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 from vlcohort import run_folder
-from vlcohort.analysis.metrics import read_metrics
 from vlcohort.config import Config, save_resolved, validate
 from vlcohort.console import arm_difference
+from vlcohort.monitoring.metrics import read_metrics
 from vlcohort.recipes.cohort import run_cohort
 from vlcohort.training.warmup import fingerprint, reusable, save_fingerprint, warm_up, warmed_up_folder
 
@@ -66,7 +66,7 @@ def prepare_warmups(cfg: Config, run_dir: Path, log=print) -> dict[str, Path]:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
-        from processors.tiny import tiny_model_path, is_tiny_spec
+        from vlcohort.processors.tiny import is_tiny_spec, tiny_model_path
 
         for i, _, _ in todo:  # build tiny checkpoints once, before the workers race for them
             if is_tiny_spec(cfg.agents[i].path):

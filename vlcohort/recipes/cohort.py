@@ -40,27 +40,32 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from vlcohort.analysis.dynamics import STOP_HINTS, Monitor
-from vlcohort.analysis.metrics import MetricsLogger, final_summary, read_metrics, summary_line
+from vlcohort import run_folder, runlock
 from vlcohort.answers.grading import get_grader
-from vlcohort.recipes import runlock
-from vlcohort.typed_yaml import ConfigError
-from vlcohort import run_folder
 from vlcohort.config import Config, load_config, to_dict, to_yaml
 from vlcohort.data.problems import Problem
 from vlcohort.data.sources import load_eval_problems, load_problems
 from vlcohort.data.stream import ProblemStream
-from vlcohort.recipes.driver import (Recipe, TrainingError, checkpoint_to_resume, drive, loop,
-                                     restore_agents, save_run, say, seed_everything)
+from vlcohort.monitoring.metrics import MetricsLogger, final_summary, read_metrics, summary_line
+from vlcohort.monitoring.monitor import STOP_HINTS, Monitor
+from vlcohort.recipes.driver import (
+    Recipe,
+    TrainingError,
+    checkpoint_to_resume,
+    drive,
+    loop,
+    restore_agents,
+    save_run,
+    say,
+    seed_everything,
+)
 from vlcohort.recipes.step import Run, train_step
+from vlcohort.seeds import SHARD_SEED_STRIDE
 from vlcohort.training import checkpoint as ckpt
 from vlcohort.training import distributed as dist_
 from vlcohort.training.agent import build_agent, checked_adapter
 from vlcohort.training.update import trains_without_advantage
-
-#: ``data.decouple``: agent a's shard is shuffled with seed ``run.seed * SHARD_SEED_STRIDE +
-#: a``, a prime stride so the A shard orders never coincide with each other or the stream's.
-SHARD_SEED_STRIDE = 1009
+from vlcohort.typed_yaml import ConfigError
 
 #: A step without any learning signal is said the first time and every this many.
 NO_SIGNAL_EVERY = 10
@@ -187,7 +192,7 @@ def watch(run: Run, record: dict[str, Any], step: int) -> Callable[[Path], str] 
 
 def evaluate(run: Run) -> dict[str, float]:
     """``eval/<agent>/<task>/acc`` on the held-out problems (greedy answers)."""
-    from vlcohort.analysis.evaluate import accuracy_by_task
+    from vlcohort.monitoring.heldout import accuracy_by_task
 
     out = {}
     for agent in run.agents:

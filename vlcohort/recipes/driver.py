@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from vlcohort import runlock
 from vlcohort.errors import RunError
 from vlcohort.training import checkpoint as ckpt
-from vlcohort.recipes import runlock
 
 
 class TrainingError(RunError):
@@ -41,24 +41,11 @@ def bad_streak_error(streak: int, limit: int) -> TrainingError:
 
 # ---------------------------------------------------------------------------- seeds
 
-#: Sampling seeds: ``seed * SEED_STRIDE + step * STEP_SEED_STRIDE + agent``. Two primes
-#: far apart, so no (step, agent) pair of one run shares a seed with another's.
-SEED_STRIDE = 1_000_003
-STEP_SEED_STRIDE = 1_009
-
-
 def seed_everything(seed: int) -> None:
     """Python, NumPy and torch RNGs (transformers' ``set_seed``, which seeds all three)."""
     from transformers import set_seed
 
     set_seed(seed)
-
-
-def rollout_seed(seed: int, step: int, agent: int) -> int:
-    """Sampling seed of one agent's rollouts at one step: a pure function of the run seed,
-    so rollouts do not depend on how much randomness anything else used before (a model
-    build, a resume), and a resumed run samples exactly what the straight run did."""
-    return (seed * SEED_STRIDE + step * STEP_SEED_STRIDE + agent) % (2**31 - 1)
 
 
 # ---------------------------------------------------------------------------- resume

@@ -93,30 +93,43 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from processors import ProblemInputError, RenderedPrompt, format_options
-from processors.base import IMAGE_PLACEHOLDER
-
-from vlcohort.analysis.metrics import MetricsLogger, final_summary, read_metrics
+from vlcohort import run_folder, runlock
 from vlcohort.answers.grading import Grader, get_grader
-from vlcohort.recipes import runlock
-from vlcohort import run_folder
 from vlcohort.config import Config, to_dict, to_yaml
 from vlcohort.config_checks import self_play_roles
 from vlcohort.data.problems import Problem, split_options
 from vlcohort.data.sources import load_problems
-from vlcohort.recipes.driver import (Recipe, TrainingError, checkpoint_to_resume, drive,
-                                     restore_agents, rollout_seed, save_run, seed_everything,
-                                     step_schedules)
+from vlcohort.monitoring.metrics import MetricsLogger, final_summary, read_metrics
+from vlcohort.processors import ProblemInputError, RenderedPrompt, format_options
+from vlcohort.processors.base import IMAGE_PLACEHOLDER
+from vlcohort.recipes.driver import (
+    Recipe,
+    TrainingError,
+    checkpoint_to_resume,
+    drive,
+    restore_agents,
+    save_run,
+    seed_everything,
+    step_schedules,
+)
+from vlcohort.recipes.selfplay_math import (
+    challenger_rewards,
+    distinct_n,
+    in_band,
+    p_hat_histogram,
+    parse_question,
+    phase_of,
+    repetition_penalties,
+    solver_rewards,
+)
 from vlcohort.rollout.base import Rollouts, SamplingParams
+from vlcohort.seeds import rollout_seed
 from vlcohort.training import checkpoint as ckpt
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent, build_agent
 from vlcohort.training.distributed import set_cpu_threads
 from vlcohort.training.rewards import extract_all, gold_match, score, vote_all
 from vlcohort.training.update import trains_without_advantage, update_agent
-from vlcohort.recipes.selfplay_math import (challenger_rewards, distinct_n, in_band,
-                                            p_hat_histogram, parse_question, phase_of,
-                                            repetition_penalties, solver_rewards)
 
 # ============================================================================ prompts and questions
 

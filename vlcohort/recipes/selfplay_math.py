@@ -22,7 +22,6 @@ from scipy.spatial.distance import squareform
 
 from vlcohort.answers.voting import majority_vote
 
-
 _QUESTION = re.compile(r"<question>(.*?)</question>", re.DOTALL | re.IGNORECASE)
 
 

@@ -29,31 +29,34 @@ from typing import Any
 import numpy as np
 import torch
 
-from processors import ProblemInputError
-from vlcohort.analysis.dynamics import Monitor, answer_diversity, group_reward_std
-from vlcohort.analysis.metrics import MetricsLogger
 from vlcohort.answers.grading import Grader
 from vlcohort.config import Config
 from vlcohort.config_checks import agent_reward_source
 from vlcohort.data.problems import Problem
 from vlcohort.data.stream import ProblemStream
 from vlcohort.data.views import view_of
-from vlcohort.recipes.driver import TrainingError, rollout_seed
+from vlcohort.monitoring.metrics import MetricsLogger
+from vlcohort.monitoring.monitor import Monitor, answer_diversity, group_reward_std
+from vlcohort.processors import ProblemInputError
+from vlcohort.recipes.driver import TrainingError
 from vlcohort.rollout.base import Rollouts, SamplingParams
+from vlcohort.seeds import step_rollout_seed
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent
 from vlcohort.training.distributed import Layout, StepPlan, step_plan
-from vlcohort.training.rewards import (Reward, RewardInputs, Scored, code_keys_all, extract_all,
-                                       gold_match, grader_for, reward_of, vote_all,
-                                       with_overlong_penalty)
+from vlcohort.training.rewards import (
+    Reward,
+    RewardInputs,
+    Scored,
+    code_keys_all,
+    extract_all,
+    gold_match,
+    grader_for,
+    reward_of,
+    vote_all,
+    with_overlong_penalty,
+)
 from vlcohort.training.update import kl_reward, token_stats, trains_without_advantage, update_agent
-
-#: Rollout seeds of the R ranks of one agent group differ by multiples of this prime, so a
-#: group's ranks never sample the same stream (``rollout_seed`` spaces steps by 1_009).
-RANK_SEED_STRIDE = 7919
-#: ``rollout.dynamic_sampling``: refill round k of a step adds k times this prime to the
-#: seeds, so a refill never resamples the step's first round (or another step's).
-ROUND_SEED_STRIDE = 104_729
 
 
 @dataclass
@@ -188,8 +191,7 @@ def generate(run: Run, step: int, cohort: list[AgentStep], plan: StepPlan,
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
                               temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
     for i, agent in zip(run.local, run.agents):
-        seed = (rollout_seed(cfg.run.seed, step, i) + RANK_SEED_STRIDE * run.layout.group_rank
-                + ROUND_SEED_STRIDE * round_)
+        seed = step_rollout_seed(cfg.run.seed, step, i, run.layout.group_rank, round_)
         with agent.generation_context():
             cohort[i].rollouts = agent.engine.generate(
                 [cohort[i].rendered[b] for b in plan.generated], cfg.rollout.rollouts_per_prompt,
@@ -334,7 +336,7 @@ def dynamic_sampling(run: Run, step: int, problems: list[Problem], cohort: list[
     denominator (and in a KL term), so it dilutes every other group's step.
 
     A refill round is the step's pipeline again on the stream's next prompts:
-    next_prompts -> generate (seeds offset by ``ROUND_SEED_STRIDE`` x round) ->
+    next_prompts -> generate (seeds offset by ``seeds.ROUND_SEED_STRIDE`` x round) ->
     exchange_answers -> vote -> reward. Every agent generates in every round, full or
     not: a peer-vote agent needs its teacher's votes on the same prompts. Each round is
     appended to the step (``problems``, every agent's record and the plan grow by its P

@@ -14,7 +14,7 @@ from typing import Protocol, Sequence
 
 import torch
 
-from processors import PromptBatch, RenderedPrompt
+from vlcohort.processors import PromptBatch, RenderedPrompt
 
 
 @dataclass(frozen=True)

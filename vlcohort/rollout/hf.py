@@ -35,11 +35,15 @@ import inspect
 from typing import Sequence
 
 import torch
-from transformers import (LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper,
-                          TopKLogitsWarper, TopPLogitsWarper)
+from transformers import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
-from processors import RenderedPrompt, cut_at_stop
-
+from vlcohort.processors import RenderedPrompt, cut_at_stop
 from vlcohort.rollout.base import Rollouts, SamplingParams
 
 

@@ -99,10 +99,9 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from processors import RenderedPrompt, cut_at_stop
-from processors.base import unwrap
-
 from vlcohort.errors import RunError
+from vlcohort.processors import RenderedPrompt, cut_at_stop
+from vlcohort.processors.base import unwrap
 from vlcohort.rollout.base import Rollouts, SamplingParams
 
 VLLM_MIN_VERSION = "0.10.2"

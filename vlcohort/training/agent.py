@@ -15,9 +15,8 @@ from typing import Any
 
 import torch
 
-from processors import Adapter, AdapterOptions, adapter_for
-
 from vlcohort.config import Config, ModelConfig
+from vlcohort.processors import Adapter, AdapterOptions, adapter_for
 from vlcohort.rollout.engines import make_engine
 from vlcohort.training.logprobs import completion_logprobs, completion_logprobs_and_entropy
 from vlcohort.training.schedule import lr_multiplier
@@ -121,7 +120,7 @@ def adapter_options(mc: ModelConfig, cfg: Config | None = None) -> AdapterOption
 def checked_adapter(mc: ModelConfig, cfg: Config | None = None) -> Adapter:
     """The agent's adapter; a prompt format its checkpoint cannot take (``chat`` for a
     base model without a template) is a config error naming the key, not a traceback."""
-    from processors.prompt_formats import PromptFormatError
+    from vlcohort.processors.prompt_formats import PromptFormatError
     from vlcohort.typed_yaml import ConfigError
 
     try:

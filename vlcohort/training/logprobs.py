@@ -19,7 +19,7 @@ and ``log_softmax``: one more LM-head matmul per chunk, and at most one chunk's 
 alive at a time). Peak memory of a pass is then about (buffers per chunk) x budget above
 the decoder's own activations, whatever T and V are.
 
-The family knowledge it needs comes from the adapter's hooks (``processors.base.Adapter``):
+The family knowledge it needs comes from the adapter's hooks (``vlcohort.processors.base.Adapter``):
 ``decoder_hidden_states`` (vision features merged in), ``lm_head``, ``logit_softcap``,
 ``suppressed_token_ids`` (placeholders generation never samples) and the default chunk
 ``options.logprob_chunk_tokens``.
@@ -38,7 +38,7 @@ from typing import Sequence
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from processors.base import Adapter, TrainingBatch, unwrap
+from vlcohort.processors.base import Adapter, TrainingBatch, unwrap
 
 #: Most bytes of one [N, c, V] float32 buffer of a chunk: the chunk's positions c are cut to
 #: fit (at least 1). 256 MiB: 16 sequences x 16 positions of a 262k vocabulary, or x 27 of a

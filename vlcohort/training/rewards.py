@@ -50,8 +50,8 @@ from typing import Any, Callable, Sequence
 import torch
 
 from vlcohort.answers.extract import extract_answer
-from vlcohort.data.problems import Problem
 from vlcohort.answers.voting import Vote, in_winning_class, majority_vote, teacher_votes
+from vlcohort.data.problems import Problem
 
 #: A prompt's teacher: a :class:`Vote` (a rollout is rewarded iff its answer is in the
 #: vote's winning class, ``voting.in_winning_class``: the vote and the reward are one

@@ -20,8 +20,8 @@ from typing import Any, Sequence
 
 import torch
 
-from processors import RenderedPrompt
 from vlcohort.config import GRPOConfig
+from vlcohort.processors import RenderedPrompt
 from vlcohort.rollout.base import Rollouts
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent, zero_stage

@@ -15,7 +15,7 @@ differently, so we read the files the benchmark authors publish, as they publish
   ``#### ``; JSONL as in openai/grade-school-math, parquet as in the hub's ``openai/gsm8k``)
   and MATH-500 (``problem``, ``answer``, ``subject``, ``level``, ``unique_id``; JSONL or
   parquet as in ``HuggingFaceH4/MATH-500``). AMC 2023, GPQA Diamond, HumanEval, MBPP,
-  LiveCodeBench, MMLU and SciBench are read by :mod:`eval.text_benchmarks` (registered
+  LiveCodeBench, MMLU and SciBench are read by :mod:`vlcohort.eval.text_datasets` (registered
   here when ``eval`` is imported; ``text7`` / ``comas7`` name the paper's groups).
 
 The common hub parquet forms load too (``AI4Math/MathVista``, ``AI4Math/MathVerse``,
@@ -534,7 +534,7 @@ class BenchmarkSpec:
     folders: tuple[str, ...] = ()  # folders (in a data dir) that may hold a hub snapshot
     reader: Callable[[Path, tuple[str, ...]], list[dict]] | None = None
     """Reads the found file / folder into records when :func:`_records` cannot (gzip
-    JSONL, CSV, a folder of release files: :func:`eval.text_benchmarks.read_text_records`).
+    JSONL, CSV, a folder of release files: :func:`vlcohort.eval.text_datasets.read_text_records`).
     A pattern in ``files`` ending in ``/`` names such a folder."""
 
 
@@ -571,11 +571,11 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
 #: The four vision-language benchmarks the paper reports (the CLI default).
 DEFAULT_BENCHMARKS = ("mathvista", "mathverse", "mathvision", "wemath")
 #: Text-only benchmarks, for cohorts of language models (all but GSM8K and MATH-500 are
-#: registered by :mod:`eval.text_benchmarks`, which ``eval/__init__.py`` imports).
+#: registered by :mod:`vlcohort.eval.text_datasets`, which ``eval/__init__.py`` imports).
 TEXT_BENCHMARKS = ("gsm8k", "math500", "amc", "gpqa", "humaneval", "mbpp", "livecodebench",
                    "mmlu", "scibench")
 #: Names that stand for several benchmarks on the command line, in their table's column
-#: order (``text7``, ``comas7``: registered by :mod:`eval.text_benchmarks`).
+#: order (``text7``, ``comas7``: registered by :mod:`vlcohort.eval.text_datasets`).
 BENCHMARK_GROUPS: dict[str, tuple[str, ...]] = {}
 
 

@@ -7,8 +7,14 @@ from collections import Counter
 
 import pytest
 
-from eval.benchmarks import (BenchmarkError, load_benchmark, parse_benchmark_names,
-                             read_jsonl, split_choices_block, split_semicolon_options)
+from vlcohort.eval.datasets import (
+    BenchmarkError,
+    load_benchmark,
+    parse_benchmark_names,
+    read_jsonl,
+    split_choices_block,
+    split_semicolon_options,
+)
 
 
 @pytest.mark.parametrize("name,rows", [("mathvista", 1000), ("mathverse", 788),

@@ -18,10 +18,15 @@ def check_model_path(path: str, key: str) -> None:
     """``path`` names a tiny spec, a ``gguf:`` file or packaged name, a checkpoint folder
     some adapter serves (a registered family, or any causal LM), or (not checked here) a hub
     id; otherwise a :class:`ConfigError` naming ``key``."""
-    from processors.gguf import GGUFError, gguf_file, is_gguf_spec, looks_like_gguf_file
-    from processors.registry import (UnknownFamilyError, adapter_class_for_type,
-                                     gguf_path_message, read_model_type, unserved_message)
-    from processors.tiny import TINY_MODELS, is_tiny_spec
+    from vlcohort.processors.gguf import GGUFError, gguf_file, is_gguf_spec, looks_like_gguf_file
+    from vlcohort.processors.registry import (
+        UnknownFamilyError,
+        adapter_class_for_type,
+        gguf_path_message,
+        read_model_type,
+        unserved_message,
+    )
+    from vlcohort.processors.tiny import TINY_MODELS, is_tiny_spec
 
     if is_tiny_spec(path):
         name = path.split(":", 1)[1]

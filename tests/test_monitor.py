@@ -11,12 +11,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vlcohort.answers.voting import majority_vote
 from vlcohort.cli import main
 from vlcohort.config import MonitorConfig, load_config
+from vlcohort.monitoring.metrics import read_metrics
+from vlcohort.monitoring.monitor import Monitor, answer_diversity, group_reward_std, spike_ratio
 from vlcohort.typed_yaml import ConfigError
-from vlcohort.analysis.dynamics import Monitor, answer_diversity, group_reward_std, spike_ratio
-from vlcohort.analysis.metrics import read_metrics
-from vlcohort.answers.voting import majority_vote
 
 # ============================================================================ the metrics
 

@@ -17,14 +17,21 @@ from pathlib import Path
 
 import pytest
 
-from eval.benchmarks import BenchmarkError, load_benchmark, parse_benchmark_names
-from eval.items import prompt_view, score_record
-from eval.runner import markdown_table, summarize
-from eval.text_benchmarks import (COMAS7, GPQA_SEED, TEXT7, decode_private_tests,
-                                  gpqa_permutation, scibench_gold, select_window)
-from eval.text_scoring import check_code_records, scibench_equiv
 from vlcohort.answers.grading import get_grader
 from vlcohort.cli import main
+from vlcohort.eval.datasets import BenchmarkError, load_benchmark, parse_benchmark_names
+from vlcohort.eval.items import prompt_view, score_record
+from vlcohort.eval.runner import markdown_table, summarize
+from vlcohort.eval.text_datasets import (
+    COMAS7,
+    GPQA_SEED,
+    TEXT7,
+    decode_private_tests,
+    gpqa_permutation,
+    scibench_gold,
+    select_window,
+)
+from vlcohort.eval.text_scoring import check_code_records, scibench_equiv
 
 DATA = Path(__file__).parent / "data" / "text_benchmarks"
 

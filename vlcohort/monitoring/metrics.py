@@ -1,5 +1,5 @@
 """Metrics: one JSON line per step in ``metrics.jsonl``, mirrored to the trackers the config
-asks for (TensorBoard, Weights & Biases: ``analysis/trackers.py``), plots.
+asks for (TensorBoard, Weights & Biases: ``monitoring/trackers.py``), plots.
 
 Keys are namespaced (DESIGN.md rule 7): ``agent/<name>/...``, ``cohort/...``,
 ``timing/...``. Their meanings are listed in :data:`METRIC_DOCS` (and the README).
@@ -158,12 +158,12 @@ class MetricsLogger:
     ``enabled``: False on every rank but the logging one of a distributed launch (nothing
     is written or tracked there). ``run_name`` / ``run_config``: the W&B run's default name
     and its config (the resolved config as a dict). The tracker packages are imported here
-    (a missing one is a :class:`~vlcohort.analysis.trackers.TrackerError` now); the
+    (a missing one is a :class:`~vlcohort.monitoring.trackers.TrackerError` now); the
     trackers start in :meth:`begin`, once the step the run continues from is known."""
 
     def __init__(self, run_dir: str | Path, log: Any = None, enabled: bool = True,
                  run_name: str | None = None, run_config: dict[str, Any] | None = None):
-        from vlcohort.analysis.trackers import check_trackers
+        from vlcohort.monitoring.trackers import check_trackers
 
         self.path = Path(run_dir) / "metrics.jsonl"
         self.enabled = enabled
@@ -191,8 +191,8 @@ class MetricsLogger:
     def _start_trackers(self, step: int) -> None:
         if self._started or not self.enabled or self._log_cfg is None:
             return
-        from vlcohort.analysis.trackers import TRACKER_STATE, start_trackers
         from vlcohort.console import verbose
+        from vlcohort.monitoring.trackers import TRACKER_STATE, start_trackers
 
         trackers_in(self.path.parent, TRACKER_STATE)
         self.trackers = start_trackers(self._log_cfg, self.path.parent, self._run_name,
@@ -233,7 +233,7 @@ class MetricsLogger:
             f.write(json.dumps(clean) + "\n")
         self._start_trackers(0)  # a caller that never called begin(): a fresh run
         if self.trackers:
-            from vlcohort.analysis.trackers import scalars
+            from vlcohort.monitoring.trackers import scalars
 
             values = scalars(clean)
             for tracker in self.trackers:

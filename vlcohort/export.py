@@ -159,8 +159,7 @@ def load_for_export(folder: Path, mc) -> tuple[Any, Any, bool]:
     options (dtype, attention); a LoRA adapter is put on its base the way the trainer
     resumes it (``agent._wrap_lora``: ``PeftModel.from_pretrained``) and folded in with
     ``merge_and_unload``, which returns the base class with the updated weights."""
-    from processors import adapter_for
-
+    from vlcohort.processors import adapter_for
     from vlcohort.training.agent import adapter_options
 
     options = adapter_options(mc) if mc is not None else None
@@ -210,7 +209,7 @@ def latest_metrics(run_dir: Path, agent: str, step: int) -> dict[str, tuple[int,
     """The agent's newest value of each card metric at or before ``step``, with the step
     it was logged at: reward, rollout accuracy against gold, cohort agreement, held-out
     accuracy per task family. Empty without a ``metrics.jsonl``."""
-    from vlcohort.analysis.metrics import read_metrics
+    from vlcohort.monitoring.metrics import read_metrics
 
     path = run_dir / "metrics.jsonl"
     if not path.is_file():

@@ -1,4 +1,4 @@
-"""``bench/hard_math.py``: the held-out hard-math set is what its docstring promises
+"""``eval/grader_sets/hard_math.py``: the held-out hard-math set is what its docstring promises
 (enough pairs, every class with both verdicts, reproducible), and its intended verdicts
 are consistent with extraction where a pair is a whole response.
 
@@ -8,8 +8,6 @@ set measures the grader, so the grader passing it is not asserted here.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -20,14 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def hard_math():
-    spec = importlib.util.spec_from_file_location("hard_math", ROOT / "bench" / "hard_math.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["hard_math"] = module  # its dataclass looks its module up while it is built
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop("hard_math", None)
+    from vlcohort.eval.grader_sets import hard_math
+
+    return hard_math
 
 
 def test_size_classes_and_both_verdicts(hard_math):

@@ -1,6 +1,6 @@
 """Experiment trackers: TensorBoard and Weights & Biases, fed from the one metrics record.
 
-:class:`~vlcohort.analysis.metrics.MetricsLogger` writes each step's record to
+:class:`~vlcohort.monitoring.metrics.MetricsLogger` writes each step's record to
 ``metrics.jsonl`` and hands the same record to every tracker started here, so the three
 never disagree. A tracker the config asks for (``log.tensorboard``, ``log.wandb.enable``)
 that cannot start is a :class:`TrackerError` at the start of the run naming the key and the

@@ -8,10 +8,9 @@ from typing import Sequence
 
 import torch
 
-from processors import ProblemInputError, cut_at_stop
-
 from vlcohort.answers.extract import extract_answer
 from vlcohort.data.problems import Problem
+from vlcohort.processors import ProblemInputError, cut_at_stop
 
 
 @torch.no_grad()

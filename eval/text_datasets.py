@@ -52,8 +52,16 @@ from typing import Any
 
 from vlcohort.data.problems import LETTERS, Problem
 
-from .benchmarks import (BENCHMARK_GROUPS, BENCHMARKS, BenchmarkData, BenchmarkError,
-                         BenchmarkSpec, SkippedItem, _records, read_json)
+from .datasets import (
+    BENCHMARK_GROUPS,
+    BENCHMARKS,
+    BenchmarkData,
+    BenchmarkError,
+    BenchmarkSpec,
+    SkippedItem,
+    _records,
+    read_json,
+)
 
 __all__ = [
     "COMAS7", "CODE_BENCHMARKS", "GPQA_SEED", "LCB_DEFAULT_WINDOW", "TEXT7",
@@ -153,7 +161,7 @@ def _folder_records(path: Path, splits: tuple[str, ...]) -> list[dict]:
 
 def read_text_records(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
     """Records of a text benchmark file in any form it is published in: gzip JSON(L),
-    CSV, a folder of release / textbook files, or what :func:`eval.benchmarks._records`
+    CSV, a folder of release / textbook files, or what :func:`vlcohort.eval.datasets._records`
     reads (JSON, JSONL, parquet through ``datasets``)."""
     path = Path(path)
     if path.is_dir():
@@ -518,7 +526,7 @@ def scibench_gold(answer_number: str, unit: str) -> tuple[str, str]:
 def _scibench(rows: list[dict], path: Path, need_images: bool) -> BenchmarkData:
     """SciBench: the question is ``problem_text`` + " The unit of the answer is <unit>."
     (the official prompt's form), ids ``<textbook>/<problemid>``; ``rel_tol`` 0.05 in meta
-    is the official tolerance (:func:`eval.text_scoring.scibench_equiv`)."""
+    is the official tolerance (:func:`vlcohort.eval.text_scoring.scibench_equiv`)."""
     problems, skipped, seen = [], [], set()
     for row in rows:
         source = str(row.get("source") or "scibench").strip()
@@ -582,7 +590,7 @@ TEXT_SPECS: dict[str, BenchmarkSpec] = {
         "scibench/data/train-*.parquet"), ("problem_text", "answer_number"), ("train",),
         reader=read_text_records),
 }
-# registered where they are defined: eval.benchmarks' one table of benchmarks, and the
+# registered where they are defined: vlcohort.eval.datasets' one table of benchmarks, and the
 # command-line groups of the paper's table (text7) and of the CoMAS comparison (comas7)
 BENCHMARKS.update(TEXT_SPECS)
 BENCHMARK_GROUPS.update({"text7": TEXT7, "comas7": COMAS7})
