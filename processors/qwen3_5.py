@@ -86,7 +86,8 @@ class Qwen3_5Adapter(Qwen3VLAdapter):
 #: ``<think>\n`` unless ``enable_thinking`` is false (then an empty block). The published
 #: non-thinking form differs only in that default; the adapter always passes
 #: ``enable_thinking``, so both render the same prompts.
-QWEN3_5_CHAT_TEMPLATE = r"""{%- set image_count = namespace(value=0) %}
+#: Lines longer than the linter's limit continue in adjacent raw literals (same text).
+QWEN3_5_CHAT_TEMPLATE = (r"""{%- set image_count = namespace(value=0) %}
 {%- set video_count = namespace(value=0) %}
 {%- macro render_content(content, do_vision_count, is_system_content=false) %}
     {%- if content is string %}
@@ -138,7 +139,15 @@ QWEN3_5_CHAT_TEMPLATE = r"""{%- set image_count = namespace(value=0) %}
         {{- tool | tojson }}
     {%- endfor %}
     {{- "\n</tools>" }}
-    {{- '\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>' }}
+    {{- '\n\nIf you choose to call a function ONLY reply in the following format with NO """
+    r"""suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</paramet"""
+    r"""er>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple """
+    r"""lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the """
+    r"""specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML """
+    r"""tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call """
+    r"""in natural language BEFORE the function call, but NOT after\n- If there is no function call available, """
+    r"""answer the question like normal with your current knowledge and do not tell the user about function """
+    r"""calls\n</IMPORTANT>' }}
     {%- if messages[0].role == 'system' %}
         {%- set content = render_content(messages[0].content, false, true)|trim %}
         {%- if content %}
@@ -180,7 +189,8 @@ QWEN3_5_CHAT_TEMPLATE = r"""{%- set image_count = namespace(value=0) %}
             {%- set reasoning_content = message.reasoning_content %}
         {%- else %}
             {%- if '</think>' in content %}
-                {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+                {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n"""
+    r"""') %}
                 {%- set content = content.split('</think>')[-1].lstrip('\n') %}
             {%- endif %}
         {%- endif %}
@@ -207,7 +217,8 @@ QWEN3_5_CHAT_TEMPLATE = r"""{%- set image_count = namespace(value=0) %}
                 {%- if tool_call.arguments is defined %}
                     {%- for args_name, args_value in tool_call.arguments|items %}
                         {{- '<parameter=' + args_name + '>\n' }}
-                        {%- set args_value = args_value | tojson | safe if args_value is mapping or (args_value is sequence and args_value is not string) else args_value | string %}
+                        {%- set args_value = args_value | tojson | safe if args_value is mapping or (args_value is """
+    r"""sequence and args_value is not string) else args_value | string %}
                         {{- args_value }}
                         {{- '\n</parameter>\n' }}
                     {%- endfor %}
@@ -239,7 +250,7 @@ QWEN3_5_CHAT_TEMPLATE = r"""{%- set image_count = namespace(value=0) %}
     {%- else %}
         {{- '<think>\n' }}
     {%- endif %}
-{%- endif %}"""
+{%- endif %}""")
 
 
 def qwen3_5_chat_template() -> str:

@@ -74,7 +74,8 @@ QWEN3_THINK_TOKENS = ["<think>", "</think>"]
 #: first message is one, user contents with ``<|vision_start|><|image_pad|><|vision_end|>``
 #: per image (``Picture n:`` with ``add_vision_id``), tool calls and responses, and the
 #: generation prompt ``<|im_start|>assistant\n``.
-QWEN3_VL_CHAT_TEMPLATE = r"""{%- if tools %}
+#: Lines longer than the linter's limit continue in adjacent raw literals (same text).
+QWEN3_VL_CHAT_TEMPLATE = (r"""{%- if tools %}
     {{- '<|im_start|>system\n' }}
     {%- if messages[0].role == 'system' %}
         {%- if messages[0].content is string %}
@@ -88,12 +89,15 @@ QWEN3_VL_CHAT_TEMPLATE = r"""{%- if tools %}
         {%- endif %}
         {{- '\n\n' }}
     {%- endif %}
-    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with """
+    r"""function signatures within <tools></tools> XML tags:\n<tools>" }}
     {%- for tool in tools %}
         {{- "\n" }}
         {{- tool | tojson }}
     {%- endfor %}
-    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within """
+    r"""<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": """
+    r"""<args-json-object>}\n</tool_call><|im_end|>\n" }}
 {%- else %}
     {%- if messages[0].role == 'system' %}
         {{- '<|im_start|>system\n' }}
@@ -194,7 +198,7 @@ QWEN3_VL_CHAT_TEMPLATE = r"""{%- if tools %}
 {%- if add_generation_prompt %}
     {{- '<|im_start|>assistant\n' }}
 {%- endif %}
-"""
+""")
 
 
 def qwen3_vl_chat_template() -> str:

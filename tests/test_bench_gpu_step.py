@@ -80,7 +80,8 @@ def test_tiny_mode_runs_one_step_and_reports(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = proc.stdout
     for line in ("rollout (both agents)", "grading (answers, votes, rewards)", "update (both agents)",
-                 "other (render prompts, metrics)", "generated tokens / s", "MFU vs 790 TFLOP/s bf16", "peak GPU memory, step (GB)"):
+                 "other (render prompts, metrics)", "generated tokens / s", "MFU vs 790 TFLOP/s bf16",
+                 "peak GPU memory, step (GB)"):
         assert line in text, text
     assert "mfu=" in text and f"wrote {out}" in text
     res = json.loads(out.read_text())

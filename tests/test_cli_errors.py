@@ -23,7 +23,8 @@ def _cases(tmp):
     return [
         ("bad model path", ["agents.0.path=/nonexistent/model"], "agents.0.path: /nonexistent/model"),
         ("folder without config", [f"agents.0.path={no_config}"], "no config.json"),
-        ("unknown family", [f"agents.0.path={foreign}"], "'blip-2' has no adapter and AutoModelForCausalLM cannot load it"),
+        ("unknown family", [f"agents.0.path={foreign}"],
+         "'blip-2' has no adapter and AutoModelForCausalLM cannot load it"),
         ("unknown tiny model", ["agents.0.path=tiny:nope"], "unknown tiny model 'tiny:nope'"),
         ("missing data file", ["data.source=file", f"data.path={tmp}/missing.jsonl"],
          "data.path: " + str(tmp / "missing.jsonl") + " does not exist"),

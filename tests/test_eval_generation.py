@@ -284,7 +284,8 @@ def test_a_killed_run_resumes_from_its_part_files(tmp_path, sharp_qwen2, gsm8k_d
 def test_merge_skips_what_is_already_there(tmp_path):
     """A crash between a merge's append and its deletion of the parts: the next merge
     appends only the missing records, in canonical order."""
-    rec = lambda i: {"benchmark": "b", "id": str(i), "model": "m", "sample": 0, "response": i}
+    def rec(i):
+        return {"benchmark": "b", "id": str(i), "model": "m", "sample": 0, "response": i}
     items = tmp_path / "items.jsonl"
     items.write_text(json.dumps(rec(1)) + "\n")
     (tmp_path / "items.part0.jsonl").write_text("".join(json.dumps(rec(i)) + "\n" for i in (2, 1)))

@@ -198,8 +198,8 @@ def test_five_version_file_headline_pools_the_five_versions(tmp_path):
     vision_only = [p for p in problems if p.meta["problem_version"] == "Vision Only"]
     assert len(vision_only) == 4 and all(p.text == "" for p in vision_only)
     # right on Text Dominant / Text Lite / Text Only, and on Vision Only of problem 1
-    right = lambda i, p: (p.meta["problem_version"] in ("Text Dominant", "Text Lite", "Text Only")
-                          or p.id == "5")
+    def right(i, p):
+        return p.meta["problem_version"] in ("Text Dominant", "Text Lite", "Text Only") or p.id == "5"
     summary = score_responses("mathverse", path, _responses(tmp_path, problems, right))
     res = summary["benchmarks"]["mathverse"]["models"]["responses"]
     assert res["headline_name"] == "overall (5 versions)"

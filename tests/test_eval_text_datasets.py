@@ -207,7 +207,8 @@ def test_livecodebench_window_difficulty_and_programs_run():
     recs = _scored("livecodebench", data, {
         "abc999_a": ["```python\nn = int(input())\nprint(sum(map(int, input().split())))\n```",
                      "```python\nprint(6)\n```"],  # passes the public case only
-        "9001": [two_sum, "```python\nclass Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]\n```"]})
+        "9001": [two_sum,
+                 "```python\nclass Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]\n```"]})
     assert [r["passed"] for r in recs] == [True, False, True, False]
     s = summarize({"livecodebench": data}, recs, ["m"])
     b = s["benchmarks"]["livecodebench"]

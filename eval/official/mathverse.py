@@ -42,40 +42,53 @@ TRUNK_WORDS = 30
 # @ 937b090, evaluation/prompts.py (MIT licence, (c) the MathVerse authors), because the
 # judge must see the text the official pipeline sends. The score prompt keeps its source
 # form (``{{``/``}}``, ``{question}``...): it is used through ``str.format`` as the official
-# code does, which is what turns ``{{3}}`` into ``{3}``.
-DEMO_PROMPT_EXTRACT = """
-I am providing you a response from a model to a math problem, termed 'Model Response'. You should extract the answer from the response as 'Extracted Answer'. Directly output the extracted answer with no explanation.
+# code does, which is what turns ``{{3}}`` into ``{3}``. Lines longer than the linter's limit
+# continue in adjacent literals (same text).
+DEMO_PROMPT_EXTRACT = ("""
+I am providing you a response from a model to a math problem, termed 'Model Response'. You should extract the answer """
+    """from the response as 'Extracted Answer'. Directly output the extracted answer with no explanation.
 
 1.
 Model response: 'Rounded to two decimal places, the perimeter of the sector is approximately:\n\n(-2, 1)'
 Extracted Answer: (-2, 1)
 
 2.
-Model response: 'at those points.\n\nTherefore, the correct option that represents the meaning of the intersection points of the graphs is:\n\nD. They give the solutions to the equation $f(t)=g(t)$.",'
+Model response: 'at those points.\n\nTherefore, the correct option that represents the meaning of the intersection """
+    """points of the graphs is:\n\nD. They give the solutions to the equation $f(t)=g(t)$.",'
 Extracted Answer: D
 
 3.
-Model response: ' at 1 (there's a closed circle at y = 1), the range in interval notation is \\((-4, 1]\\).\n\nFinal values:\nDomain: \\((-3, 3]\\)\nRange: \\((-4, 1]\\)'
+Model response: ' at 1 (there's a closed circle at y = 1), the range in interval notation is \\((-4, 1]\\).\n\nFinal """
+    """values:\nDomain: \\((-3, 3]\\)\nRange: \\((-4, 1]\\)'
 Extracted Answer: Domain: \\((-3, 3]\\)\nRange: \\((-4, 1]\\)
 
 4.
-Model response: 'As it stands, I cannot provide the correct option letter because there isn't enough information to solve for 'y'.'
+Model response: 'As it stands, I cannot provide the correct option letter because there isn't enough information to """
+    """solve for 'y'.'
 Extracted Answer: null
 
 5.
-Model response: 'Given that AB = 17.6 meters, we can now substitute into the equation:\n\nd = 17.6 / cos(38\u00b0)\n\nTherefore, to one decimal place, the distance d between Ned and Bart is approximately 22.3 meters.'
+Model response: 'Given that AB = 17.6 meters, we can now substitute into the equation:\n\nd = 17.6 / """
+    """cos(38\u00b0)\n\nTherefore, to one decimal place, the distance d between Ned and Bart is approximately 22.3 """
+    """meters.'
 Extracted answer: 22.3
 
 6.
-Model response:  have all the coefficients for the quadratic function:\n\\( f(x) = ax^2 + bx + c \\)\n\\( f(x) = -1x^2 - 2x + 1 \\)\n\nTherefore, the equation for the graphed function \\( f \\) is:\n\\( f(x) = -x^2 - 2x + 1 \\)"'
+Model response:  have all the coefficients for the quadratic function:\n\\( f(x) = ax^2 + bx + c \\)\n\\( f(x) = """
+    """-1x^2 - 2x + 1 \\)\n\nTherefore, the equation for the graphed function \\( f \\) is:\n\\( f(x) = -x^2 - 2x + """
+    """1 \\)"'
 Extracted answer: f(x) = -x^2 - 2x + 1
 
 7.
-"""
+""")
 
-DEMO_PROMPT_SCORE = """
-Below are two answers to a math question. Question is [Question], [Standard Answer] is the standard answer to the question, and [Model_answer] is the answer extracted from a model's output to this question.  Determine whether these two answers are consistent.
-Please note that only when the [Model_answer] completely matches the [Standard Answer] means they are consistent. For non-multiple-choice questions, if the meaning is expressed in the same way, it is also considered consistent, for example, 0.5m and 50cm.
+DEMO_PROMPT_SCORE = ("""
+Below are two answers to a math question. Question is [Question], [Standard Answer] is the standard answer to the """
+    """question, and [Model_answer] is the answer extracted from a model's output to this question.  Determine """
+    """whether these two answers are consistent.
+Please note that only when the [Model_answer] completely matches the [Standard Answer] means they are consistent. """
+    """For non-multiple-choice questions, if the meaning is expressed in the same way, it is also considered """
+    """consistent, for example, 0.5m and 50cm.
 If they are consistent, Judement is 1; if they are different, Judement is 0.
 
 [Question]: Write the set of numbers represented on the number line in interval notation.
@@ -83,7 +96,8 @@ If they are consistent, Judement is 1; if they are different, Judement is 0.
 [Model_answer] : Extracted Answer: \\((-2, 1)\\)
 Judgement: 0
 
-[Question]: As shown in the figure, circle O has a radius 1.0, if angle BAC = 60.0, then the length of BC is ()\nChoices:\nA:2\nB:2\u221a{{3}}\nC:\u221a{{3}}\nD:2\u221a{{2}}
+[Question]: As shown in the figure, circle O has a radius 1.0, if angle BAC = 60.0, then the length of BC is """
+    """()\nChoices:\nA:2\nB:2\u221a{{3}}\nC:\u221a{{3}}\nD:2\u221a{{2}}
 [Standard Answer]: C
 [Model_answer] : B:2\u221a{{3}}
 Judgement: 0
@@ -93,12 +107,14 @@ Judgement: 0
 [Model_answer] : Range: \\((-4, 1]\\)
 Judgement: 0
 
-[Question]: As shown in the figure, circle O has a radius 1.0, if angle BAC = 60.0, then the length of BC is ()\nChoices:\nA:2\nB:2\u221a{{3}}\nC:\u221a{{3}}\nD:2\u221a{{2}}
+[Question]: As shown in the figure, circle O has a radius 1.0, if angle BAC = 60.0, then the length of BC is """
+    """()\nChoices:\nA:2\nB:2\u221a{{3}}\nC:\u221a{{3}}\nD:2\u221a{{2}}
 [Standard Answer]: C
 [Model_answer] : null
 Judgement: 0
 
-[Question]: Given the graph of the ellipse that intersects with x-axis at 9 and -9 and with y-axis at 3 and -3, determine its equation.A. \\frac{{x^2}}{{81}} + \\frac{{y^2}}{{9}} = 1 B. Can not determine.\n
+[Question]: Given the graph of the ellipse that intersects with x-axis at 9 and -9 and with y-axis at 3 and -3, """
+    """determine its equation.A. \\frac{{x^2}}{{81}} + \\frac{{y^2}}{{9}} = 1 B. Can not determine.\n
 [Standard Answer]: A
 [Model_answer] : \\frac{{x^2}}{{81}} + \\frac{{y^2}}{{9}} = 1
 Judgement: 1
@@ -106,7 +122,7 @@ Judgement: 1
 [Question]: {question}
 [Standard Answer]: {gt}
 [Model_answer] : {extraction}
-Judgement: """
+Judgement: """)
 
 
 # --------------------------------------------------------------------------- prompts

@@ -31,8 +31,11 @@ import sys
 import threading
 from typing import Sequence
 
-__all__ = ["PROTOCOL", "RULES", "backend", "gold_pairs", "mathvision_correct", "mathvision_extract",
-           "mathvision_is_equal", "prefetch", "report", "reset_backend", "verdict"]
+__all__ = [
+    "PROTOCOL",  # noqa: F822 - defined by the module __getattr__ below: it names the parser in use
+    "RULES", "backend", "gold_pairs", "mathvision_correct", "mathvision_extract",
+    "mathvision_is_equal", "prefetch", "report", "reset_backend", "verdict",
+]
 
 _MV_FLAGS = ("the final answer is", "the answer is", "the correct answer is", "the answer should be")
 _MV_NAMESPACE = {"__builtins__": {"abs": abs, "round": round, "pow": pow, "min": min, "max": max,

@@ -33,8 +33,9 @@ __all__ = ["DEMO_PROMPT", "PROTOCOL", "extraction_prompt", "mathvista_correct",
 
 #: The official few-shot extraction prompt, verbatim (data, not code): lupantech/MathVista
 #: @ 53d5258 ``evaluation/prompts/ext_ans.py`` ``demo_prompt`` (CC BY-SA 4.0). The
-#: official code strips it before use; it is kept here as published.
-DEMO_PROMPT = """
+#: official code strips it before use; it is kept here as published (lines longer than the
+#: linter's limit continue in adjacent literals, same text).
+DEMO_PROMPT = ("""
 Please read the following example. Then extract the answer from the model response and type it at the end of the prompt.
 
 Hint: Please answer the question requiring an integer answer and provide the final value, e.g., 1, 2, 3, at the end.
@@ -44,21 +45,25 @@ Model response: The number missing in the sequence is 14.
 
 Extracted answer: 14
 
-Hint: Please answer the question requiring a floating-point number with one decimal place and provide the final value, e.g., 1.2, 1.3, 1.4, at the end.
+Hint: Please answer the question requiring a floating-point number with one decimal place and provide the final """
+    """value, e.g., 1.2, 1.3, 1.4, at the end.
 Question: What is the fraction of females facing the camera?
 
-Model response: The fraction of females facing the camera is 0.6, which means that six out of ten females in the group are facing the camera.
+Model response: The fraction of females facing the camera is 0.6, which means that six out of ten females in the """
+    """group are facing the camera.
 
 Extracted answer: 0.6
 
-Hint: Please answer the question requiring a floating-point number with two decimal places and provide the final value, e.g., 1.23, 1.34, 1.45, at the end.
+Hint: Please answer the question requiring a floating-point number with two decimal places and provide the final """
+    """value, e.g., 1.23, 1.34, 1.45, at the end.
 Question: How much money does Luca need to buy a sour apple candy and a butterscotch candy? (Unit: $)
 
 Model response: Luca needs $1.45 to buy a sour apple candy and a butterscotch candy.
 
 Extracted answer: 1.45
 
-Hint: Please answer the question requiring a Python list as an answer and provide the final list, e.g., [1, 2, 3], [1.2, 1.3, 1.4], at the end.
+Hint: Please answer the question requiring a Python list as an answer and provide the final list, e.g., [1, 2, 3], """
+    """[1.2, 1.3, 1.4], at the end.
 Question: Between which two years does the line  graph saw its maximum peak?
 
 Model response: The line graph saw its maximum peak between 2007 and 2008.
@@ -71,7 +76,7 @@ Question: What fraction of the shape is blue?\nChoices:\n(A) 3/11\n(B) 8/11\n(C)
 Model response: The correct answer is (B) 8/11.
 
 Extracted answer: B
-"""
+""")
 
 PROTOCOL = ("MathVista: the official extract_answer.py pre-GPT rules (empty response, a response "
             "that is an option, an int / float response), then the GPT extraction (the judge, "

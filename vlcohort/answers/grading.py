@@ -968,7 +968,8 @@ def canonical(answer: str | None, options: OptionsArg = None) -> str | None:
     return _DEFAULT.canonical(answer, options)
 
 
-def is_equivalent(pred: str | None, gold: str | None, options: OptionsArg = None, rel_tol: float = DEFAULT_REL_TOL) -> bool:
+def is_equivalent(pred: str | None, gold: str | None, options: OptionsArg = None,
+                  rel_tol: float = DEFAULT_REL_TOL) -> bool:
     """Whether ``pred`` answers the same as ``gold``; never raises on bad answers, never hangs.
 
     ``gold`` may be a letter or an option text when ``options`` are given; with no options

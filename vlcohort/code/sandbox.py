@@ -383,7 +383,8 @@ def _bwrap_prefix(src: str, limits: Limits, seccomp_fd: int,
         args.insert(1, "--unshare-user")
     size = ["--size", str(limits.disk_mb << 20)]
     args += [*size, "--perms", "1777", "--tmpfs", "/dev/shm",
-             "--perms", "0755", "--dir", "/tmp", "--ro-bind", src, SRC_DIR, *size, "--perms", "0777", "--tmpfs", WORK_DIR,
+             "--perms", "0755", "--dir", "/tmp", "--ro-bind", src, SRC_DIR,
+             *size, "--perms", "0777", "--tmpfs", WORK_DIR,
              "--remount-ro", "/", "--chdir", WORK_DIR, "--seccomp", str(seccomp_fd)]
     if info_fd is not None:
         args += ["--info-fd", str(info_fd)]
