@@ -429,7 +429,7 @@ def append_round(cohort: list[AgentStep], extra: list[AgentStep], plan: StepPlan
         a.votes = a.votes + x.votes  # [P + P']
         if x.rollouts is None:  # an agent trained in another process
             continue
-        a.rollouts = concat_rollouts(a.rollouts, x.rollouts)  # rows: plan.generated order
+        a.rollouts = a.rollouts.concat(x.rollouts)  # rows: plan.generated order
         a.trained = a.trained + list(shift(x.trained))
         s, t = a.reward.scored, x.reward.scored
         a.reward = Reward(labels=a.reward.labels + x.reward.labels,
@@ -441,20 +441,6 @@ def append_round(cohort: list[AgentStep], extra: list[AgentStep], plan: StepPlan
     return StepPlan(n_prompts=off + extra_plan.n_prompts,
                     generated=plan.generated + shift(extra_plan.generated),
                     owned=tuple(own + shift(more) for own, more in zip(plan.owned, extra_plan.owned)))
-
-
-def concat_rollouts(a: Rollouts, b: Rollouts) -> Rollouts:
-    """The rows of ``a`` then those of ``b`` [N_a + N_b]; log-probs [N, T] zero-padded to
-    the longer T (0 beyond a completion's end, as an engine pads them); ``prompts`` is not
-    carried, as in ``Rollouts.select_prompts`` (the update encodes its own batches)."""
-    T = max(a.logprobs.shape[1], b.logprobs.shape[1])
-
-    def pad(t: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.pad(t, (0, T - t.shape[1]))  # [n, t] -> [n, T]
-
-    return Rollouts(prompts=None, completions=a.completions + b.completions,
-                    texts=a.texts + b.texts, logprobs=torch.cat([pad(a.logprobs), pad(b.logprobs)]),
-                    finished=list(a.finished) + list(b.finished), group_size=a.group_size)
 
 
 def update(run: Run, cohort: list[AgentStep], plan: StepPlan) -> float:
@@ -573,6 +559,6 @@ def agreement(votes, problems, grader) -> float:
     agree = []
     for b, prob in enumerate(problems):
         labs = [v[b].label for v in votes]
-        agree.append(all(l is not None for l in labs)
-                     and all(grader.is_equivalent(l, labs[0], prob.options) for l in labs[1:]))
+        agree.append(all(lab is not None for lab in labs)
+                     and all(grader.is_equivalent(lab, labs[0], prob.options) for lab in labs[1:]))
     return float(np.mean(agree))

@@ -65,6 +65,21 @@ class Rollouts:
                         logprobs=self.logprobs[torch.tensor(rows, dtype=torch.long)],
                         finished=[self.finished[r] for r in rows], group_size=G)
 
+    def concat(self, other: "Rollouts") -> "Rollouts":
+        """The rows of ``self`` then those of ``other`` [N_a + N_b]; log-probs [N, T]
+        zero-padded to the longer T (0 beyond a completion's end, as an engine pads them).
+        ``prompts`` is not carried, as in :meth:`select_prompts`."""
+        T = max(self.logprobs.shape[1], other.logprobs.shape[1])
+
+        def pad(t: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.pad(t, (0, T - t.shape[1]))  # [n, t] -> [n, T]
+
+        return Rollouts(prompts=None, completions=self.completions + other.completions,
+                        texts=self.texts + other.texts,
+                        logprobs=torch.cat([pad(self.logprobs), pad(other.logprobs)]),
+                        finished=list(self.finished) + list(other.finished),
+                        group_size=self.group_size)
+
     def lengths(self) -> torch.Tensor:
         return torch.tensor([len(c) for c in self.completions])  # [N]
 
