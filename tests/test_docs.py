@@ -75,6 +75,19 @@ def test_readme_is_short_and_indexes_every_docs_page():
     assert not unlisted, f"README.md does not link these docs/ pages: {unlisted}"
 
 
+def test_markdown_links_resolve():
+    """Every relative link of the README and ``docs/`` (``[text](path)``, ``![alt](path)``)
+    names a file of the repository."""
+    broken = []
+    for page in (README, *DOC_PAGES):
+        text = page.read_text(encoding="utf-8")
+        for m in re.finditer(r"\]\(([^)\s]+)\)", text):
+            target = m.group(1).split("#")[0]
+            if target and "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)}:{_line(text, m.start())}: {m.group(1)}")
+    assert not broken, "links to missing files:\n" + "\n".join(broken)
+
+
 def test_generated_pages_are_current():
     stale = [str(path.relative_to(ROOT)) for path, text in docs_pages.generated().items()
              if not path.is_file() or path.read_text() != text]
