@@ -105,7 +105,7 @@ def _quiet_environment() -> None:
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
+import torch  # noqa: E402 - after the environment settings and sys.path above
 
 PEAK_TFLOPS = 790.0  # dense bf16 tensor-core peak the issue asks MFU against
 TASKS = ["shape_colour", "shape_kind", "compare_bars"]  # multiple choice: letter golds

@@ -49,12 +49,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vlcohort.answers import grading  # noqa: E402
-from vlcohort.answers.extract import extract_answer  # noqa: E402
-from vlcohort.answers.grading import LETTERS, is_equivalent  # noqa: E402
-from vlcohort.answers.voting import majority_vote  # noqa: E402
-from vlcohort.eval.datasets import split_semicolon_options  # noqa: E402
-from vlcohort.eval.grader_sets.hard_math import CLASSES, hard_cases, plain_pairs  # noqa: E402
+from vlcohort.answers import grading  # noqa: E402 - sys.path is set first
+from vlcohort.answers.extract import extract_answer  # noqa: E402 - sys.path is set first
+from vlcohort.answers.grading import LETTERS, is_equivalent  # noqa: E402 - sys.path is set first
+from vlcohort.answers.voting import majority_vote  # noqa: E402 - sys.path is set first
+from vlcohort.eval.datasets import split_semicolon_options  # noqa: E402 - sys.path is set first
+from vlcohort.eval.grader_sets.hard_math import CLASSES, hard_cases, plain_pairs  # noqa: E402 - sys.path is set first
 
 DATA = Path(os.environ.get("VLCOHORT_BENCHMARK_DATA") or ROOT.parent / "shared" / "data" / "benchmarks")
 

@@ -47,8 +47,8 @@ import Levenshtein
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vlcohort.data.problems import Problem  # noqa: E402
-from vlcohort.eval.official.mathvista import mathvista_correct, mathvista_normalize, quick_extraction, verdict  # noqa: E402
+from vlcohort.data.problems import Problem  # noqa: E402 - sys.path is set first
+from vlcohort.eval.official.mathvista import mathvista_correct, mathvista_normalize, quick_extraction, verdict  # noqa: E402 - sys.path is set first
 
 #: The fields a replay needs, kept in the regression file.
 FIELDS = ("pid", "question_type", "answer_type", "precision", "choices", "answer",
@@ -73,7 +73,7 @@ def legacy_int(extraction: Any) -> str | None:
     """The pre-release integer rule the older stored verdicts were written by."""
     try:
         return str(int(extraction))
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -85,7 +85,7 @@ def stored_rule(row: dict) -> str:
         old = legacy_int(row["extraction"])
         try:
             new = str(int(float(row["extraction"])))
-        except Exception:  # noqa: BLE001
+        except Exception:
             new = None
         if old != new and row.get("prediction") == old:
             return "legacy_int"
@@ -111,7 +111,7 @@ def replay_row(row: dict) -> dict:
         response = row.get("response") if isinstance(row.get("response"), str) else ""
         v = verdict(problem_of(row), response, None, {"extract": row["extraction"]}, True)
         out["pipeline_rule"], out["pipeline_correct"] = v["official_rule"], v["official_correct"]
-    except Exception as e:  # noqa: BLE001 - counted and reported, never fatal
+    except Exception as e:  # counted and reported, never fatal
         out.update(prediction=None, correct=False, pipeline_rule="crash", pipeline_correct=False,
                    crash=f"{type(e).__name__}: {e}")
     legacy = stored_rule(row) == "legacy_int"
@@ -143,7 +143,7 @@ def previous_verdict(row: dict) -> str:
                         str(round(float(x), int(row["precision"]))) if at == "float" else str(x))
             except (TypeError, ValueError):
                 pred = None
-    except Exception:  # noqa: BLE001
+    except Exception:
         return "crash"
     ok = pred is not None and str(pred).strip() == str(row["answer"]).strip()
     return "agree" if ok == row["true_false"] else "disagree"

@@ -42,8 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vlcohort.code.checks import CodeTests, check_many, humaneval_program  # noqa: E402
-from vlcohort.code.sandbox import mechanism, run_python  # noqa: E402
+from vlcohort.code.checks import CodeTests, check_many, humaneval_program  # noqa: E402 - sys.path is set first
+from vlcohort.code.sandbox import mechanism, run_python  # noqa: E402 - sys.path is set first
 
 
 def load_humaneval() -> list[dict]:

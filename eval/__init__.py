@@ -4,4 +4,4 @@ Importing the package registers the text benchmarks (:mod:`vlcohort.eval.text_da
 :data:`vlcohort.eval.datasets.BENCHMARKS`, so every caller sees one table.
 """
 
-from . import text_datasets  # noqa: F401  (registers AMC, GPQA, HumanEval, ...)
+from . import text_datasets  # noqa: F401 - imported to register AMC, GPQA, HumanEval, ...

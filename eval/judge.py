@@ -345,7 +345,7 @@ class LocalJudge:
         try:
             adapter = adapter_for(self.spec)
             model = adapter.load_model()
-        except Exception as e:  # noqa: BLE001 - missing folder, bad config, broken weights
+        except Exception as e:  # missing folder, bad config, broken weights
             raise JudgeError(f"judge model {self.spec!r} could not be loaded: "
                              f"{type(e).__name__}: {e}") from e
         if torch.cuda.is_available():

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .official.mathvision import mathvision_correct, mathvision_extract, mathvision_is_equal  # noqa: F401
-from .official.mathvista import mathvista_correct, mathvista_normalize  # noqa: F401
-from .official.wemath import wemath_metrics  # noqa: F401
+from .official.mathvision import mathvision_correct, mathvision_extract, mathvision_is_equal
+from .official.mathvista import mathvista_correct, mathvista_normalize
+from .official.wemath import wemath_metrics
 
 __all__ = [
     "group_accuracy", "mathvision_correct", "mathvision_extract",

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from .base import Adapter, AdapterOptions
-from .family import ADAPTERS, CAUSAL_LM_FALLBACK  # noqa: F401 - re-exported public names
+from .family import ADAPTERS, CAUSAL_LM_FALLBACK  # re-exported public names
 from .family import register_adapter as register  # noqa: F401 - re-exported public name
 from .gguf import GGUFError, gguf_checkpoint, is_gguf_spec, looks_like_gguf_file
 from .tiny import is_tiny_spec, tiny_model_path

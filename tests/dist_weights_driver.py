@@ -14,8 +14,8 @@ from pathlib import Path
 # first on sys.path and shadow the real `processors` package: put the repository first
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from vlcohort.config import load_config  # noqa: E402
-from vlcohort.recipes import cohort as T  # noqa: E402
+from vlcohort.config import load_config  # noqa: E402 - sys.path is set first
+from vlcohort.recipes import cohort as T  # noqa: E402 - sys.path is set first
 
 
 def main() -> None:

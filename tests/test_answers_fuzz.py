@@ -19,12 +19,12 @@ import time
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, example, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402 - after importorskip
+from hypothesis import strategies as st  # noqa: E402 - after importorskip
 
-from vlcohort.answers import grading  # noqa: E402
-from vlcohort.answers.extract import STYLES, extract_answer  # noqa: E402
-from vlcohort.answers.voting import in_winning_class, majority_vote  # noqa: E402
+from vlcohort.answers import grading  # noqa: E402 - after importorskip
+from vlcohort.answers.extract import STYLES, extract_answer  # noqa: E402 - after importorskip
+from vlcohort.answers.voting import in_winning_class, majority_vote  # noqa: E402 - after importorskip
 
 #: Wall-time bound per call: a few symbolic time limits (the limit is CPU time; a shared
 #: machine stretches wall time), so a call that ignores the limit fails.

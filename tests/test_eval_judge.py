@@ -317,7 +317,7 @@ class _Replies(http.server.BaseHTTPRequestHandler):
 
     hits: dict[str, int] = {}
 
-    def do_POST(self):  # noqa: N802 - the http.server hook name
+    def do_POST(self):  # the http.server hook name
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         kind = self.path.split("/")[1]
         _Replies.hits[kind] = _Replies.hits.get(kind, 0) + 1

@@ -190,7 +190,7 @@ def test_worker_namespace_is_math_only():
                  "[x for x in (1,)]", "(y := 2)", "max(*(1, 2))"):
         with pytest.raises(ValueError, match="refused"):
             env._checked(text)
-    assert eval(env._checked("2*sqrt(2) + 8"), ns) == 8 + 2 * 2 ** 0.5  # noqa: S307
+    assert eval(env._checked("2*sqrt(2) + 8"), ns) == 8 + 2 * 2 ** 0.5
 
 
 def test_worker_limits_and_restarts(official_env):

@@ -72,7 +72,8 @@ def test_mathvista_nearest_option_matches_the_previous_edit_distance():
         d = [_reference_edit_distance(extraction, c) for c in choices]
         return choices[d.index(min(d))]
 
-    mc = lambda x, c: mathvista_normalize(x, c, "multi_choice", "text", None)  # noqa: E731
+    def mc(x, c):
+        return mathvista_normalize(x, c, "multi_choice", "text", None)
     # ties: "12" is one edit from each option -> the first; "" is closest to the shortest
     assert mc("12", ["10", "13", "2"]) == "10"
     assert mc("12", ["2", "13", "10"]) == "2"

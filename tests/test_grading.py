@@ -394,7 +394,7 @@ def test_is_equivalent_is_reflexive_and_symmetric_on_numbers(value, data):
     assert is_equivalent(a, b) and is_equivalent(b, a)
     other = value + data.draw(st.fractions(min_value=1, max_value=100, max_denominator=7))
     c = data.draw(st.sampled_from(_spellings(other)))
-    assert is_equivalent(a, c) == is_equivalent(c, a) == False  # noqa: E712
+    assert is_equivalent(a, c) == is_equivalent(c, a) == False  # noqa: E712 - one chained check that both directions give False
 
 
 @settings(max_examples=60, deadline=None)

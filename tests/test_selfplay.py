@@ -121,8 +121,8 @@ def test_average_linkage_agrees_with_scipy():
         ours = spm.average_linkage_clusters(d, t)
         theirs = hierarchy.fcluster(hierarchy.linkage(squareform(d, checks=False), "average"),
                                     t, criterion="distance")
-        same = lambda labels: {frozenset(np.flatnonzero(np.asarray(labels) == c))  # noqa: E731
-                               for c in set(labels)}
+        def same(labels):
+            return {frozenset(np.flatnonzero(np.asarray(labels) == c)) for c in set(labels)}
         assert same(ours) == same(theirs), (trial, t)
 
 
@@ -229,8 +229,8 @@ def test_average_linkage_reproduces_the_previous_clustering():
         ref = np.array([[1 - _reference_bleu(tok[min(i, j)], tok[max(i, j)]) if i != j else 0.0
                          for j in range(len(qs))] for i in range(len(qs))])  # [Q, Q]
         assert np.allclose(d, ref, rtol=0, atol=1e-15)
-        same = lambda labels: {frozenset(np.flatnonzero(np.asarray(labels) == c))  # noqa: E731
-                               for c in set(labels)}
+        def same(labels):
+            return {frozenset(np.flatnonzero(np.asarray(labels) == c)) for c in set(labels)}
         assert same(spm.average_linkage_clusters(d, .5)) == \
             same(_reference_average_linkage(ref, .5))
 

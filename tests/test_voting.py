@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from itertools import permutations
+
 import pytest
 
-from vlcohort.answers.grading import LegacyGrader
+from vlcohort.answers.grading import CorrectedGrader, LegacyGrader
 from vlcohort.answers.voting import (
+    RING_DIRECTIONS,
+    SHARE_BASES,
     TIE_RULES,
     TOPOLOGIES,
     Vote,
+    in_winning_class,
     majority_vote,
     teacher_indices,
     teacher_labels,
+    teacher_votes,
 )
+from vlcohort.data.problems import Problem
+from vlcohort.training.rewards import RewardInputs, reward_of, score, vote_all
 
 OPTIONS = ["30°", "40°", "45°", "50°"]
 
@@ -155,14 +163,7 @@ def test_teacher_labels():
         teacher_labels(["A"], "ring")
 
 
-# ------------------------------------------- issue 14: the vote and the reward are one decision
-
-from itertools import permutations  # noqa: E402
-
-from vlcohort.answers.grading import CorrectedGrader  # noqa: E402
-from vlcohort.answers.voting import RING_DIRECTIONS, SHARE_BASES, in_winning_class, teacher_votes  # noqa: E402
-from vlcohort.data.problems import Problem  # noqa: E402
-from vlcohort.training.rewards import RewardInputs, reward_of, score, vote_all  # noqa: E402
+# ----------------------------------------------------------- the vote and the reward are one decision
 
 # Equivalence within the grader's relative tolerance 1e-4 (checked below) is not
 # transitive: 0.99995 ~ 1.00005 ~ 1.00015 but 0.99995 !~ 1.00015 (they differ by 2e-4).
@@ -288,7 +289,7 @@ def test_score_takes_votes_golds_and_no_label():
     assert sc.valid.tolist() == [True, True, False]
 
 
-# ----------------------------------------------------------------------- issue 14, items 4-5
+# ----------------------------------------------------------------------- shares and ring directions
 
 
 def test_ring_direction_with_three_agents():

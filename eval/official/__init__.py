@@ -67,7 +67,7 @@ def official_verdict(problem, response: str | None, extracted: str | None,
         return None
     try:
         out = mod.verdict(problem, response or "", extracted, dict(judged or {}), use_judge)
-    except Exception as e:  # noqa: BLE001 - the official scripts count any failure as wrong
+    except Exception as e:  # the official scripts count any failure as wrong
         return {"official_prediction": None, "official_correct": False, "official_rule": "error",
                 "official_error": f"{type(e).__name__}: {e}"[:500]}
     if isinstance(out, JudgeNeeded):

@@ -108,12 +108,12 @@ def quick_extraction(response: str, question_type: str | None, answer_type: str 
     if answer_type == "integer":
         try:
             return str(int(response)), "quick_number"
-        except Exception:  # noqa: BLE001 - the official code catches everything here
+        except Exception:  # the official code catches everything here
             pass
     if answer_type == "float":
         try:
             return str(float(response)), "quick_number"
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     return None
 
@@ -164,7 +164,7 @@ def mathvista_normalize(extraction: Any, choices: Sequence[str] | None, question
             return str(round(float(extraction), int(precision)))
         if answer_type == "list":
             return str(extraction)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
     return None
 

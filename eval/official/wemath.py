@@ -92,7 +92,8 @@ def _step_accuracies(verdicts: Mapping[str, Mapping[str, bool]]) -> dict[str, An
         sub_ok += [bool(steps[f"{n}steps_{i}"]) for i in range(1, n + 1) if f"{n}steps_{i}" in steps]
         if f"{n}steps_multi" in steps:
             multi_ok[n].append(bool(steps[f"{n}steps_multi"]))
-    mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else 0.0
     return {"S1": mean(sub_ok), "S2": mean(multi_ok[2]), "S3": mean(multi_ok[3]),
             "n_S1": len(sub_ok), "n_S2": len(multi_ok[2]), "n_S3": len(multi_ok[3])}
 
@@ -127,7 +128,8 @@ def wemath_metrics(verdicts: Mapping[str, Mapping[str, bool]]) -> dict[str, Any]
         c["RM_strict"] += not all_sub
         c["RM_loose"] += not any_sub
     denom = max(n, 1)
-    rate = lambda rm, cm: rm / (rm + cm) if rm + cm else 0.0  # noqa: E731
+    def rate(rm, cm):
+        return rm / (rm + cm) if rm + cm else 0.0
     out: dict[str, Any] = {"n_problems": n, "incomplete": incomplete, "counts": c}
     out.update({k: v / denom for k, v in c.items()})
     out["RM_strict_rate"] = rate(c["RM_strict"], c["CM_strict"])
@@ -143,7 +145,8 @@ def wemath_official_row(m: Mapping[str, Any]) -> dict[str, str]:
     percentages, each metric as ``"rate% (count)"`` (IK and IG are the same under both
     conditions, as in the official table)."""
     c = m["counts"]
-    pct = lambda x: f"{100 * x:.2f}%"  # noqa: E731
+    def pct(x):
+        return f"{100 * x:.2f}%"
     row = {}
     for cond, suffix in (("Strict", "strict"), ("Loose", "loose")):
         row[f"Score ({cond})"] = pct(m[f"score_{suffix}"])

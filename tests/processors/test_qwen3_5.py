@@ -15,7 +15,7 @@ from vlcohort.processors.base import FamilySettingsError
 from vlcohort.training.logprobs import completion_logprobs
 
 from .test_adapters import count_image_tokens, image, problem
-from .test_qwen3_vl import assert_cohort_ran, cohort_run, greedy_agrees_with_logprob_pass, tiny_cache  # noqa: F401
+from .test_qwen3_vl import assert_cohort_ran, cohort_run, greedy_agrees_with_logprob_pass, tiny_cache  # noqa: F401 - tiny_cache: a fixture, imported for the tests here
 
 NAME = "qwen3_5"
 
@@ -138,7 +138,7 @@ def test_gradient_reaches_the_linear_attention(loaded):
     model.zero_grad()
 
 
-def test_cohort_with_qwen3_vl_runs_two_steps(tmp_path, tiny_cache):  # noqa: F811
+def test_cohort_with_qwen3_vl_runs_two_steps(tmp_path, tiny_cache):  # noqa: F811 - tiny_cache is the fixture imported above
     assert_cohort_ran(cohort_run(tmp_path / "run", NAME, "qwen3_vl"), "AB")
 
 

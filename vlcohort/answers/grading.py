@@ -535,7 +535,8 @@ def _split_sequence(s: str) -> tuple[str, list[str], str] | None:
     if depth != 0 or len(items) < 2 or any(not item.strip() for item in items):
         return None
     opener, closer = (t[0], t[-1]) if enclosed else ("", "")
-    restore = lambda x: x.replace("⦃", r"\{").replace("⦄", r"\}")  # noqa: E731
+    def restore(x):
+        return x.replace("⦃", r"\{").replace("⦄", r"\}")
     return restore(opener), [restore(x).strip() for x in items], restore(closer)
 
 

@@ -63,7 +63,7 @@ def _repr(v, cap):
     """A value's repr for a message, or why there is none (a hostile __repr__)."""
     try:
         return repr(v)[:cap]
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         return f"<a {type(v).__name__} whose repr raised {type(e).__name__}>"
 
 
@@ -123,11 +123,11 @@ def _run_stdin(prelude, code, inputs, case_s, cap, emit):
             _timed(body, case_s)
         except CaseTimeout:
             error = f"timeout: case {case_s:g} s"
-        except BaseException as e:  # noqa: BLE001 - the program's failure is the result
+        except BaseException as e:  # the program's failure is the result
             error = _err(e)
         try:
             sys.stdout.flush()
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             pass
         sys.stdin, sys.stdout = sys.__stdin__, sys.__stdout__
         os.dup2(saved_in, 0)
@@ -158,7 +158,7 @@ def main(p):
             target = ns["Solution"]() if "class Solution" in p["program"] else None
             method = (getattr(target, p["entry_point"]) if target is not None
                       else ns[p["entry_point"]])
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         emit({"load": False, "error": _err(e)})
         return
     emit({"load": True})
@@ -178,7 +178,7 @@ def main(p):
                           "error": ""})
             except CaseTimeout:
                 emit({"i": i, "ok": False, "out": "", "error": f"timeout: case {case_s:g} s"})
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 emit({"i": i, "ok": False, "out": "", "error": _err(e),
                       "exc": type(e).__name__})
     side.flush()

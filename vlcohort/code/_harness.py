@@ -52,7 +52,7 @@ def _builtin_exception(names, msg):
         if isinstance(cls, type) and issubclass(cls, BaseException):
             try:
                 return cls(msg)
-            except Exception:  # noqa: BLE001 - needs other constructor arguments
+            except Exception:  # needs other constructor arguments
                 continue
     first = names[0] if names and type(names[0]) is str else "Exception"
     return CandidateError(f"{first[:80]}: {msg}")
@@ -164,12 +164,12 @@ def _bind(ns, client, wanted, names):
                 try:
                     import importlib
                     ns[name] = importlib.import_module(mod)
-                except Exception:  # noqa: BLE001 - left undefined: a NameError in the test
+                except Exception:  # left undefined: a NameError in the test
                     pass
         else:
             try:
                 ns[name] = client.request("get", name)
-            except (CandidateFailure, Exception):  # noqa: BLE001
+            except (CandidateFailure, Exception):
                 pass
 
 
@@ -181,7 +181,7 @@ def _case(i, fn):
     except CandidateFailure as e:
         return {"i": i, "ok": False, "error": str(e)[:500], "kind": e.kind, "out": None,
                 "exc": "timeout" if e.kind == "timeout" else type(e).__name__}
-    except BaseException as e:  # noqa: BLE001 - the test's failure is the result
+    except BaseException as e:  # the test's failure is the result
         return {"i": i, "ok": False, "error": f"{type(e).__name__}: {e}"[:500], "kind": "",
                 "out": None, "exc": type(e).__name__}
 
@@ -219,7 +219,7 @@ def main(p):
         _bind(ns, client, p["wanted"], names)
         if mode == "humaneval":
             ns[p["entry_point"]] = Proxy(client, p["entry_point"])
-    except BaseException as e:  # noqa: BLE001 - the benchmark's own code failed here
+    except BaseException as e:  # the benchmark's own code failed here
         for i in range(len(p["cases"])):
             emit({"i": i, "ok": False, "error": f"test setup: {type(e).__name__}: {e}"[:500],
                   "kind": "", "out": None, "exc": type(e).__name__})

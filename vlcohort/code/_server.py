@@ -77,7 +77,7 @@ def _answer(req, ns, case_s):
         return {"id": rid, "bad": f"the result is not plain data: {e}"}
     except RecursionError:
         return {"id": rid, "exc": ["RecursionError"], "msg": "maximum recursion depth"}
-    except BaseException as e:  # noqa: BLE001 - the program's failure is the answer
+    except BaseException as e:  # the program's failure is the answer
         return {"id": rid, "exc": [c.__name__ for c in type(e).__mro__][:20],
                 "msg": str(e)[:500]}
     finally:
@@ -88,7 +88,7 @@ def _safe_answer(req, ns, case_s):
     """_answer, past whatever a hostile value raises while it is encoded or described."""
     try:
         return _answer(req, ns, case_s)
-    except BaseException as e:  # noqa: BLE001 - e.g. a __str__ that raises
+    except BaseException as e:  # e.g. a __str__ that raises
         return {"id": req.get("id"), "bad": f"the call's outcome cannot be described "
                                             f"({type(e).__name__})"}
 
@@ -121,7 +121,7 @@ def main(p):
     except CallTimeout:
         load = {"load": False, "error": f"timeout: the program did not load in "
                                         f"{p['load_s']:g} s"}
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         signal.setitimer(signal.ITIMER_REAL, 0)
         load = {"load": False, "error": f"{type(e).__name__}: {e}"[:500]}
     try:

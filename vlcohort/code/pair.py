@@ -56,7 +56,7 @@ def _run(into: dict, key: str, source: str, limits: Limits, side: bool,
          fds: tuple[int, ...]) -> None:
     try:
         into[key] = run_python(source, limits=limits, side_channel=side, pass_fds=fds)
-    except BaseException as e:  # noqa: BLE001 - a thread must hand back a result
+    except BaseException as e:  # a thread must hand back a result
         into[key] = RunResult("sandbox_error", None, "", "", f"sandbox: {e}", 0.0)
 
 

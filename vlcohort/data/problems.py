@@ -286,7 +286,7 @@ def open_dataset(path: str, *, source: str = "file", split: str = "train",
     if source == "hub":
         try:
             ds = datasets.load_dataset(path, split=split)
-        except Exception as e:  # noqa: BLE001 - the hub's errors are many; name the key
+        except Exception as e:  # the hub's errors are many; name the key
             raise DataError(f"data.path={path!r} (data.source=hub): could not load split "
                             f"{split!r}: {e}. Is the hub reachable? Otherwise download the "
                             "files and use data.source=file.") from e
@@ -322,7 +322,7 @@ def open_dataset(path: str, *, source: str = "file", split: str = "train",
         else:
             try:
                 ds = datasets.load_dataset(kind, data_files=str(p), split="train")
-            except Exception as e:  # noqa: BLE001 - malformed JSON, broken parquet
+            except Exception as e:  # malformed JSON, broken parquet
                 raise DataError(f"data.path: {p}: cannot be read as {kind}: {e}") from e
     ds = ds.cast(datasets.Features({k: image_feature_no_decode(v)
                                     for k, v in ds.features.items()}))
@@ -357,7 +357,7 @@ def _jsonl_dataset(path: Path, bad_lines: list[tuple[int, str]] | None):
                         + "; each line must be one record")
     try:
         return datasets.Dataset.from_list(rows)
-    except Exception as e:  # noqa: BLE001 - columns of mixed types across lines
+    except Exception as e:  # columns of mixed types across lines
         raise DataError(f"data.path: {path}: the records do not share one schema ({e}); "
                         "give each column one type in every line") from e
 
@@ -462,7 +462,7 @@ def code_tests_field(value: Any) -> dict | None:
     present = {k: v for k, v in value.items() if v is not None}
     try:
         tests = CodeTests.from_dict(present)
-    except Exception as e:  # noqa: BLE001 - whatever from_dict refuses, named per record
+    except Exception as e:  # whatever from_dict refuses, named per record
         raise ValueError(f"not a CodeTests dict: {e}") from None
     return tests.to_dict()
 
