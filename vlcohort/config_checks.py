@@ -1,27 +1,50 @@
-"""Checks of a run config that need more than one field, and the closed vocabularies
-(``CHOICES``, ``METHOD_SOURCES``, ``MONITOR_SIGNALS``) they check against. Every failure
-is a :class:`ConfigError` naming the dotted key and what is allowed. ``config.py`` (the
-schema) calls :func:`validate` after building a config and re-exports these names.
+"""Checks of a built run config, and the closed vocabularies (``CHOICES``,
+``METHOD_SOURCES``, ``MONITOR_SIGNALS``) they check against. Every failure is a
+:class:`ConfigError` naming the dotted key and what is allowed.
+
+:func:`validate`, which ``vlcohort/config.py`` calls after building a config, runs three
+steps in order: :func:`resolve` fills the values derived from others (``reward.source``
+from ``method``, ``run.output_dir`` from ``run.name``); :func:`check_sections` has each
+section check itself (``check_agents``, ``check_reward``, ``check_grpo``...); and
+:func:`check_across` checks the settings that are each fine alone but not together.
 
 Each vocabulary is written once. Those whose implementations are registered in a stage
 module (engines, reward sources, topologies, tie rules, graders, answer styles, data
 presets, the ``grpo`` variants) are read from that registry; only the config's own
 choices (method presets, dtypes, schedules...) are spelt out here.
 
-Imports point one way: ``config.py`` imports this module, never the reverse, so the
-config classes (``Config``, ``GRPOConfig``, ``MonitorConfig`` of ``vlcohort.config``) appear in
-annotations only, as strings that are never evaluated. None of the registry modules
-read below imports ``vlcohort.config`` either.
+Imports point one way: ``vlcohort/config.py`` imports this module, never the reverse, so
+the config classes are imported for type checkers only (``TYPE_CHECKING``). None of the
+registry modules read below imports ``vlcohort.config`` either.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 from vlcohort.typed_yaml import ConfigError
+
+if TYPE_CHECKING:
+    from vlcohort.config import (
+        Config,
+        DataConfig,
+        DistributedConfig,
+        GRPOConfig,
+        LogConfig,
+        ModelConfig,
+        MonitorConfig,
+        OptimConfig,
+        PromptConfig,
+        RewardConfig,
+        RolloutConfig,
+        RunConfig,
+        SelfPlayConfig,
+        ViewConfig,
+        VLLMConfig,
+        WarmupConfig,
+    )
 
 MONITOR_SIGNALS = ("reward_collapse", "degeneration", "divergence")
 
@@ -116,12 +139,148 @@ class _Choices(Mapping[str, tuple[str, ...]]):
 CHOICES: Mapping[str, tuple[str, ...]] = _Choices(_OWN_CHOICES, _registered_choices)
 
 
-def agent_reward_source(cfg: "Config", i: int) -> str:
-    """Agent ``i``'s reward source: ``agents.i.reward_source``, else ``reward.source``."""
-    return cfg.agents[i].reward_source or cfg.reward.source
+#: Values kept as aliases of a newer name: {key: {old value: new value}}. A config that
+#: uses one still loads and runs as before; loading it prints :func:`deprecations`.
+DEPRECATED_VALUES: dict[str, dict[str, str]] = {"grpo.is_mode": {"mask": "token_mask"}}
 
 
-def _check_processor_settings(cfg: "Config") -> None:
+def deprecations(cfg: Config) -> list[str]:
+    """One warning line per deprecated value ``cfg`` uses, naming the value to use."""
+    out = []
+    for key, renames in DEPRECATED_VALUES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if value in renames:
+            out.append(f"warning: {key}={value} is deprecated; use {key}={renames[value]} "
+                       "(the same setting)")
+    return out
+
+
+# ----------------------------------------------------------------------------- the steps
+
+
+def validate(cfg: Config) -> None:
+    """Fill the derived values, check each section alone, then their combinations."""
+    _check_choice("method", cfg.method)
+    resolve(cfg)
+    check_sections(cfg)
+    check_across(cfg)
+
+
+def resolve(cfg: Config) -> None:
+    """Fill the fields a config derives from others where they are left unset:
+    ``reward.source`` from ``method`` (a recipe method such as self_play has none) and
+    ``run.output_dir`` (runs/<run.name>)."""
+    if cfg.reward.source is None and cfg.method in METHOD_SOURCES:
+        cfg.reward.source = METHOD_SOURCES[cfg.method]  # method is a preset for the source
+    if cfg.run.output_dir is None:
+        cfg.run.output_dir = f"runs/{cfg.run.name}"
+
+
+def check_sections(cfg: Config) -> None:
+    """Each section checks itself, knowing nothing of the others."""
+    check_agents(cfg.agents)
+    check_prompt(cfg.prompt)
+    check_reward(cfg.reward)
+    check_log(cfg.log)
+    check_rollout(cfg.rollout)
+    check_run(cfg.run)
+    check_grpo(cfg.grpo)
+    check_optim(cfg.optim)
+    check_data(cfg.data)
+    check_arms(cfg.arms)
+    check_distributed(cfg.distributed)
+    check_monitor(cfg.monitor)
+    if cfg.method in RECIPE_METHODS:
+        check_self_play(cfg.self_play)
+
+
+def check_across(cfg: Config) -> None:
+    """Settings of different sections that are each fine alone but not together."""
+    _check_answer_kind_fits(cfg)
+    if cfg.method in RECIPE_METHODS:
+        _check_self_play_fits(cfg)
+    elif cfg.reward.source != METHOD_SOURCES[cfg.method]:
+        raise ConfigError(f"reward.source={cfg.reward.source!r} contradicts method="
+                          f"{cfg.method!r} (which means {METHOD_SOURCES[cfg.method]!r}); set "
+                          "one of them only")
+    _check_cohort_size(cfg)
+    _check_batch_fits(cfg)
+    _check_sampling_fits(cfg)
+    for i, a in enumerate(cfg.agents):
+        if (a.view.column or a.view.rewrite_file) and cfg.data.source == "synthetic":
+            raise ConfigError(f"agents.{i}.view: per-agent views need data.source=file or hub")
+    v, ranks = cfg.rollout.vllm, cfg.distributed.ranks_per_agent
+    if ranks and v.tensor_parallel_size > 1 and ranks % v.tensor_parallel_size:
+        raise ConfigError(f"rollout.vllm.tensor_parallel_size={v.tensor_parallel_size} must "
+                          f"divide distributed.ranks_per_agent={ranks}")
+
+
+# ----------------------------------------------------------------------------- agents
+
+
+def check_agents(agents: list[ModelConfig]) -> None:
+    """``agents``: at least one, each valid alone, names unique."""
+    if not agents:
+        raise ConfigError("agents: at least one agent is needed")
+    for i, a in enumerate(agents):
+        check_agent(a, f"agents.{i}")
+    names = [a.name for a in agents]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"agents: names must be unique, got {names}")
+
+
+def check_agent(a: ModelConfig, where: str) -> None:
+    """One agent (``where``: ``agents.N``): its model, inputs, reward source, training."""
+    _check_processor_settings(a, where)
+    if a.prompt_format:
+        _check_prompt_format(a.prompt_format, f"{where}.prompt_format")
+    _check_choice("agents.*.dtype", a.dtype, f"{where}.dtype")
+    _check_choice("agents.*.attn_implementation", a.attn_implementation,
+                  f"{where}.attn_implementation")
+    if a.min_pixels and a.max_pixels and a.min_pixels > a.max_pixels:
+        raise ConfigError(f"{where}: min_pixels={a.min_pixels} > max_pixels={a.max_pixels}")
+    if not a.path:
+        raise ConfigError(f"{where}.path: empty; give a checkpoint folder, hub id or "
+                          "tiny:<family> spec")
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device):
+        raise ConfigError(f"{where}.device: {a.device!r}; use cpu, cuda or cuda:N")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", a.name):
+        raise ConfigError(f"{where}.name: {a.name!r}; use letters, digits, _ . - "
+                          "(it names metric keys and checkpoint folders)")
+    if a.reward_source is not None:
+        _check_choice("agents.*.reward_source", a.reward_source, f"{where}.reward_source")
+    if a.lr is not None:
+        _check_rate(f"{where}.lr", a.lr)
+    if a.lora_rank < 0:
+        raise ConfigError(f"{where}.lora_rank: must be >= 0")
+    check_warmup(a.warmup, f"{where}.warmup")
+    check_view(a.view, f"{where}.view")
+
+
+def check_warmup(w: WarmupConfig, where: str) -> None:
+    """One agent's supervised warm-up (``where``: ``agents.N.warmup``)."""
+    if w.steps or w.uniform_steps:
+        _check_rate(f"{where}.lr", w.lr)
+    if w.steps < 0 or w.uniform_steps < 0 or w.batch_size < 1:
+        raise ConfigError(f"{where}: steps and uniform_steps >= 0, batch_size >= 1")
+    if w.steps and not w.tasks:
+        raise ConfigError(f"{where}.tasks: which task families to learn (warmup.steps > 0)")
+    if w.uniform_steps and not w.uniform_tasks:
+        raise ConfigError(f"{where}.uniform_tasks: needed when uniform_steps > 0")
+    if "{}" not in w.answer_template:
+        raise ConfigError(f"{where}.answer_template: must hold {{}} for the letter")
+
+
+def check_view(v: ViewConfig, where: str) -> None:
+    """One agent's view of the data (``where``: ``agents.N.view``)."""
+    if v.column and v.rewrite_file:
+        raise ConfigError(f"{where}: set column or rewrite_file, not both")
+    if v.rewrite_file and not Path(v.rewrite_file).is_file():
+        raise ConfigError(f"{where}.rewrite_file: {v.rewrite_file} not found")
+
+
+def _check_processor_settings(a: ModelConfig, where: str) -> None:
     """``agents.N.processor``: the family's own settings, checked against the adapter's
     declared fields (``Adapter.settings``) as soon as the family is known without loading
     anything (a ``tiny:`` spec, a local folder's config.json); otherwise the adapter checks
@@ -129,286 +288,85 @@ def _check_processor_settings(cfg: "Config") -> None:
     from vlcohort.processors.base import FamilySettingsError, family_settings
     from vlcohort.processors.registry import adapter_class_for
 
-    for i, a in enumerate(cfg.agents):
-        if not a.processor:
-            continue
-        cls = adapter_class_for(a.path)
-        if cls is None:
-            continue
-        try:
-            family_settings(cls.settings, a.processor, cls.family, where=f"agents.{i}.processor")
-        except FamilySettingsError as e:
-            raise ConfigError(str(e)) from None
+    cls = adapter_class_for(a.path) if a.processor else None
+    if cls is None:
+        return
+    try:
+        family_settings(cls.settings, a.processor, cls.family, where=f"{where}.processor")
+    except FamilySettingsError as e:
+        raise ConfigError(str(e)) from None
 
 
-def _check_prompt_formats(cfg: "Config") -> None:
-    """``prompt.format`` and each ``agents.N.prompt_format``: a known name or a file."""
+def _check_prompt_format(value: str, key: str) -> None:
+    """``prompt.format`` or an ``agents.N.prompt_format``: a known name or a file."""
     from vlcohort.processors.prompt_formats import PromptFormatError, check_format
 
     try:
-        check_format(cfg.prompt.format, "prompt.format")
-        for i, a in enumerate(cfg.agents):
-            if a.prompt_format:
-                check_format(a.prompt_format, f"agents.{i}.prompt_format")
+        check_format(value, key)
     except PromptFormatError as e:
         raise ConfigError(str(e)) from None
 
 
-def validate(cfg: "Config") -> None:
-    """Checks that need more than one field, and choice fields; fills derived fields
-    (``reward.source`` from ``method``)."""
-    _check_choice("method", cfg.method)
-    _check_processor_settings(cfg)
-    _check_prompt_formats(cfg)
-    _validate_answer_kind(cfg)
-    if cfg.method in RECIPE_METHODS:
-        return _validate_self_play(cfg)
-    _validate_log(cfg.log)
-    for i, a in enumerate(cfg.agents):
-        _check_choice("agents.*.dtype", a.dtype, f"agents.{i}.dtype")
-        _check_choice("agents.*.attn_implementation", a.attn_implementation,
-                      f"agents.{i}.attn_implementation")
-        if a.min_pixels and a.max_pixels and a.min_pixels > a.max_pixels:
-            raise ConfigError(f"agents.{i}: min_pixels={a.min_pixels} > max_pixels={a.max_pixels}")
-        if not a.path:
-            raise ConfigError(f"agents.{i}.path: empty; give a checkpoint folder, hub id or "
-                              "tiny:<family> spec")
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device):
-            raise ConfigError(f"agents.{i}.device: {a.device!r}; use cpu, cuda or cuda:N")
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", a.name):
-            raise ConfigError(f"agents.{i}.name: {a.name!r}; use letters, digits, _ . - "
-                              "(it names metric keys and checkpoint folders)")
-    _check_choice("rollout.engine", cfg.rollout.engine)
-    expected = METHOD_SOURCES[cfg.method]
-    if cfg.reward.source is None:
-        cfg.reward.source = expected  # method is a preset for the reward source
-    _check_choice("reward.source", cfg.reward.source)
-    if cfg.reward.source != expected:
-        raise ConfigError(f"reward.source={cfg.reward.source!r} contradicts method="
-                          f"{cfg.method!r} (which means {expected!r}); set one of them only")
-    _check_choice("reward.topology", cfg.reward.topology)
-    _check_choice("reward.grader", cfg.reward.grader)
-    if not cfg.agents:
-        raise ConfigError("agents: at least one agent is needed")
-    names = [a.name for a in cfg.agents]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"agents: names must be unique, got {names}")
-    if cfg.reward.source == "peer_vote" and len(cfg.agents) < 2:
-        raise ConfigError("reward.source=peer_vote needs at least 2 agents (a ring of one "
-                          "agent would be self-vote); add an agent or use method=ttrl")
-    for i, a in enumerate(cfg.agents):
-        if a.reward_source is None:
-            continue
-        _check_choice("agents.*.reward_source", a.reward_source, f"agents.{i}.reward_source")
-        if a.reward_source == "peer_vote" and len(cfg.agents) < 2:
-            raise ConfigError(f"agents.{i}.reward_source=peer_vote needs at least 2 agents")
-    for key in ("prompts_per_step", "rollouts_per_prompt", "max_new_tokens"):
-        if getattr(cfg.rollout, key) < 1:
-            raise ConfigError(f"rollout.{key}: must be >= 1, got {getattr(cfg.rollout, key)}")
-    if cfg.rollout.temperature <= 0:
-        raise ConfigError("rollout.temperature: must be > 0 (sampling is needed for groups)")
-    if not 0 < cfg.rollout.top_p <= 1:
-        raise ConfigError(f"rollout.top_p: must be in (0, 1], got {cfg.rollout.top_p}")
-    if cfg.run.steps < 0:
-        raise ConfigError(f"run.steps: must be >= 0, got {cfg.run.steps}")
-    if cfg.run.output_dir is None:
-        cfg.run.output_dir = f"runs/{cfg.run.name}"
-    for key in ("reward.tie", "reward.answer_style", "data.source", "grpo.adv_scale",
-                "grpo.kl_kind", "grpo.loss_agg", "grpo.is_level", "grpo.is_mode",
-                "grpo.policy_loss", "optim.schedule"):
-        section, name = key.split(".")
-        _check_choice(key, getattr(getattr(cfg, section), name))
-    g = cfg.grpo
-    if g.adv_scale == "group" and cfg.rollout.rollouts_per_prompt < 2:
-        raise ConfigError("rollout.rollouts_per_prompt=1 with grpo.adv_scale=group: group "
-                          "normalisation needs G >= 2 rollouts per prompt")
-    seqs = cfg.rollout.prompts_per_step * cfg.rollout.rollouts_per_prompt
-    if g.micro_batch_seqs < 1 or (g.micro_batch_seqs < seqs and seqs % g.micro_batch_seqs):
-        raise ConfigError(f"grpo.micro_batch_seqs={g.micro_batch_seqs} must divide the "
-                          f"sequences per agent per step (B x G = {seqs})")
-    if g.mini_batch_seqs < 0 or (0 < g.mini_batch_seqs < seqs and (
-            seqs % g.mini_batch_seqs or g.mini_batch_seqs % g.micro_batch_seqs)):
-        raise ConfigError(f"grpo.mini_batch_seqs={g.mini_batch_seqs} must be 0 (one optimizer "
-                          f"step per epoch) or divide B x G = {seqs} and be a multiple of "
-                          f"grpo.micro_batch_seqs={g.micro_batch_seqs}")
-    if g.ppo_epochs < 1:
-        raise ConfigError(f"grpo.ppo_epochs: must be >= 1, got {g.ppo_epochs}")
-    if g.clip_low < 0 or g.clip_high < 0 or g.clip_low >= 1:
-        raise ConfigError("grpo.clip_low must be in [0, 1) and grpo.clip_high >= 0")
-    if g.kl_coef < 0:
-        raise ConfigError(f"grpo.kl_coef: must be >= 0, got {g.kl_coef}")
-    _validate_loss_and_is(g)
-    if not 0 <= cfg.reward.min_share <= 1:
-        raise ConfigError(f"reward.min_share: must be in [0, 1], got {cfg.reward.min_share}")
-    if not 0 <= cfg.data.max_bad_fraction <= 1:
-        raise ConfigError(f"data.max_bad_fraction: must be in [0, 1], got "
-                          f"{cfg.data.max_bad_fraction}")
-    if cfg.data.max_image_pixels < 0:
-        raise ConfigError(f"data.max_image_pixels: a pixel count, 0 for no limit; got "
-                          f"{cfg.data.max_image_pixels}")
-    if cfg.data.max_prompt_tokens < 0:
-        raise ConfigError(f"data.max_prompt_tokens: a token count, 0 for no limit; got "
-                          f"{cfg.data.max_prompt_tokens}")
-    _validate_vote_and_sampling(cfg)
-    _validate_rates(cfg)
-    o = cfg.optim
-    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
-        raise ConfigError(f"optim.betas: two numbers in [0, 1), got {o.betas}")
-    if not 0 <= o.warmup_ratio < 1 or not 0 <= o.min_lr_ratio <= 1:
-        raise ConfigError("optim.warmup_ratio must be in [0, 1) and optim.min_lr_ratio in [0, 1]")
-    for i, a in enumerate(cfg.agents):
-        if a.lora_rank < 0:
-            raise ConfigError(f"agents.{i}.lora_rank: must be >= 0")
-    for arm in cfg.arms:
-        if arm not in METHOD_SOURCES:
-            raise ConfigError(f"arms: {arm!r} is not one of: {', '.join(METHOD_SOURCES)}")
-        if METHOD_SOURCES[arm] == "peer_vote" and len(cfg.agents) < 2:
-            raise ConfigError(f"arms: {arm} needs at least 2 agents")
-    if len(set(cfg.arms)) != len(cfg.arms):
-        raise ConfigError(f"arms: each method once, got {cfg.arms}")
-    for i, a in enumerate(cfg.agents):
-        w = a.warmup
-        if w.steps < 0 or w.uniform_steps < 0 or w.batch_size < 1:
-            raise ConfigError(f"agents.{i}.warmup: steps and uniform_steps >= 0, batch_size >= 1")
-        if w.steps and not w.tasks:
-            raise ConfigError(f"agents.{i}.warmup.tasks: which task families to learn "
-                              "(warmup.steps > 0)")
-        if w.uniform_steps and not w.uniform_tasks:
-            raise ConfigError(f"agents.{i}.warmup.uniform_tasks: needed when uniform_steps > 0")
-        if "{}" not in w.answer_template:
-            raise ConfigError(f"agents.{i}.warmup.answer_template: must hold {{}} for the letter")
-    d = cfg.data
-    _check_choice("data.preset", d.preset)
-    if d.source != "synthetic" and not d.path:
-        raise ConfigError(f"data.path: empty; data.source={d.source} needs a "
-                          + ("file or dataset folder" if d.source == "file" else "hub dataset id"))
-    if d.limit < 0:
-        raise ConfigError(f"data.limit: must be >= 0 (0: all rows), got {d.limit}")
-    if d.where and d.source == "synthetic":
-        raise ConfigError("data.where: filters rows of a data file; it needs data.source=file "
-                          "or hub")
-    for column, values in d.where.items():
-        if not str(column).strip() or not values:
-            raise ConfigError(f"data.where.{column}: give a column name and a non-empty list "
-                              "of the values to keep, e.g. {level: [Level 3, Level 4]}")
-    for i, a in enumerate(cfg.agents):
-        if a.view.column and a.view.rewrite_file:
-            raise ConfigError(f"agents.{i}.view: set column or rewrite_file, not both")
-        if (a.view.column or a.view.rewrite_file) and d.source == "synthetic":
-            raise ConfigError(f"agents.{i}.view: per-agent views need data.source=file or hub")
-        if a.view.rewrite_file and not Path(a.view.rewrite_file).is_file():
-            raise ConfigError(f"agents.{i}.view.rewrite_file: {a.view.rewrite_file} not found")
-    if cfg.data.num_problems < 1:
-        raise ConfigError("data.num_problems: must be >= 1")
-    _validate_scale_out(cfg)
-    _validate_monitor(cfg.monitor)
-    if not cfg.data.tasks:
-        raise ConfigError("data.tasks: at least one task family")
+# ----------------------------------------------------------------------------- sections
 
 
-def _validate_loss_and_is(g: "GRPOConfig") -> None:
-    """The policy loss, its KL term and the IS correction (``grpo.*``): combinations the
-    registries of ``training/grpo.py`` accept one by one but that make no sense together."""
-    if g.kl_kind == "k1" and g.kl_coef > 0 and not g.kl_in_reward:
-        raise ConfigError(
-            f"grpo.kl_kind=k1 with grpo.kl_coef={g.kl_coef} as a loss term has no KL "
-            "gradient: grad(logp - ref) = grad logp, which is 0 in expectation under the "
-            "policy (issue 14). Use grpo.kl_kind=k2 (its expected gradient is that of "
-            "KL(policy || ref)) or k3 / low_var_kl, or set grpo.kl_in_reward=true to charge "
-            "k1 to the reward instead")
-    if g.clip_ratio_c != 0 and not g.clip_ratio_c > 1:
-        raise ConfigError(f"grpo.clip_ratio_c: 0 (no dual clip) or > 1 (verl uses 3), got "
-                          f"{g.clip_ratio_c}")
-    if g.clip_ratio_c > 0 and g.policy_loss == "cispo":
-        raise ConfigError("grpo.clip_ratio_c: the dual clip bounds a clipped surrogate and "
-                          "grpo.policy_loss=cispo has none (its weight is capped at 1 + "
-                          "clip_high); set clip_ratio_c=0 or use policy_loss=ppo or gspo")
-    if g.is_mode in ("token_mask", "mask", "rejection") and not 0 <= g.is_low < 1 < g.is_high:
-        raise ConfigError(f"grpo.is_low must be in [0, 1) and grpo.is_high > 1 for "
-                          f"is_mode={g.is_mode}, got [{g.is_low}, {g.is_high}]")
-    if g.is_mode == "truncate" and g.is_cap < 1:
-        raise ConfigError(f"grpo.is_cap: must be >= 1, got {g.is_cap}")
-    if g.is_mode == "truncate" and not 0 <= g.is_min <= 1:
-        raise ConfigError(f"grpo.is_min: the truncation floor must be in [0, 1] (0: none), "
-                          f"got {g.is_min}")
-    if g.is_batch_norm and g.is_mode == "off":
-        raise ConfigError("grpo.is_batch_norm=true with grpo.is_mode=off: there are no "
-                          "weights to normalise; set an is_mode or is_batch_norm=false")
+def check_prompt(p: PromptConfig) -> None:
+    """``prompt.*``: its format is a known name or a file."""
+    _check_prompt_format(p.format, "prompt.format")
 
 
-def _validate_rates(cfg: "Config") -> None:
-    """Learning rates > 0, weight decay and the gradient clip >= 0 (non-finite numbers are
-    refused when the config is built, ``typed_yaml.finite``). A rate of 0 or below is no
-    run: 0 leaves every weight where it was while the run pays for every step, and a
-    negative rate climbs the loss."""
-    rates = [("optim.lr", cfg.optim.lr)]
-    for i, a in enumerate(cfg.agents):
-        if a.lr is not None:
-            rates.append((f"agents.{i}.lr", a.lr))
-        if a.warmup.steps or a.warmup.uniform_steps:
-            rates.append((f"agents.{i}.warmup.lr", a.warmup.lr))
-    for key, value in rates:
-        if not value > 0:
-            raise ConfigError(f"{key}: {value} is not a learning rate > 0 (e.g. 1e-6)")
-    for key, value in (("optim.weight_decay", cfg.optim.weight_decay),
-                       ("grpo.max_grad_norm", cfg.grpo.max_grad_norm)):
-        if value < 0:
-            raise ConfigError(f"{key}: must be >= 0 (0: off), got {value}")
-
-
-def _validate_answer_kind(cfg: "Config") -> None:
-    """``reward.answer_kind`` and its sandbox knobs. Code answers need prompts that carry
-    public inputs (``meta["code_public"]``): the synthetic tasks carry none, and the
-    self-play recipe extracts math answers of its own."""
-    r = cfg.reward
+def check_reward(r: RewardConfig) -> None:
+    """``reward.*``: known names, shares in [0, 1], non-negative counts and penalties (the
+    overlong buffer is checked against ``rollout.max_new_tokens`` in :func:`check_across`)."""
     _check_choice("reward.answer_kind", r.answer_kind)
     if r.code_workers < 0:
         raise ConfigError(f"reward.code_workers: must be >= 0 (0: one per CPU core), got "
                           f"{r.code_workers}")
-    if r.answer_kind != "code":
-        return
-    if cfg.method in RECIPE_METHODS:
-        raise ConfigError(f"reward.answer_kind=code with method={cfg.method}: the self-play "
-                          "recipe votes on math answers only; use reward.answer_kind=math")
-    if cfg.data.source == "synthetic":
-        raise ConfigError("reward.answer_kind=code with data.source=synthetic: the synthetic "
-                          "tasks have no code tests; set data.source=file (or hub) and "
-                          "data.path to code prompts with public_tests (README: code prompts)")
-    if cfg.eval.every:
-        raise ConfigError(f"eval.every={cfg.eval.every} with reward.answer_kind=code: the "
-                          "in-run held-out eval draws the synthetic math tasks; set "
-                          "eval.every=0 and score checkpoints with `vlcohort eval "
-                          "--benchmark humaneval` (or mbpp, livecodebench)")
-
-
-def _validate_vote_and_sampling(cfg: "Config") -> None:
-    """The vote's rules (``reward.ring``, ``reward.min_share_of``), DAPO's soft overlong
-    penalty (``reward.overlong_*``) and dynamic sampling (``rollout.dynamic_sampling*``)."""
-    r = cfg.reward
-    _check_choice("reward.ring", r.ring)
-    _check_choice("reward.min_share_of", r.min_share_of)
-    if not 0 <= r.overlong_buffer <= cfg.rollout.max_new_tokens:
-        raise ConfigError(f"reward.overlong_buffer: L_cache must be in [0, rollout.max_new_tokens"
-                          f" = {cfg.rollout.max_new_tokens}] tokens (0: no penalty), got "
-                          f"{r.overlong_buffer}")
+    if r.source is not None:
+        _check_choice("reward.source", r.source)
+    for key in ("topology", "grader", "tie", "answer_style", "ring", "min_share_of"):
+        _check_choice(f"reward.{key}", getattr(r, key))
+    if not 0 <= r.min_share <= 1:
+        raise ConfigError(f"reward.min_share: must be in [0, 1], got {r.min_share}")
     if r.overlong_penalty < 0:
         raise ConfigError(f"reward.overlong_penalty: the maximum penalty must be >= 0, got "
                           f"{r.overlong_penalty}")
-    if cfg.rollout.dynamic_sampling_max_rounds < 0:
+
+
+def check_log(log: LogConfig) -> None:
+    """The trackers' settings (whether their packages are installed is checked at the
+    start of a run, ``vlcohort/monitoring/trackers.py``: a config is readable without them)."""
+    w = log.wandb
+    if w.mode is not None:
+        _check_choice("log.wandb.mode", w.mode)
+    if w.enable and not w.project.strip():
+        raise ConfigError("log.wandb.project: empty; name the W&B project to log to")
+    for key in ("name", "entity", "group"):
+        value = getattr(w, key)
+        if value is not None and not value.strip():
+            raise ConfigError(f"log.wandb.{key}: empty string; leave it out (null) for the "
+                              "default")
+
+
+def check_rollout(r: RolloutConfig) -> None:
+    """``rollout.*``: the engine, counts >= 1, a sampling temperature and nucleus mass."""
+    _check_choice("rollout.engine", r.engine)
+    for key in ("prompts_per_step", "rollouts_per_prompt", "max_new_tokens"):
+        if getattr(r, key) < 1:
+            raise ConfigError(f"rollout.{key}: must be >= 1, got {getattr(r, key)}")
+    if r.temperature <= 0:
+        raise ConfigError("rollout.temperature: must be > 0 (sampling is needed for groups)")
+    if not 0 < r.top_p <= 1:
+        raise ConfigError(f"rollout.top_p: must be in (0, 1], got {r.top_p}")
+    if r.dynamic_sampling_max_rounds < 0:
         raise ConfigError(f"rollout.dynamic_sampling_max_rounds: must be >= 0 (0: drop flat "
-                          f"groups, never refill), got {cfg.rollout.dynamic_sampling_max_rounds}")
-    if cfg.rollout.dynamic_sampling and cfg.distributed.ranks_per_agent > 1:
-        raise ConfigError(f"rollout.dynamic_sampling with distributed.ranks_per_agent="
-                          f"{cfg.distributed.ranks_per_agent}: the agent group's ranks would "
-                          "keep unequal numbers of groups, and ZeRO's collectives need the same "
-                          "micro-batches on every rank; use ranks_per_agent=1 (one rank per "
-                          "agent) or set rollout.dynamic_sampling=false")
+                          f"groups, never refill), got {r.dynamic_sampling_max_rounds}")
+    check_vllm(r.vllm)
 
 
-def _validate_scale_out(cfg: "Config") -> None:
-    """``rollout.vllm.*`` and ``distributed.*`` (the launch's world size is checked at
-    start-up, in ``distributed.py``, where it is known)."""
-    v, dist = cfg.rollout.vllm, cfg.distributed
+def check_vllm(v: VLLMConfig) -> None:
+    """``rollout.vllm.*`` (the launch's world size is checked at start-up, in
+    ``vlcohort/training/distributed.py``, where it is known)."""
     _check_choice("rollout.vllm.dtype", v.dtype)
     if v.tensor_parallel_size < 1:
         raise ConfigError(f"rollout.vllm.tensor_parallel_size: must be >= 1, got "
@@ -425,14 +383,120 @@ def _validate_scale_out(cfg: "Config") -> None:
     if v.max_images_per_prompt < 1:
         raise ConfigError(f"rollout.vllm.max_images_per_prompt: must be >= 1, got "
                           f"{v.max_images_per_prompt}")
+
+
+def check_run(run: RunConfig) -> None:
+    """``run.*``: a step count >= 0."""
+    if run.steps < 0:
+        raise ConfigError(f"run.steps: must be >= 0, got {run.steps}")
+
+
+def check_grpo(g: GRPOConfig) -> None:
+    """``grpo.*``: known variants, epochs, clips and coefficients in range (the batch
+    sizes are checked against B x G in :func:`check_across`)."""
+    for key in ("adv_scale", "kl_kind", "loss_agg", "is_level", "is_mode", "policy_loss"):
+        _check_choice(f"grpo.{key}", getattr(g, key))
+    if g.ppo_epochs < 1:
+        raise ConfigError(f"grpo.ppo_epochs: must be >= 1, got {g.ppo_epochs}")
+    if g.clip_low < 0 or g.clip_high < 0 or g.clip_low >= 1:
+        raise ConfigError("grpo.clip_low must be in [0, 1) and grpo.clip_high >= 0")
+    if g.kl_coef < 0:
+        raise ConfigError(f"grpo.kl_coef: must be >= 0, got {g.kl_coef}")
+    if g.max_grad_norm < 0:
+        raise ConfigError(f"grpo.max_grad_norm: must be >= 0 (0: off), got {g.max_grad_norm}")
+    _check_kl_and_clip(g)
+    _check_is(g)
+
+
+def _check_kl_and_clip(g: GRPOConfig) -> None:
+    """The KL term and the dual clip: combinations the registries of
+    ``vlcohort/training/grpo.py`` accept one by one but that make no sense together."""
+    if g.kl_kind == "k1" and g.kl_coef > 0 and not g.kl_in_reward:
+        raise ConfigError(
+            f"grpo.kl_kind=k1 with grpo.kl_coef={g.kl_coef} as a loss term has no KL "
+            "gradient: grad(logp - ref) = grad logp, which is 0 in expectation under the "
+            "policy. Use grpo.kl_kind=k2 (its expected gradient is that of "
+            "KL(policy || ref)) or k3 / low_var_kl, or set grpo.kl_in_reward=true to charge "
+            "k1 to the reward instead")
+    if g.clip_ratio_c != 0 and not g.clip_ratio_c > 1:
+        raise ConfigError(f"grpo.clip_ratio_c: 0 (no dual clip) or > 1 (verl uses 3), got "
+                          f"{g.clip_ratio_c}")
+    if g.clip_ratio_c > 0 and g.policy_loss == "cispo":
+        raise ConfigError("grpo.clip_ratio_c: the dual clip bounds a clipped surrogate and "
+                          "grpo.policy_loss=cispo has none (its weight is capped at 1 + "
+                          "clip_high); set clip_ratio_c=0 or use policy_loss=ppo or gspo")
+
+
+def _check_is(g: GRPOConfig) -> None:
+    """The importance-sampling correction's bounds for its mode (``grpo.is_*``)."""
+    if g.is_mode in ("token_mask", "mask", "rejection") and not 0 <= g.is_low < 1 < g.is_high:
+        raise ConfigError(f"grpo.is_low must be in [0, 1) and grpo.is_high > 1 for "
+                          f"is_mode={g.is_mode}, got [{g.is_low}, {g.is_high}]")
+    if g.is_mode == "truncate" and g.is_cap < 1:
+        raise ConfigError(f"grpo.is_cap: must be >= 1, got {g.is_cap}")
+    if g.is_mode == "truncate" and not 0 <= g.is_min <= 1:
+        raise ConfigError(f"grpo.is_min: the truncation floor must be in [0, 1] (0: none), "
+                          f"got {g.is_min}")
+    if g.is_batch_norm and g.is_mode == "off":
+        raise ConfigError("grpo.is_batch_norm=true with grpo.is_mode=off: there are no "
+                          "weights to normalise; set an is_mode or is_batch_norm=false")
+
+
+def check_optim(o: OptimConfig) -> None:
+    """``optim.*``: a learning rate > 0 (non-finite numbers are refused when the config is
+    built, ``typed_yaml.finite``), weight decay >= 0, betas and ratios in range."""
+    _check_choice("optim.schedule", o.schedule)
+    _check_rate("optim.lr", o.lr)
+    if o.weight_decay < 0:
+        raise ConfigError(f"optim.weight_decay: must be >= 0 (0: off), got {o.weight_decay}")
+    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
+        raise ConfigError(f"optim.betas: two numbers in [0, 1), got {o.betas}")
+    if not 0 <= o.warmup_ratio < 1 or not 0 <= o.min_lr_ratio <= 1:
+        raise ConfigError("optim.warmup_ratio must be in [0, 1) and optim.min_lr_ratio in [0, 1]")
+
+
+def check_data(d: DataConfig) -> None:
+    """``data.*``: a source and where it is, row filters, limits and the synthetic tasks."""
+    _check_choice("data.source", d.source)
+    _check_choice("data.preset", d.preset)
+    if not 0 <= d.max_bad_fraction <= 1:
+        raise ConfigError(f"data.max_bad_fraction: must be in [0, 1], got {d.max_bad_fraction}")
+    for key, unit in (("max_image_pixels", "a pixel count"), ("max_prompt_tokens", "a token count")):
+        if getattr(d, key) < 0:
+            raise ConfigError(f"data.{key}: {unit}, 0 for no limit; got {getattr(d, key)}")
+    if d.source != "synthetic" and not d.path:
+        raise ConfigError(f"data.path: empty; data.source={d.source} needs a "
+                          + ("file or dataset folder" if d.source == "file" else "hub dataset id"))
+    if d.limit < 0:
+        raise ConfigError(f"data.limit: must be >= 0 (0: all rows), got {d.limit}")
+    if d.where and d.source == "synthetic":
+        raise ConfigError("data.where: filters rows of a data file; it needs data.source=file "
+                          "or hub")
+    for column, values in d.where.items():
+        if not str(column).strip() or not values:
+            raise ConfigError(f"data.where.{column}: give a column name and a non-empty list "
+                              "of the values to keep, e.g. {level: [Level 3, Level 4]}")
+    if d.num_problems < 1:
+        raise ConfigError("data.num_problems: must be >= 1")
+    if not d.tasks:
+        raise ConfigError("data.tasks: at least one task family")
+
+
+def check_arms(arms: list[str]) -> None:
+    """``arms``: methods with a reward source of their own, each once."""
+    for arm in arms:
+        if arm not in METHOD_SOURCES:
+            raise ConfigError(f"arms: {arm!r} is not one of: {', '.join(METHOD_SOURCES)}")
+    if len(set(arms)) != len(arms):
+        raise ConfigError(f"arms: each method once, got {arms}")
+
+
+def check_distributed(dist: DistributedConfig) -> None:
+    """``distributed.*``: the backend, the agent groups' size and the ZeRO settings."""
     _check_choice("distributed.backend", dist.backend)
     if dist.ranks_per_agent < 0:
         raise ConfigError(f"distributed.ranks_per_agent: must be >= 0 (0: world size / "
                           f"agents), got {dist.ranks_per_agent}")
-    if dist.ranks_per_agent and v.tensor_parallel_size > 1 \
-            and dist.ranks_per_agent % v.tensor_parallel_size:
-        raise ConfigError(f"rollout.vllm.tensor_parallel_size={v.tensor_parallel_size} must "
-                          f"divide distributed.ranks_per_agent={dist.ranks_per_agent}")
     if dist.zero_stage not in (0, 1, 2, 3):
         raise ConfigError(f"distributed.zero_stage: {dist.zero_stage} is not one of 0, 1, 2, 3")
     if dist.offload_params and dist.zero_stage != 3:
@@ -445,7 +509,7 @@ def _validate_scale_out(cfg: "Config") -> None:
         raise ConfigError(f"distributed.timeout_s: must be >= 1, got {dist.timeout_s}")
 
 
-def _validate_monitor(m: "MonitorConfig") -> None:
+def check_monitor(m: MonitorConfig) -> None:
     """``monitor.*``: positive thresholds, factors above 1, known signal names."""
     if m.collapse_threshold <= 0:
         raise ConfigError(f"monitor.collapse_threshold: must be > 0, got {m.collapse_threshold}")
@@ -467,7 +531,153 @@ def _validate_monitor(m: "MonitorConfig") -> None:
                           "cannot stop the run)")
 
 
-def self_play_roles(cfg: "Config") -> tuple[int, int]:
+def check_self_play(sp: SelfPlayConfig) -> None:
+    """``self_play.*`` (``method: self_play`` only): rules, anchors, band and weights."""
+    _check_choice("self_play.band_rule", sp.band_rule)
+    _check_choice("self_play.images", sp.images)
+    if not 0 <= sp.anchors_per_prompt <= 5:
+        raise ConfigError(f"self_play.anchors_per_prompt: k must be in 0..5, got "
+                          f"{sp.anchors_per_prompt}")
+    if sp.anchor_pool_size < max(1, sp.anchors_per_prompt):
+        raise ConfigError(f"self_play.anchor_pool_size: must be >= 1 and >= "
+                          f"self_play.anchors_per_prompt, got {sp.anchor_pool_size}")
+    if len(sp.band) != 2 or not 0 <= sp.band[0] <= sp.band[1] <= 1:
+        raise ConfigError(f"self_play.band: [low, high] with 0 <= low <= high <= 1, got {sp.band}")
+    if sp.repetition_weight < 0 or sp.anchor_weight < 0:
+        raise ConfigError("self_play.repetition_weight and self_play.anchor_weight must be >= 0")
+    if not 0 < sp.bleu_threshold <= 1:
+        raise ConfigError(f"self_play.bleu_threshold: must be in (0, 1], got {sp.bleu_threshold}")
+    if not 0 <= sp.format_weight <= 1:
+        raise ConfigError(f"self_play.format_weight: must be in [0, 1], got {sp.format_weight}")
+    if sp.anchors_per_step < 0:
+        raise ConfigError(f"self_play.anchors_per_step: must be >= 0, got {sp.anchors_per_step}")
+    if sp.challenger_steps < 0 or sp.solver_steps < 0 or sp.challenger_steps + sp.solver_steps < 1:
+        raise ConfigError("self_play.challenger_steps and self_play.solver_steps: >= 0, and at "
+                          "least one phase must have steps")
+    if sp.question_max_new_tokens < 1 or sp.hist_bins < 1:
+        raise ConfigError("self_play.question_max_new_tokens and self_play.hist_bins: must be >= 1")
+    if not sp.challenger_request.strip():
+        raise ConfigError("self_play.challenger_request: empty; the challenger needs a request")
+
+
+# ----------------------------------------------------------------------------- across sections
+
+
+def _check_answer_kind_fits(cfg: Config) -> None:
+    """Code answers need prompts that carry public inputs (``meta["code_public"]``): the
+    synthetic tasks carry none, and the self-play recipe extracts math answers of its own."""
+    if cfg.reward.answer_kind != "code":
+        return
+    if cfg.method in RECIPE_METHODS:
+        raise ConfigError(f"reward.answer_kind=code with method={cfg.method}: the self-play "
+                          "recipe votes on math answers only; use reward.answer_kind=math")
+    if cfg.data.source == "synthetic":
+        raise ConfigError("reward.answer_kind=code with data.source=synthetic: the synthetic "
+                          "tasks have no code tests; set data.source=file (or hub) and "
+                          "data.path to code prompts with public_tests (README: code prompts)")
+    if cfg.eval.every:
+        raise ConfigError(f"eval.every={cfg.eval.every} with reward.answer_kind=code: the "
+                          "in-run held-out eval draws the synthetic math tasks; set "
+                          "eval.every=0 and score checkpoints with `vlcohort eval "
+                          "--benchmark humaneval` (or mbpp, livecodebench)")
+
+
+def _check_self_play_fits(cfg: Config) -> None:
+    """``method: self_play`` has no single reward source (the challenger is rewarded by the
+    solver's uncertainty, the solver by its majority answers and gold anchors), so
+    ``reward.source`` stays unset; two agents take its two roles and it runs alone."""
+    if cfg.reward.source is not None:
+        raise ConfigError(f"reward.source={cfg.reward.source!r}: method=self_play has no single "
+                          "reward source (the challenger is rewarded by the solver's "
+                          "uncertainty, the solver by its majority answers and gold anchors); "
+                          "leave reward.source unset")
+    if len(cfg.agents) != 2:
+        raise ConfigError(f"agents: method=self_play needs exactly 2 agents (a challenger and a "
+                          f"solver), got {len(cfg.agents)}")
+    unused = [(cfg.arms, "arms: method=self_play runs alone; set arms=[]"),
+              (cfg.data.decouple, "data.decouple: not used by method=self_play; set it false"),
+              (cfg.rollout.dynamic_sampling, "rollout.dynamic_sampling: not used by "
+               "method=self_play (its solver keeps the questions in self_play.band); set it "
+               "false"),
+              (cfg.eval.every, "eval.every: held-out evaluation is not wired into "
+               "method=self_play (selfplay/solver/anchor_acc tracks the solver); set "
+               "eval.every=0")]
+    for value, message in unused:
+        if value:
+            raise ConfigError(message)
+    _check_self_play_training(cfg)
+    self_play_roles(cfg)
+
+
+def _check_self_play_training(cfg: Config) -> None:
+    """The solver's GRPO group and the KL penalty under ``method: self_play``."""
+    sp = cfg.self_play
+    if sp.solver_samples < (2 if cfg.grpo.adv_scale == "group" else 1):
+        raise ConfigError(f"self_play.solver_samples: m={sp.solver_samples}; the m answers are "
+                          "the solver's GRPO group: m >= 2 with grpo.adv_scale=group")
+    if cfg.grpo.kl_in_reward and cfg.grpo.kl_coef > 0:
+        raise ConfigError("grpo.kl_in_reward: the reward-side KL penalty is applied by the "
+                          "cohort recipe's rewards, not by method: self_play's; set it false "
+                          "(the KL then goes in the loss, grpo.kl_kind k2 / k3 / low_var_kl)")
+
+
+def _check_cohort_size(cfg: Config) -> None:
+    """A peer vote (the run's source, an agent's own, or an arm's) needs two agents."""
+    if len(cfg.agents) >= 2:
+        return
+    if cfg.reward.source == "peer_vote":
+        raise ConfigError("reward.source=peer_vote needs at least 2 agents (a ring of one "
+                          "agent would be self-vote); add an agent or use method=ttrl")
+    for i, a in enumerate(cfg.agents):
+        if a.reward_source == "peer_vote":
+            raise ConfigError(f"agents.{i}.reward_source=peer_vote needs at least 2 agents")
+    for arm in cfg.arms:
+        if METHOD_SOURCES[arm] == "peer_vote":
+            raise ConfigError(f"arms: {arm} needs at least 2 agents")
+
+
+def _check_batch_fits(cfg: Config) -> None:
+    """``grpo``'s batch sizes against the B x G sequences each agent has per step."""
+    g, r = cfg.grpo, cfg.rollout
+    if g.adv_scale == "group" and r.rollouts_per_prompt < 2:
+        raise ConfigError("rollout.rollouts_per_prompt=1 with grpo.adv_scale=group: group "
+                          "normalisation needs G >= 2 rollouts per prompt")
+    seqs = r.prompts_per_step * r.rollouts_per_prompt
+    if g.micro_batch_seqs < 1 or (g.micro_batch_seqs < seqs and seqs % g.micro_batch_seqs):
+        raise ConfigError(f"grpo.micro_batch_seqs={g.micro_batch_seqs} must divide the "
+                          f"sequences per agent per step (B x G = {seqs})")
+    if g.mini_batch_seqs < 0 or (0 < g.mini_batch_seqs < seqs and (
+            seqs % g.mini_batch_seqs or g.mini_batch_seqs % g.micro_batch_seqs)):
+        raise ConfigError(f"grpo.mini_batch_seqs={g.mini_batch_seqs} must be 0 (one optimizer "
+                          f"step per epoch) or divide B x G = {seqs} and be a multiple of "
+                          f"grpo.micro_batch_seqs={g.micro_batch_seqs}")
+
+
+def _check_sampling_fits(cfg: Config) -> None:
+    """DAPO's soft overlong penalty (``reward.overlong_buffer``) within the completion
+    length, and dynamic sampling only with one rank per agent."""
+    buffer, longest = cfg.reward.overlong_buffer, cfg.rollout.max_new_tokens
+    if not 0 <= buffer <= longest:
+        raise ConfigError(f"reward.overlong_buffer: L_cache must be in [0, rollout.max_new_tokens"
+                          f" = {longest}] tokens (0: no penalty), got {buffer}")
+    ranks = cfg.distributed.ranks_per_agent
+    if cfg.rollout.dynamic_sampling and ranks > 1:
+        raise ConfigError(f"rollout.dynamic_sampling with distributed.ranks_per_agent={ranks}: "
+                          "the agent group's ranks would keep unequal numbers of groups, and "
+                          "ZeRO's collectives need the same micro-batches on every rank; use "
+                          "ranks_per_agent=1 (one rank per agent) or set "
+                          "rollout.dynamic_sampling=false")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def agent_reward_source(cfg: Config, i: int) -> str:
+    """Agent ``i``'s reward source: ``agents.i.reward_source``, else ``reward.source``."""
+    return cfg.agents[i].reward_source or cfg.reward.source
+
+
+def self_play_roles(cfg: Config) -> tuple[int, int]:
     """(challenger index, solver index) from ``self_play.challenger`` / ``self_play.solver``,
     each an agent name or an index into ``agents``."""
     names = [a.name for a in cfg.agents]
@@ -488,82 +698,11 @@ def self_play_roles(cfg: "Config") -> tuple[int, int]:
     return out[0], out[1]
 
 
-def _validate_self_play(cfg: "Config") -> None:
-    """``method: self_play``: its own section and the roles, then every check that does not
-    depend on a reward source, run as for a single-source run. There is no single reward
-    source (challenger: the solver's uncertainty; solver: its majority label and gold
-    anchors), so ``reward.source`` must stay unset; ``reward.grader``, ``tie`` and
-    ``answer_style`` apply to the solver's answers."""
-    if cfg.reward.source is not None:
-        raise ConfigError(f"reward.source={cfg.reward.source!r}: method=self_play has no single "
-                          "reward source (the challenger is rewarded by the solver's "
-                          "uncertainty, the solver by its majority answers and gold anchors); "
-                          "leave reward.source unset")
-    if len(cfg.agents) != 2:
-        raise ConfigError(f"agents: method=self_play needs exactly 2 agents (a challenger and a "
-                          f"solver), got {len(cfg.agents)}")
-    if cfg.arms:
-        raise ConfigError("arms: method=self_play runs alone; set arms=[]")
-    if cfg.data.decouple:
-        raise ConfigError("data.decouple: not used by method=self_play; set it false")
-    if cfg.rollout.dynamic_sampling:
-        raise ConfigError("rollout.dynamic_sampling: not used by method=self_play (its solver "
-                          "keeps the questions in self_play.band); set it false")
-    if cfg.eval.every:
-        raise ConfigError("eval.every: held-out evaluation is not wired into method=self_play "
-                          "(selfplay/solver/anchor_acc tracks the solver); set eval.every=0")
-    sp = cfg.self_play
-    _check_choice("self_play.band_rule", sp.band_rule)
-    _check_choice("self_play.images", sp.images)
-    if not 0 <= sp.anchors_per_prompt <= 5:
-        raise ConfigError(f"self_play.anchors_per_prompt: k must be in 0..5, got "
-                          f"{sp.anchors_per_prompt}")
-    if sp.anchor_pool_size < max(1, sp.anchors_per_prompt):
-        raise ConfigError(f"self_play.anchor_pool_size: must be >= 1 and >= "
-                          f"self_play.anchors_per_prompt, got {sp.anchor_pool_size}")
-    if sp.solver_samples < (2 if cfg.grpo.adv_scale == "group" else 1):
-        raise ConfigError(f"self_play.solver_samples: m={sp.solver_samples}; the m answers are "
-                          "the solver's GRPO group: m >= 2 with grpo.adv_scale=group")
-    if len(sp.band) != 2 or not 0 <= sp.band[0] <= sp.band[1] <= 1:
-        raise ConfigError(f"self_play.band: [low, high] with 0 <= low <= high <= 1, got {sp.band}")
-    if sp.repetition_weight < 0 or sp.anchor_weight < 0:
-        raise ConfigError("self_play.repetition_weight and self_play.anchor_weight must be >= 0")
-    if not 0 < sp.bleu_threshold <= 1:
-        raise ConfigError(f"self_play.bleu_threshold: must be in (0, 1], got {sp.bleu_threshold}")
-    if not 0 <= sp.format_weight <= 1:
-        raise ConfigError(f"self_play.format_weight: must be in [0, 1], got {sp.format_weight}")
-    if sp.anchors_per_step < 0:
-        raise ConfigError(f"self_play.anchors_per_step: must be >= 0, got {sp.anchors_per_step}")
-    if sp.challenger_steps < 0 or sp.solver_steps < 0 or sp.challenger_steps + sp.solver_steps < 1:
-        raise ConfigError("self_play.challenger_steps and self_play.solver_steps: >= 0, and at "
-                          "least one phase must have steps")
-    if sp.question_max_new_tokens < 1 or sp.hist_bins < 1:
-        raise ConfigError("self_play.question_max_new_tokens and self_play.hist_bins: must be >= 1")
-    if not sp.challenger_request.strip():
-        raise ConfigError("self_play.challenger_request: empty; the challenger needs a request")
-    if cfg.grpo.kl_in_reward and cfg.grpo.kl_coef > 0:
-        raise ConfigError("grpo.kl_in_reward: the reward-side KL penalty is applied by the "
-                          "cohort recipe's rewards, not by method: self_play's; set it false "
-                          "(the KL then goes in the loss, grpo.kl_kind k2 / k3 / low_var_kl)")
-    # The rest (agents, rollout, grpo, optim, data...) as for a single-source run; the
-    # stand-in method's reward source is set on a copy of the reward section only.
-    validate(dataclasses.replace(cfg, method="ttrl", reward=dataclasses.replace(cfg.reward)))
-    self_play_roles(cfg)
-
-
-def _validate_log(log) -> None:
-    """The trackers' settings (whether their packages are installed is checked at the
-    start of a run, ``monitoring/trackers.py``: a config is readable without them)."""
-    w = log.wandb
-    if w.mode is not None:
-        _check_choice("log.wandb.mode", w.mode)
-    if w.enable and not w.project.strip():
-        raise ConfigError("log.wandb.project: empty; name the W&B project to log to")
-    for key in ("name", "entity", "group"):
-        value = getattr(w, key)
-        if value is not None and not value.strip():
-            raise ConfigError(f"log.wandb.{key}: empty string; leave it out (null) for the "
-                              "default")
+def _check_rate(key: str, value: float) -> None:
+    """A learning rate > 0. A rate of 0 or below is no run: 0 leaves every weight where it
+    was while the run pays for every step, and a negative rate climbs the loss."""
+    if not value > 0:
+        raise ConfigError(f"{key}: {value} is not a learning rate > 0 (e.g. 1e-6)")
 
 
 def _check_choice(pattern: str, value: str, key: str | None = None) -> None:
