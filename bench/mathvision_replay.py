@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vlcohort.eval.official import mathvision as mv  # noqa: E402
+from vlcohort.eval.official import mathvision as mv  # noqa: E402 - sys.path is set first
 
 MAX_BYTES = 4 * 1024 * 1024
 
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
                                  "why": "disagrees" if r["id"] in bad else "sample"})
     print(" ".join(f"{w}: {a}/{n}" for w, (a, n) in totals.items()))
     if mv.backend() == "official" and "official" in paths:
-        w = mv._worker()
+        w = mv.worker()
         slow = max(w.cache.items(), key=lambda kv: kv[1].get("s", 0), default=("", {}))
         print(f"official worker: {len(w.cache)} values cached, {w.timeouts} timeouts, "
               f"{w.restarts} restarts; slowest value {slow[1].get('s', 0)} s ({slow[0][:60]!r})")

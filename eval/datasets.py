@@ -189,13 +189,13 @@ def read_parquet(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
         files = [path]
     try:
         ds = datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")
-    except Exception as e:  # noqa: BLE001 - broken parquet, mismatched schemas
+    except Exception as e:  # broken parquet, mismatched schemas
         raise BenchmarkError(f"{path}: cannot be read as parquet: {e}") from e
     ds = ds.cast(datasets.Features({k: image_feature_no_decode(v) for k, v in ds.features.items()}))
     return [dict(row) for row in ds]
 
 
-def _records(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
+def read_records(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
     """A JSON list, a JSON dict of records (keyed by id), JSONL, or parquet (a file or a
     folder of files), as a list of dicts."""
     path = Path(path)
@@ -534,7 +534,7 @@ class BenchmarkSpec:
     splits: tuple[str, ...] = ("testmini", "test")  # preferred split in a parquet folder
     folders: tuple[str, ...] = ()  # folders (in a data dir) that may hold a hub snapshot
     reader: Callable[[Path, tuple[str, ...]], list[dict]] | None = None
-    """Reads the found file / folder into records when :func:`_records` cannot (gzip
+    """Reads the found file / folder into records when :func:`read_records` cannot (gzip
     JSONL, CSV, a folder of release files: :func:`vlcohort.eval.text_datasets.read_text_records`).
     A pattern in ``files`` ending in ``/`` names such a folder."""
 
@@ -633,7 +633,7 @@ def load_benchmark(name: str, path: Path, need_images: bool = True) -> Benchmark
     spec = BENCHMARKS[name]
     path = find_benchmark_file(name, Path(path))
     good, bad = [], []
-    rows = spec.reader(path, spec.splits) if spec.reader is not None else _records(path, spec.splits)
+    rows = spec.reader(path, spec.splits) if spec.reader is not None else read_records(path, spec.splits)
     for i, row in enumerate(rows):
         if isinstance(row, dict):
             row = {**row, "_row": i}

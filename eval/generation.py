@@ -43,7 +43,7 @@ from vlcohort.answers.grading import get_grader
 from vlcohort.data.problems import Problem
 
 from .datasets import BenchmarkData, BenchmarkError, SkippedItem, read_jsonl
-from .items import EvalSettings, _key, prompt_view, score_record
+from .items import EvalSettings, prompt_view, record_key, score_record
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 ENGINES = ("hf", "vllm")
@@ -252,11 +252,11 @@ def merge_parts(items_path: Path, order: dict[tuple, int]) -> int:
         stale.unlink()
     if not parts:
         return 0
-    seen = {_key(r) for r in read_resumable(items_path)}
+    seen = {record_key(r) for r in read_resumable(items_path)}
     new: list[tuple[tuple, dict]] = []
     for part_no, part in enumerate(parts):
         for line_no, rec in enumerate(read_resumable(part)):
-            k = _key(rec)
+            k = record_key(rec)
             if k in seen:
                 continue
             seen.add(k)
@@ -474,7 +474,7 @@ def _load(spec: str, placement: Placement):
     try:
         adapter = adapter_for(spec, AdapterOptions(dtype=placement.dtype))
         model = adapter.load_model()
-    except Exception as e:  # noqa: BLE001 - missing folder, bad config, broken weights
+    except Exception as e:  # missing folder, bad config, broken weights
         raise BenchmarkError(f"model {spec!r} could not be loaded: {type(e).__name__}: "
                              f"{e}. Give a checkpoint folder written by save_pretrained, "
                              "a hub id or a tiny:<name> spec (vlcohort tiny lists them).") from e
@@ -509,7 +509,7 @@ def _shard_main(task: ShardTask) -> None:
     code tells)."""
     try:
         result = run_shard(task)
-    except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises
+    except BaseException as e:  # reported to the parent, which raises
         traceback.print_exc(file=sys.stderr)
         message = str(e) if isinstance(e, BenchmarkError) else f"{type(e).__name__}: {e}"
         result = ShardResult(error=message)
@@ -593,7 +593,7 @@ def run_generation(settings: EvalSettings, data: dict[str, BenchmarkData], items
     if recovered:
         print(f"merged {recovered} responses from a previous run's part files into {items_path}",
               file=sys.stderr)
-    done = {_key(r) for r in read_resumable(items_path)}
+    done = {record_key(r) for r in read_resumable(items_path)}
     sources = {name: str(d.path) for name, d in data.items()}
     written = 0
     for spec in settings.models:

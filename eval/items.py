@@ -192,7 +192,8 @@ def read_items(path: Path) -> list[dict]:
     return [obj for _, obj in read_jsonl(path)] if Path(path).is_file() else []
 
 
-def _key(rec: dict) -> tuple:
+def record_key(rec: dict) -> tuple:
+    """What names one response: benchmark, item id, model and sample number."""
     return rec["benchmark"], str(rec["id"]), rec["model"], int(rec.get("sample", 0))
 
 

@@ -42,13 +42,13 @@ from .datasets import (
     parse_benchmark_names,
     read_jsonl,
 )
-from .items import (  # noqa: F401
+from .items import (  # noqa: F401 - PROMPTS and prompt_view are re-exported: the runner is the eval API
     PROMPTS,
     EvalSettings,
-    _key,
     item_id,
     prompt_view,
     read_items,
+    record_key,
     response_fields,
     sample_number,
     score_record,
@@ -556,7 +556,7 @@ def score_responses(benchmark: str, data_path: Path, responses: Path | None,
         rec = {"benchmark": name, "id": pid, "model": model,
                "sample": sample_number(obj.get("sample"), where),
                **response_fields(obj["response"], f"{where} (id {pid!r})")}
-        first = seen.setdefault(_key(rec), lineno)
+        first = seen.setdefault(record_key(rec), lineno)
         if first != lineno:
             raise BenchmarkError(
                 f"{where}: id {pid!r} sample {rec['sample']} repeats line {first}; give each "
@@ -580,17 +580,17 @@ def score_responses(benchmark: str, data_path: Path, responses: Path | None,
 def _merge_saved(saved: list[dict], new: list[dict]) -> list[dict]:
     """``new`` records in place of saved ones with the same key (taking over the saved
     judge cache when the response is the same), the other saved records kept."""
-    by_key = {_key(r): r for r in new}
+    by_key = {record_key(r): r for r in new}
     merged = []
     for old in saved:
-        rec = by_key.pop(_key(old), None) if "benchmark" in old else None
+        rec = by_key.pop(record_key(old), None) if "benchmark" in old else None
         if rec is None:
             merged.append(old)
             continue
         if old.get("response") == rec["response"] and isinstance(old.get("judge"), dict):
             rec["judge"] = old["judge"]
         merged.append(rec)
-    return merged + [r for r in new if _key(r) in by_key]
+    return merged + [r for r in new if record_key(r) in by_key]
 
 
 ITEM_FIELDS = ("benchmark", "id", "model", "response")
@@ -617,7 +617,7 @@ def rescore_items(out: Path, data_path: Path, scorer: str = "vlcohort",
         rec["id"] = item_id(rec, where)
         rec["sample"] = sample_number(rec.get("sample"), where)
         rec.update(response_fields(rec["response"], f"{where} (id {rec['id']!r})"))
-        first = seen.setdefault(_key(rec), lineno)
+        first = seen.setdefault(record_key(rec), lineno)
         if first != lineno:
             raise BenchmarkError(
                 f"{where}: {rec['benchmark']} id {rec['id']!r} model {rec['model']!r} sample "

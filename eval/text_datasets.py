@@ -59,8 +59,8 @@ from .datasets import (
     BenchmarkError,
     BenchmarkSpec,
     SkippedItem,
-    _records,
     read_json,
+    read_records,
 )
 
 __all__ = [
@@ -145,7 +145,7 @@ def _folder_records(path: Path, splits: tuple[str, ...]) -> list[dict]:
     releases = sorted((p for p in path.iterdir() if _RELEASE_FILE.match(p.name)),
                       key=lambda p: int(_RELEASE_FILE.match(p.name).group(1) or 1))
     if releases:
-        return [row for p in releases for row in _records(p)]
+        return [row for p in releases for row in read_records(p)]
     books = sorted(p for p in path.glob("*.json") if not p.stem.endswith("_sol"))
     if books:
         rows = []
@@ -156,12 +156,12 @@ def _folder_records(path: Path, splits: tuple[str, ...]) -> list[dict]:
                                      "dataset/original/<textbook>.json form)")
             rows.extend(data)
         return rows
-    return _records(path, splits)
+    return read_records(path, splits)
 
 
 def read_text_records(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
     """Records of a text benchmark file in any form it is published in: gzip JSON(L),
-    CSV, a folder of release / textbook files, or what :func:`vlcohort.eval.datasets._records`
+    CSV, a folder of release / textbook files, or what :func:`vlcohort.eval.datasets.read_records`
     reads (JSON, JSONL, parquet through ``datasets``)."""
     path = Path(path)
     if path.is_dir():
@@ -170,7 +170,7 @@ def read_text_records(path: Path, splits: tuple[str, ...] = ()) -> list[dict]:
         return _gzip_records(path)
     if path.suffix == ".csv":
         return _csv_records(path)
-    return _records(path, splits)
+    return read_records(path, splits)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -355,7 +355,7 @@ class _StrOnlyUnpickler(pickle.Unpickler):
     """Unpickles plain data only: any class or function reference is refused, so a
     tampered file cannot make loading run code (``pickle``'s documented hazard)."""
 
-    def find_class(self, module, name):  # noqa: D401 - pickle hook
+    def find_class(self, module, name):  # pickle hook
         raise pickle.UnpicklingError(f"refused: the test file asks for {module}.{name}; "
                                      "LiveCodeBench's private tests are a plain string")
 

@@ -69,7 +69,7 @@ def checkpoint_folder(run_dir: Path, step: str | int = "latest") -> Path:
     if not run_dir.is_dir():
         raise ExportError(f"{run_dir}: no such folder; give a run folder (a run's "
                           "run.output_dir, holding config.yaml and checkpoints/)")
-    steps = sorted(ckpt._complete_steps(root)) if root.is_dir() else []
+    steps = sorted(ckpt.complete_steps(root)) if root.is_dir() else []
     if not steps:
         arms = sorted(p.name for p in run_dir.iterdir()
                       if p.is_dir() and (p / ckpt.CHECKPOINTS).is_dir())
@@ -410,7 +410,7 @@ def push_to_hub(out: Path, repo: str, private: bool = False) -> str:
         url = api.create_repo(repo, repo_type="model", private=private, exist_ok=True)
         api.upload_folder(folder_path=str(out), repo_id=repo, repo_type="model",
                           commit_message="vlcohort export")
-    except Exception as e:  # noqa: BLE001 - hub, HTTP, auth and offline errors alike
+    except Exception as e:  # hub, HTTP, auth and offline errors alike
         cause = " ".join(str(e).split())[:400] or type(e).__name__
         raise ExportError(
             f"--push-to-hub {repo}: the upload to {api.endpoint} failed ({type(e).__name__}: "

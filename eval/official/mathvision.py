@@ -61,7 +61,7 @@ _LOCK = threading.RLock()
 _STATE: dict = {"worker": None, "backend": None, "warned": False}
 
 
-def _worker():
+def worker():
     """The process-wide official worker (started on first use, closed at exit)."""
     from .mathvision_env import OfficialWorker
 
@@ -93,7 +93,7 @@ def backend() -> str:
             ok, why = env_status()
             if ok:
                 try:
-                    _worker()
+                    worker()
                     chosen = "official"
                 except WorkerError as e:
                     why = str(e)
@@ -132,7 +132,7 @@ def _mv_value(latex: str) -> float:
     text = str(latex2sympy(latex))
     if _MV_UNSAFE.search(text):
         raise ValueError(f"refused to evaluate {text!r}")
-    return round(eval(text, dict(_MV_NAMESPACE)), 2)  # noqa: S307 - guarded, no builtins
+    return round(eval(text, dict(_MV_NAMESPACE)), 2)  # guarded, no builtins
 
 
 def _mv_tuple(s: str) -> str:
@@ -145,7 +145,7 @@ def _mv_tuple(s: str) -> str:
                 vals = [str(_mv_value(p)) if "infty" not in p and p not in ("a", "-a") else p
                         for p in parts]
                 return open_ + ",".join(vals) + close
-    except Exception:  # noqa: BLE001 - as the official code: any failure keeps the text
+    except Exception:  # as the official code: any failure keeps the text
         return s
     return s
 
@@ -165,12 +165,12 @@ def _approx_is_equal(a: str, b: str, timeout_s: float = 5.0) -> bool:
             return True
         try:
             return _mv_value(tb) == _mv_value(ta)
-        except Exception:  # noqa: BLE001 - the official code answers False on any error
+        except Exception:  # the official code answers False on any error
             return False
 
     try:
         return bool(run_with_time_limit(compare, timeout_s))
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -231,7 +231,7 @@ def prefetch(pairs, which: str | None = None) -> None:
     pairs = [(a, b) for a, b in pairs
              if a.replace(" ", "") and b.replace(" ", "") and a.strip() != b.strip()]
     with _LOCK:
-        w = _worker()
+        w = worker()
         w.values([p for a, b in pairs for s in (a, b) for p in (_tuple_parts(s) or [])])
         texts = []
         for a, b in pairs:
@@ -247,7 +247,7 @@ def mathvision_is_equal(a: str, b: str, timeout_s: float = 5.0, which: str | Non
     parser's worker), ``approx`` (in-process fork) or None (:func:`backend`)."""
     if _resolve(which) == "official":
         with _LOCK:
-            return _official_is_equal(a, b, _worker().value)
+            return _official_is_equal(a, b, worker().value)
     return _approx_is_equal(a, b, timeout_s)
 
 

@@ -366,7 +366,7 @@ def case_failure(o: Outcome, k: int) -> tuple[str, str] | None:
 # Comparison (LiveCodeBench's rules)
 
 
-def _stripped_lines(text: str) -> list[str]:
+def stripped_lines(text: str) -> list[str]:
     return [ln.strip() for ln in text.strip().split("\n")]
 
 
@@ -379,7 +379,7 @@ def _decimals(line: str) -> list[Decimal] | None:
 
 def stdin_output_matches(got: str, expected: str) -> tuple[bool, str]:
     """LiveCodeBench's stdin compare; (match, why not)."""
-    g, e = _stripped_lines(got), _stripped_lines(expected)
+    g, e = stripped_lines(got), stripped_lines(expected)
     if len(g) != len(e):
         return False, f"wrong answer: {len(g)} output lines, expected {len(e)}"
     for k, (a, b) in enumerate(zip(g, e)):

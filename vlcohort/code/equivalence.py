@@ -31,13 +31,13 @@ from typing import Sequence
 
 from vlcohort.code.checks import (
     CodeTests,
-    _stripped_lines,
     case_failure,
     default_workers,
     humaneval_program,
     load_failure,
     run_cases,
     split_statements,
+    stripped_lines,
 )
 from vlcohort.code.sandbox import Limits
 
@@ -129,7 +129,7 @@ def _outputs(code: str, tests: CodeTests, limits: Limits) -> list[str] | None:
             outs.append("!timeout" if bad[0] == "timeout" else
                         "!" + str(c.get("exc") or str(c.get("error", "")).split(":", 1)[0]))
         elif mode == "stdin":
-            outs.append("\n".join(_stripped_lines(o.cases[k]["out"])))
+            outs.append("\n".join(stripped_lines(o.cases[k]["out"])))
         elif mode in ("humaneval", "mbpp"):
             outs.append("pass")
         else:

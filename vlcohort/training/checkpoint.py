@@ -103,7 +103,7 @@ def _load_data(path: Path) -> Any:
     except FileNotFoundError:
         raise CheckpointError(f"{path}: missing from the checkpoint; resume from another "
                               "checkpoint (delete this one) or start a new run") from None
-    except Exception as e:  # noqa: BLE001 - UnpicklingError, RuntimeError (truncated zip)
+    except Exception as e:  # UnpicklingError, RuntimeError (truncated zip)
         raise CheckpointError(
             f"{path}: refused to load ({type(e).__name__}: {str(e).splitlines()[0][:300]}). "
             "A checkpoint's state files hold only tensors and plain data; this one holds "
@@ -219,7 +219,7 @@ def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: li
             shutil.rmtree(tmp, ignore_errors=True)
         run_folder.write_text(root / LATEST, final.name)
     if keep_last:
-        for old in sorted(_complete_steps(root))[:-keep_last]:
+        for old in sorted(complete_steps(root))[:-keep_last]:
             shutil.rmtree(root / f"step-{old}", ignore_errors=True)
     return final
 
@@ -275,7 +275,7 @@ def out_of_space_stops_the_run(root: Path, step: int, need_bytes):
     estimate is only computed on failure."""
     try:
         yield
-    except Exception as e:  # noqa: BLE001 - re-raised unless it is a full disk
+    except Exception as e:  # re-raised unless it is a full disk
         with contextlib.suppress(OSError):  # the temp file of `latest`, if it was cut
             (root / f".{LATEST}.tmp").unlink(missing_ok=True)
         need = int(need_bytes())
@@ -324,7 +324,7 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
             _replace_folder(tmp, final)
             run_folder.write_text(root / LATEST, final.name)
             if keep_last:
-                for old in sorted(_complete_steps(root))[:-keep_last]:
+                for old in sorted(complete_steps(root))[:-keep_last]:
                     shutil.rmtree(root / f"step-{old}", ignore_errors=True)
     finally:
         if layout.is_logger:
@@ -352,7 +352,7 @@ def load_zero_state(agent, folder: Path) -> None:
             "distributed.ranks_per_agent and zero_stage it was saved with") from e
 
 
-def _complete_steps(root: Path) -> list[int]:
+def complete_steps(root: Path) -> list[int]:
     steps = []
     for p in root.glob("step-*"):
         if not p.is_symlink() and p.is_dir() and (p / "state.json").is_file():
@@ -398,7 +398,7 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     folder = _pointed(root)
     if folder is not None and (folder / "state.json").is_file():
         return folder
-    steps = _complete_steps(root) if root.is_dir() else []
+    steps = complete_steps(root) if root.is_dir() else []
     return root / f"step-{max(steps)}" if steps else None
 
 
@@ -410,7 +410,7 @@ def resumable_checkpoint(run_dir: str | Path) -> tuple[Path | None, list[str]]:
     skipped: list[str] = []
     first = latest_checkpoint(run_dir)
     candidates = ([first] if first is not None else []) + [
-        root / f"step-{n}" for n in sorted(_complete_steps(root), reverse=True)
+        root / f"step-{n}" for n in sorted(complete_steps(root), reverse=True)
         if first is None or root / f"step-{n}" != first]
     for folder in candidates:
         problems = verify_checkpoint(folder)
