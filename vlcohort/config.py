@@ -679,6 +679,11 @@ class Config:
     """Run bookkeeping."""
 
 
+def agent_reward_source(cfg: Config, i: int) -> str:
+    """Agent ``i``'s reward source: ``agents.i.reward_source``, else ``reward.source``."""
+    return cfg.agents[i].reward_source or cfg.reward.source
+
+
 # ----------------------------------------------------------------------------- loading
 
 
