@@ -146,3 +146,30 @@ def test_a_choice_field_is_checked_at_load():
         load_config(None, ["rollout.vllm.sleep_mode=atuo"])
     with pytest.raises(ConfigError, match="is not one of"):
         load_config(None, ["rollout.vllm.sleep_mode=1"])
+
+
+def test_derived_values_are_resolved_in_one_step():
+    """``resolve`` fills what a config derives from others, and only where left unset."""
+    from vlcohort.config import Config, agent_reward_source
+    from vlcohort.config_checks import resolve
+
+    cfg = Config(method="ttrl")
+    cfg.run.name = "x"
+    resolve(cfg)
+    assert (cfg.reward.source, cfg.run.output_dir) == ("self_vote", "runs/x")
+    cfg.agents[1].reward_source = "entropy"
+    assert [agent_reward_source(cfg, i) for i in range(2)] == ["self_vote", "entropy"]
+    cfg = Config(method="self_play")
+    cfg.run.output_dir = "elsewhere"
+    resolve(cfg)
+    assert (cfg.reward.source, cfg.run.output_dir) == (None, "elsewhere")
+
+
+def test_a_deprecated_value_loads_with_one_warning_naming_the_new_one(capsys):
+    cfg = load_config(None, ["grpo.is_mode=mask"])
+    assert cfg.grpo.is_mode == "mask"  # still accepted, and run as token_mask
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["warning: grpo.is_mode=mask is deprecated; use grpo.is_mode=token_mask "
+                   "(the same setting)"]
+    load_config(None, ["grpo.is_mode=token_mask"])
+    assert capsys.readouterr().err == ""

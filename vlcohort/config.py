@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -23,7 +24,7 @@ from typing import Literal
 import yaml
 
 from vlcohort import run_folder, typed_yaml
-from vlcohort.config_checks import validate
+from vlcohort.config_checks import deprecations, validate
 from vlcohort.processors.base import AdapterOptions
 from vlcohort.typed_yaml import ConfigError, build, read_yaml_mapping, set_dotted, split_override
 
@@ -696,6 +697,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         set_dotted(data, key, value)
     cfg = build(Config, data)
     validate(cfg)
+    for line in deprecations(cfg):
+        print(line, file=sys.stderr)
     return cfg
 
 
