@@ -2,12 +2,14 @@
 
 Every field has a docstring (the string literal under it), which ``vlcohort config
 --fields`` prints. The mechanics (YAML mappings -> checked dataclasses, dotted overrides,
-field docstrings) are schema-free and live in ``typed_yaml.py``; this file is the schema,
-its validation and the resolved output. An unknown key, a value of the wrong type or an impossible
-combination is a :class:`ConfigError` naming the key and what is allowed. The resolved
-config is printed with its derived totals and saved with every run.
+field docstrings) are schema-free and live in ``vlcohort/typed_yaml.py``; this file is
+the schema, its loading and the resolved output; ``vlcohort/config_checks.py`` resolves the
+derived values and checks each section and their combinations. An unknown key, a value of
+the wrong type or an impossible combination is a :class:`ConfigError` naming the key and
+what is allowed. The resolved config is printed with its derived totals and saved with
+every run.
 
-Batch knobs carry their unit in the name (DESIGN.md rule 5): ``prompts_per_step`` (B),
+Batch knobs carry their unit in the name (``docs/design.md``, rule 5): ``prompts_per_step`` (B),
 ``rollouts_per_prompt`` (G); sequences per step = A x B x G.
 """
 
@@ -33,7 +35,7 @@ from vlcohort.typed_yaml import ConfigError, build, read_yaml_mapping, set_dotte
 
 @dataclass
 class WarmupConfig:
-    """Supervised warm-up of one agent before RL (see ``vlcohort/warmup.py``)."""
+    """Supervised warm-up of one agent before RL (``vlcohort/training/warmup.py``)."""
 
     steps: int = 0
     """Supervised steps on ``tasks`` (0: no warm-up)."""
@@ -244,7 +246,7 @@ class VLLMConfig:
 class DistributedConfig:
     """One launch over W ranks (``torchrun`` / ``accelerate launch``): A agent groups of
     ``ranks_per_agent`` ranks, each group training its agent data-parallel with DeepSpeed
-    ZeRO over its own process group (``vlcohort/distributed.py``). Without a launcher
+    ZeRO over its own process group (``vlcohort/training/distributed.py``). Without a launcher
     (W = 1) every agent lives in the one process and DeepSpeed is not used."""
 
     ranks_per_agent: int = 0
@@ -484,12 +486,9 @@ class EvalConfig:
     """Greedy answer length."""
 
 
-#: Signals of the collapse / divergence monitor (``vlcohort/dynamics.py``).
-
-
 @dataclass
 class MonitorConfig:
-    """Collapse / divergence detection (``vlcohort/dynamics.py``): per-agent warnings in
+    """Collapse / divergence detection (``vlcohort/monitoring/monitor.py``): per-agent warnings in
     ``metrics.jsonl`` (``monitor/warnings``, ``monitor/<a>/<signal>``) and on stderr."""
 
     enable: bool = True
@@ -532,7 +531,7 @@ class CheckpointConfig:
 @dataclass
 class SelfPlayConfig:
     """Guided challenger/solver self-play (``method: self_play``; R-Zero arXiv 2508.05004,
-    R-Few arXiv 2512.02472; ``vlcohort/selfplay.py``). Each step the challenger writes
+    R-Few arXiv 2512.02472; ``vlcohort/recipes/selfplay.py``). Each step the challenger writes
     ``rollout.prompts_per_step`` x ``rollout.rollouts_per_prompt`` questions (B prompts, a
     GRPO group of G per prompt) and the solver answers each ``solver_samples`` times;
     phases alternate, and only the phase's role trains."""
@@ -619,7 +618,7 @@ class RunConfig:
 
 
 #: The cohort of a config that names no ``agents``: two tiny models of different families.
-#: Which families is family knowledge (DESIGN.md rule 1), so they are listed in this data
+#: Which families is family knowledge (``docs/design.md``, rule 1), so they are listed in this data
 #: file, not named in the core's code (nor read from ``vlcohort.processors.tiny``).
 DEFAULT_COHORT = Path(__file__).resolve().parent / "recipes" / "default_cohort.yaml"
 
@@ -781,7 +780,7 @@ def default_config(overrides: list[str] | tuple[str, ...] = ()) -> Config:
 
 
 def derived_totals(cfg: Config) -> dict[str, int]:
-    """Totals the config implies, printed with it (DESIGN.md rule 5)."""
+    """Totals the config implies, printed with it (``docs/design.md``, rule 5)."""
     A, B, G = len(cfg.agents), cfg.rollout.prompts_per_step, cfg.rollout.rollouts_per_prompt
     return {"agents (A)": A, "prompts_per_step (B)": B, "rollouts_per_prompt (G)": G,
             "sequences_per_step (A x B x G)": A * B * G,
@@ -802,9 +801,9 @@ def resolved_text(cfg: Config) -> str:
 
 
 def save_resolved(cfg: Config, folder: str | Path) -> Path:
-    """Write ``config.yaml`` (loadable with :func:`load_config`) into the run folder,
+    """Write config.yaml (loadable with :func:`load_config`) into the run folder,
     through :func:`vlcohort.run_folder.write_text`: a run folder may come from someone
-    else, and a link planted at ``config.yaml`` or its temporary is replaced, never
+    else, and a link planted at its config.yaml or the temporary is replaced, never
     written through."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
