@@ -2,7 +2,8 @@
 ``key.sub=value`` overrides) becomes nested dataclasses, every key and value checked
 against the dataclass fields and type hints, every error a :class:`ConfigError` naming the
 dotted key. Field docstrings (the string literal under a field) are read back for help
-texts. ``config.py`` holds the schema, its cross-field validation and the resolved output.
+texts. ``vlcohort/config.py`` holds the schema and the resolved output,
+``vlcohort/config_checks.py`` the checks that need more than one field's type.
 """
 
 from __future__ import annotations
@@ -188,20 +189,14 @@ def build(cls, data: Any, prefix: str = ""):
 
 
 def _coerce(tp, value, key: str, default):
+    """``value`` as type ``tp`` (``key``: its dotted name in errors; ``default``: the
+    field's default, whose list entries a list of dataclasses is merged over)."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if value is None:
-            return None
-        return _coerce(args[0], value, key, default)
+        return None if value is None else _coerce(args[0], value, key, default)
     if origin is typing.Literal:
-        allowed = typing.get_args(tp)
-        for a in allowed:  # a YAML bool must be a bool choice, a string a string one
-            if value == a and isinstance(value, bool) == isinstance(a, bool):
-                return a
-        raise ConfigError(f"{key}: {value!r} is not one of "
-                          + ", ".join(str(a).lower() if isinstance(a, bool) else str(a)
-                                      for a in allowed))
+        return _coerce_literal(typing.get_args(tp), value, key)
     if dataclasses.is_dataclass(tp):
         return build(tp, value, key + ".")
     if origin is dict:
@@ -211,21 +206,43 @@ def _coerce(tp, value, key: str, default):
         return {_coerce(key_tp, k, f"{key}.{k}", None): _coerce(value_tp, v, f"{key}.{k}", None)
                 for k, v in value.items()}
     if origin is list:
-        (item_tp,) = typing.get_args(tp)
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
-        out = []
-        for i, v in enumerate(value):
-            base = default[i] if isinstance(default, list) and i < len(default) else None
-            if dataclasses.is_dataclass(item_tp):
-                merged = dataclasses.asdict(base) if base is not None else {}
-                if not isinstance(v, dict):
-                    raise ConfigError(f"{key}.{i}: expected a mapping, got {v!r}")
-                merged.update(v)
-                out.append(build(item_tp, merged, f"{key}.{i}."))
-            else:
-                out.append(_coerce(item_tp, v, f"{key}.{i}", None))
-        return out
+        return _coerce_list(typing.get_args(tp)[0], value, key, default)
+    if tp in (bool, int, float, str):
+        return _coerce_scalar(tp, value, key)
+    reject_non_finite(value, key)
+    return value
+
+
+def _coerce_literal(allowed: tuple, value, key: str):
+    for a in allowed:  # a YAML bool must be a bool choice, a string a string one
+        if value == a and isinstance(value, bool) == isinstance(a, bool):
+            return a
+    raise ConfigError(f"{key}: {value!r} is not one of "
+                      + ", ".join(str(a).lower() if isinstance(a, bool) else str(a)
+                                  for a in allowed))
+
+
+def _coerce_list(item_tp, value, key: str, default) -> list:
+    """A list; entries that are dataclasses are merged over the default's entry at the same
+    index (``agents.1.max_tiles=6`` edits the default second agent)."""
+    if not isinstance(value, list):
+        raise ConfigError(f"{key}: expected a list, got {value!r}")
+    out = []
+    for i, v in enumerate(value):
+        base = default[i] if isinstance(default, list) and i < len(default) else None
+        if dataclasses.is_dataclass(item_tp):
+            merged = dataclasses.asdict(base) if base is not None else {}
+            if not isinstance(v, dict):
+                raise ConfigError(f"{key}.{i}: expected a mapping, got {v!r}")
+            merged.update(v)
+            out.append(build(item_tp, merged, f"{key}.{i}."))
+        else:
+            out.append(_coerce(item_tp, v, f"{key}.{i}", None))
+    return out
+
+
+def _coerce_scalar(tp: type, value, key: str):
+    """A bool, int, float or str; a YAML bool is never a number, a float never NaN."""
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -246,12 +263,9 @@ def _coerce(tp, value, key: str, default):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
         return finite(float(value), key)
-    if tp is str:
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
-        return str(value)
-    reject_non_finite(value, key)
-    return value
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    return str(value)
 
 
 def finite(value: float, key: str) -> float:
