@@ -33,6 +33,11 @@ LN = math.log
 NAN, INF = float("nan"), float("inf")
 
 
+def pair(r):
+    """An ``ISWeights``'s weights and statistics."""
+    return r.weights, r.stats
+
+
 def close(actual, expected, tol=1e-5):
     """Assert a tensor (or float) equals a nested list (or float) within tol."""
     expected = torch.as_tensor(expected, dtype=torch.float64)
@@ -196,26 +201,26 @@ K3_MEAN = 0.408054
 
 def test_token_truncate_is_tis():
     # cap 2: [0.25, 1, 1.5, min(3, 2) = 2]; 1 of 4 truncated
-    w, s = importance_weights(OLD, ROLL, FULL, level="token", mode="truncate", cap=2.0)
+    w, s = pair(importance_weights(OLD, ROLL, FULL, level="token", mode="truncate", cap=2.0))
     close(w, [[0.25, 1.0, 1.5, 2.0]])
-    close(s["is_weight/mean"], 5.75 / 4)  # raw, before truncation: 0.25 + 1 + 1.5 + 3
-    close(s["is_weight/min"], 0.25)
-    close(s["is_weight/max"], 3.0)  # raw: may exceed the cap
-    close(s["is_weight/applied_mean"], 4.75 / 4)
-    close(s["is_weight/frac_truncated"], 0.25)
-    close(s["is_weight/frac_masked"], 0.0)
-    assert s["is_weight/nonfinite_tokens"] == 0.0
-    close(s["rollout_k3"], K3_MEAN)
+    close(s["is/mean"], 5.75 / 4)  # raw, before truncation: 0.25 + 1 + 1.5 + 3
+    close(s["is/min"], 0.25)
+    close(s["is/max"], 3.0)  # raw: may exceed the cap
+    close(s["is/applied_mean"], 4.75 / 4)
+    close(s["is/frac_truncated"], 0.25)
+    close(s["is/frac_masked"], 0.0)
+    assert s["is/nonfinite_tokens"] == 0.0
+    close(s["is/rollout_k3"], K3_MEAN)
 
 
 def test_token_mask_is_mis():
     # band [0.5, 2]: 0.25 and 3 fall outside -> [0, 1, 1.5, 0]; 2 of 4 masked
-    w, s = importance_weights(OLD, ROLL, FULL, level="token", mode="mask", low=0.5, high=2.0)
+    w, s = pair(importance_weights(OLD, ROLL, FULL, level="token", mode="mask", low=0.5, high=2.0))
     close(w, [[0.0, 1.0, 1.5, 0.0]])
-    close(s["is_weight/frac_masked"], 0.5)
-    close(s["is_weight/frac_truncated"], 0.0)
-    close(s["is_weight/applied_mean"], 2.5 / 4)
-    close(s["rollout_k3"], K3_MEAN)
+    close(s["is/frac_masked"], 0.5)
+    close(s["is/frac_truncated"], 0.0)
+    close(s["is/applied_mean"], 2.5 / 4)
+    close(s["is/rollout_k3"], K3_MEAN)
 
 
 def test_mask_is_an_alias_of_token_mask_which_keeps_every_token_in_the_loss():
@@ -223,15 +228,15 @@ def test_mask_is_an_alias_of_token_mask_which_keeps_every_token_in_the_loss():
     b = importance_weights(OLD, ROLL, FULL, mode="token_mask")
     assert torch.equal(a.weights, b.weights) and a.stats == b.stats
     assert torch.equal(b.keep, FULL)  # weight 0, but still counted by the denominator
-    assert "is_weight/frac_rejected" not in b.stats
+    assert "is/frac_rejected" not in b.stats
 
 
 def test_truncate_with_a_floor_is_trl_clip_min():
     # floor 0.5, cap 2: [max(0.25, 0.5) = 0.5, 1, 1.5, min(3, 2) = 2]; 2 of 4 truncated
-    w, s = importance_weights(OLD, ROLL, FULL, mode="truncate", cap=2.0, floor=0.5)
+    w, s = pair(importance_weights(OLD, ROLL, FULL, mode="truncate", cap=2.0, floor=0.5))
     close(w, [[0.5, 1.0, 1.5, 2.0]])
-    close(s["is_weight/frac_truncated"], 0.5)
-    close(s["is_weight/applied_mean"], 5.0 / 4)
+    close(s["is/frac_truncated"], 0.5)
+    close(s["is/applied_mean"], 5.0 / 4)
     # the default floor 0 is no lower bound: the old behaviour
     close(importance_weights(OLD, ROLL, FULL, cap=2.0).weights, [[0.25, 1.0, 1.5, 2.0]])
 
@@ -241,8 +246,8 @@ def test_rejection_drops_tokens_from_the_loss_and_its_denominator():
     r = importance_weights(OLD, ROLL, FULL, mode="rejection", low=0.5, high=2.0)
     close(r.weights, [[0.0, 1.0, 1.5, 0.0]])
     assert r.keep.tolist() == [[False, True, True, False]]
-    close(r.stats["is_weight/frac_rejected"], 0.5)
-    close(r.stats["is_weight/frac_masked"], 0.5)
+    close(r.stats["is/frac_rejected"], 0.5)
+    close(r.stats["is/frac_masked"], 0.5)
     # what the drop changes: with A = +1 on ratio-1 tokens each token's loss is -w, so
     # token_mask: (0 - 1 - 1.5 - 0) / 4 tokens = -0.625; rejection: -2.5 / 2 tokens = -1.25
     lp = torch.full((1, 4), -1.0)
@@ -264,7 +269,7 @@ def test_rejection_at_sequence_level_drops_whole_completions():
     r = importance_weights(old, roll, mask, level="sequence", mode="rejection", low=0.5, high=2.0)
     assert r.keep.tolist() == [[False, False, False], [True, True, False]]
     close(r.weights, [[0.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
-    close(r.stats["is_weight/frac_rejected"], 0.5)
+    close(r.stats["is/frac_rejected"], 0.5)
     # seq_mean aggregations then count one sequence, not two
     assert aggregate_denominator(mask & r.keep, "seq_mean_token_mean").item() == 1.0
 
@@ -272,10 +277,10 @@ def test_rejection_at_sequence_level_drops_whole_completions():
 def test_batch_norm_divides_by_the_mean_weight_of_the_tokens_in_the_loss():
     # truncate cap 2: [0.25, 1, 1.5, 2], mean 4.75 / 4 = 1.1875
     #   -> [0.210526, 0.842105, 1.263158, 1.684211], mean 1
-    w, s = importance_weights(OLD, ROLL, FULL, cap=2.0, batch_norm=True)
+    w, s = pair(importance_weights(OLD, ROLL, FULL, cap=2.0, batch_norm=True))
     close(w, [[0.25 / 1.1875, 1 / 1.1875, 1.5 / 1.1875, 2 / 1.1875]])
-    close(s["is_weight/applied_mean"], 1.0)
-    close(s["is_weight/mean"], 5.75 / 4)  # raw stats are unchanged
+    close(s["is/applied_mean"], 1.0)
+    close(s["is/mean"], 5.75 / 4)  # raw stats are unchanged
     # rejection: the mean is over the kept tokens [1, 1.5] = 1.25 -> [0, 0.8, 1.2, 0]
     r = importance_weights(OLD, ROLL, FULL, mode="rejection", batch_norm=True)
     close(r.weights, [[0.0, 0.8, 1.2, 0.0]])
@@ -295,16 +300,16 @@ def test_geo_mean_level_is_the_geometric_mean_not_the_product():
     roll = torch.tensor([[-1.0, -1.0, -1.0], [-2.0, -2.0, -2.0]])
     old = roll + torch.tensor([[LN(2), LN(8), 0.0], [LN(0.5), LN(2), 123.0]])
     mask = torch.tensor([[1, 1, 0], [1, 1, 0]], dtype=torch.bool)
-    w, _ = importance_weights(old, roll, mask, level="geo_mean", mode="truncate", cap=10.0)
+    w, _ = pair(importance_weights(old, roll, mask, level="geo_mean", mode="truncate", cap=10.0))
     close(w, [[4.0, 4.0, 0.0], [1.0, 1.0, 0.0]])
     # truncated at cap 2: seq 0's tokens are both truncated (2 of 4 tokens)
-    w, s = importance_weights(old, roll, mask, level="geo_mean", mode="truncate", cap=2.0)
+    w, s = pair(importance_weights(old, roll, mask, level="geo_mean", mode="truncate", cap=2.0))
     close(w, [[2.0, 2.0, 0.0], [1.0, 1.0, 0.0]])
-    close(s["is_weight/frac_truncated"], 0.5)
+    close(s["is/frac_truncated"], 0.5)
     # masked to [0.5, 2]: seq 0 dropped whole
-    w, s = importance_weights(old, roll, mask, level="geo_mean", mode="mask", low=0.5, high=2.0)
+    w, s = pair(importance_weights(old, roll, mask, level="geo_mean", mode="mask", low=0.5, high=2.0))
     close(w, [[0.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
-    close(s["is_weight/frac_masked"], 0.5)
+    close(s["is/frac_masked"], 0.5)
 
 
 def test_sequence_level_is_the_product_of_the_token_ratios():
@@ -313,9 +318,9 @@ def test_sequence_level_is_the_product_of_the_token_ratios():
     roll = torch.tensor([[-1.0, -1.0, -1.0], [-2.0, -2.0, -2.0]])
     old = roll + torch.tensor([[LN(2), LN(8), 0.0], [LN(0.5), LN(2), 123.0]])
     mask = torch.tensor([[1, 1, 0], [1, 1, 0]], dtype=torch.bool)
-    w, s = importance_weights(old, roll, mask, level="sequence", mode="truncate", cap=20.0)
+    w, s = pair(importance_weights(old, roll, mask, level="sequence", mode="truncate", cap=20.0))
     close(w, [[16.0, 16.0, 0.0], [1.0, 1.0, 0.0]])
-    close(s["is_weight/max"], 16.0)
+    close(s["is/max"], 16.0)
 
 
 def test_sequence_level_keeps_a_small_per_token_bias_that_the_geometric_mean_hides():
@@ -324,8 +329,8 @@ def test_sequence_level_keeps_a_small_per_token_bias_that_the_geometric_mean_hid
     roll = torch.full((1, 100), -1.0)
     old = roll - 0.01
     mask = torch.ones(1, 100, dtype=torch.bool)
-    w_seq, _ = importance_weights(old, roll, mask, level="sequence", cap=2.0)
-    w_geo, _ = importance_weights(old, roll, mask, level="geo_mean", cap=2.0)
+    w_seq, _ = pair(importance_weights(old, roll, mask, level="sequence", cap=2.0))
+    w_geo, _ = pair(importance_weights(old, roll, mask, level="geo_mean", cap=2.0))
     close(w_seq, torch.full((1, 100), 0.367879))
     close(w_geo, torch.full((1, 100), 0.990050))
 
@@ -336,10 +341,10 @@ def test_sequence_level_clamps_the_summed_log_ratio_in_log_space():
     roll = torch.full((2, 100), -1.0, dtype=torch.float64)
     old = roll + torch.tensor([[0.5], [-0.5]], dtype=torch.float64)
     mask = torch.ones(2, 100, dtype=torch.bool)
-    w, s = importance_weights(old, roll, mask, level="sequence", cap=1e12)
+    w, s = pair(importance_weights(old, roll, mask, level="sequence", cap=1e12))
     assert torch.isfinite(w).all()
     close(w[0], torch.full((100,), math.exp(LOG_RATIO_CLAMP), dtype=torch.float64), tol=1e-3)
-    close(s["is_weight/max"], math.exp(20.0), tol=1e-3)  # 4.85165e8
+    close(s["is/max"], math.exp(20.0), tol=1e-3)  # 4.85165e8
     assert abs(float(w[1, 0]) - 2.061154e-9) < 1e-14
 
 
@@ -350,30 +355,30 @@ def test_nonfinite_log_probs_mask_their_token_and_are_counted():
     mask = torch.tensor([[1, 1, 1, 1, 0]], dtype=torch.bool)
     for level in IS_LEVELS:
         for mode in IS_MODES:
-            w, s = importance_weights(old, roll, mask, level=level, mode=mode)
+            w, s = pair(importance_weights(old, roll, mask, level=level, mode=mode))
             # the one good token has w = 1.5 (also the sequence's geometric mean)
             close(w, [[1.5, 0.0, 0.0, 0.0, 0.0]])
             assert torch.isfinite(w).all()
-            assert s["is_weight/nonfinite_tokens"] == 3.0
-            close(s["is_weight/frac_masked"], 3 / 4)
-            close(s["is_weight/mean"], 1.5)
-            close(s["rollout_k3"], 1.5 - LN(1.5) - 1)  # 0.094535
+            assert s["is/nonfinite_tokens"] == 3.0
+            close(s["is/frac_masked"], 3 / 4)
+            close(s["is/mean"], 1.5)
+            close(s["is/rollout_k3"], 1.5 - LN(1.5) - 1)  # 0.094535
             assert all(math.isfinite(v) for v in s.values())
 
 
 def test_weights_carry_no_gradient():
     old = OLD.clone().requires_grad_(True)
     roll = ROLL.clone().requires_grad_(True)
-    w, s = importance_weights(old, roll, FULL)
+    w, s = pair(importance_weights(old, roll, FULL))
     assert not w.requires_grad and w.grad_fn is None
     assert all(type(v) is float for v in s.values())
 
 
 def test_huge_log_ratios_stay_finite_and_empty_masks_give_zero_stats():
-    w, s = importance_weights(torch.tensor([[500.0]]), torch.tensor([[0.0]]), torch.ones(1, 1))
+    w, s = pair(importance_weights(torch.tensor([[500.0]]), torch.tensor([[0.0]]), torch.ones(1, 1)))
     close(w, [[2.0]])
-    assert math.isfinite(s["is_weight/max"]) and math.isfinite(s["rollout_k3"])
-    w, s = importance_weights(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3))
+    assert math.isfinite(s["is/max"]) and math.isfinite(s["is/rollout_k3"])
+    w, s = pair(importance_weights(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3)))
     assert torch.equal(w, torch.zeros(2, 3))
     assert all(v == 0.0 for v in s.values())
 
@@ -799,7 +804,7 @@ def _loss(W, feats, tokens, mask, old, ref, adv, weights, agg, denom):
 
 def _grads_full_and_micro(agg, splits, level="token", dtype=torch.float64, use_full_denom=True):
     W0, feats, tokens, mask, old, rollout, ref, adv = _toy_batch(dtype=dtype)
-    weights, _ = importance_weights(old, rollout, mask, level=level)  # [N, T], once per step
+    weights, _ = pair(importance_weights(old, rollout, mask, level=level))  # [N, T], once per step
 
     W = W0.clone().requires_grad_(True)
     full = _loss(W, feats, tokens, mask, old, ref, adv, weights, agg, denom=None)

@@ -6,7 +6,7 @@ driven by the trainer and by ``vlcohort simulate`` alike. Each choice a config c
 name in a small registry dict (``ADVANTAGE_SCALES``, ``IS_LEVELS``, ``IS_MODES``,
 ``KL_ESTIMATORS``, ``AGGREGATIONS``, ``POLICY_LOSSES``), each entry with its paper.
 
-Shape letters (DESIGN.md rule 5): B prompts, G rollouts per prompt, N sequences in a
+Shape letters (``docs/design.md``, rule 5): B prompts, G rollouts per prompt, N sequences in a
 (micro-)batch (N = B x G for one agent's step before micro-batching), T completion tokens
 (padded; ``mask`` marks the real ones).
 
@@ -230,8 +230,8 @@ def _geo_mean_level(log_ratio: Tensor, valid: Tensor) -> Tensor:
 
     The length-normalised ratio of GSPO (Zheng et al. 2025, arXiv 2507.18071), here used
     as a rollout correction: it does not explode or vanish with length, and for the same
-    reason it nearly removes the correction on long completions (this was ``sequence``
-    before issue 14). Non-finite tokens are left out of the mean.
+    reason it nearly removes the correction on long completions. Non-finite tokens are
+    left out of the mean.
     """
     seq = (log_ratio * valid).sum(dim=1, keepdim=True) / valid.sum(dim=1, keepdim=True).clamp(min=1)
     return seq.expand_as(log_ratio)  # [N, 1] -> [N, T]
@@ -296,7 +296,7 @@ def _rejection(w: Tensor, b: ISBounds) -> tuple[Tensor, Tensor, Tensor]:
 
 #: ``grpo.is_mode`` names -> fn(w [N, T], bounds) -> (weights [N, T], hit [N, T] bool,
 #: dropped [N, T] bool: tokens to take out of the loss and its denominator). ``mask`` is
-#: the name ``token_mask`` had before issue 14, kept so that existing configs still load.
+#: a deprecated alias of ``token_mask``, accepted so that configs using it still load.
 IS_MODES: dict[str, Callable[[Tensor, ISBounds], tuple[Tensor, Tensor, Tensor]]] = {
     "truncate": _truncate,
     "token_mask": _token_mask,
@@ -315,17 +315,11 @@ class ISWeights:
              out of the loss mask AND of the aggregation's denominator
              (``aggregate_denominator(mask & keep)``);
     stats:   plain floats (see :func:`importance_weights`).
-
-    Unpacks as ``weights, stats`` (the return value before ``keep`` existed), so callers
-    that never drop tokens read it as a pair.
     """
 
     weights: Tensor
     keep: Tensor
     stats: dict[str, float]
-
-    def __iter__(self):
-        return iter((self.weights, self.stats))
 
 
 def importance_weights(
@@ -364,20 +358,20 @@ def importance_weights(
     plain floats, 0 when there is nothing to measure. Means, min and max are over
     completion tokens with finite log-probs; shares are of all completion tokens:
 
-    - ``is_weight/mean|min|max``: the raw weight, BEFORE truncation or masking, so they show
+    - ``is/mean|min|max``: the raw weight, BEFORE truncation or masking, so they show
       the actual mismatch (``max`` can exceed ``cap``; it is at most exp(20), the log-ratio
       clamp). At level ``sequence`` / ``geo_mean`` each token carries its sequence's
       weight, so these are token-weighted;
-    - ``is_weight/applied_mean``: the weight actually applied (after truncation, masking,
+    - ``is/applied_mean``: the weight actually applied (after truncation, masking,
       rejection and batch normalisation; rejected tokens count as 0);
-    - ``is_weight/frac_truncated``: share truncated at ``cap`` or ``floor`` (mode
+    - ``is/frac_truncated``: share truncated at ``cap`` or ``floor`` (mode
       ``truncate``; 0 in the other modes);
-    - ``is_weight/frac_masked``: share of completion tokens given weight 0 for any reason
+    - ``is/frac_masked``: share of completion tokens given weight 0 for any reason
       (outside [low, high] in modes ``token_mask`` / ``rejection``, or a non-finite
       log-prob);
-    - ``is_weight/frac_rejected`` (mode ``rejection`` only): share dropped from the loss;
-    - ``is_weight/nonfinite_tokens``: count of completion tokens with a NaN/inf log-prob;
-    - ``rollout_k3``: mean k3 estimate of KL(rollout || policy), exp(l) - l - 1 with
+    - ``is/frac_rejected`` (mode ``rejection`` only): share dropped from the loss;
+    - ``is/nonfinite_tokens``: count of completion tokens with a NaN/inf log-prob;
+    - ``is/rollout_k3``: mean k3 estimate of KL(rollout || policy), exp(l) - l - 1 with
       l = old_logp - rollout_logp (samples come from the rollout distribution).
     """
     level_fn = _lookup(IS_LEVELS, "IS level", level)
@@ -416,17 +410,17 @@ def importance_weights(
         big = torch.finfo(raw.dtype).max
         k3 = torch.exp(token_lr) - token_lr - 1.0  # [N, T], >= 0
         stats = {
-            "is_weight/mean": _float(_masked_mean(raw, okf)),
-            "is_weight/min": _float(torch.where(ok, raw, big).amin()) if n_ok else 0.0,
-            "is_weight/max": _float(torch.where(ok, raw, -big).amax()) if n_ok else 0.0,
-            "is_weight/applied_mean": _float(_masked_mean(weights, okf)),
-            "is_weight/frac_truncated": _float((hit & ok).sum() / n_tokens) if mode == "truncate" else 0.0,
-            "is_weight/frac_masked": _float(((m & (weights == 0)).sum()) / n_tokens),
-            "is_weight/nonfinite_tokens": float((m & ~finite).sum()),
-            "rollout_k3": _float(_masked_mean(k3, okf)),
+            "is/mean": _float(_masked_mean(raw, okf)),
+            "is/min": _float(torch.where(ok, raw, big).amin()) if n_ok else 0.0,
+            "is/max": _float(torch.where(ok, raw, -big).amax()) if n_ok else 0.0,
+            "is/applied_mean": _float(_masked_mean(weights, okf)),
+            "is/frac_truncated": _float((hit & ok).sum() / n_tokens) if mode == "truncate" else 0.0,
+            "is/frac_masked": _float(((m & (weights == 0)).sum()) / n_tokens),
+            "is/nonfinite_tokens": float((m & ~finite).sum()),
+            "is/rollout_k3": _float(_masked_mean(k3, okf)),
         }
         if mode == "rejection":
-            stats["is_weight/frac_rejected"] = _float((m & ~keep).sum() / n_tokens)
+            stats["is/frac_rejected"] = _float((m & ~keep).sum() / n_tokens)
     return ISWeights(weights, keep, stats)
 
 

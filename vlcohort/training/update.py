@@ -286,7 +286,7 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
            "skipped_updates": totals.skipped, "lr": agent.optimizer.param_groups[0]["lr"]}
     if totals.entropy_tokens > 0:
         out["policy_entropy"] = totals.entropy / totals.entropy_tokens
-    out.update({f"is/{k.split('/', 1)[-1]}": v for k, v in merge_is_stats(is_parts).items()})
+    out.update(merge_is_stats(is_parts))
     return out
 
 
@@ -397,7 +397,7 @@ def kl_reward(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollou
     KL(pi || ref) that the KL-regularised objective E[r] - beta KL subtracts; a mean would
     charge a long completion's divergence at a per-token rate (a length-normalised
     objective, not that one). A k1 penalty in the reward has the right gradient
-    (REINFORCE on -k1), where k1 as a loss term has none (issue 14, bug 1).
+    (REINFORCE on -k1), where k1 as a loss term has none.
 
     old_logp: the policy before this step's update, in eval mode and without gradient (a
     reward is data); ``old_logprobs`` [N, T] and ``batches`` reuse an intrinsic reward's
@@ -449,11 +449,12 @@ def minibatch_step(agent: Agent, ub: UpdateBatch, minib: list[int], denom: torch
             if is_parts is not None and not is_parts:  # its statistics, once
                 is_parts.append((ub.is_weights.stats, float(ub.comp_mask.sum())))
         elif g.is_mode != "off":
-            weights, st_is = grpo.importance_weights(  # masks and counts NaN/inf itself
+            is_w = grpo.importance_weights(  # masks and counts NaN/inf itself
                 old_mb, ub.rollout_logp[rows], ub.comp_mask[rows], level=g.is_level,
                 mode=g.is_mode, cap=g.is_cap, low=g.is_low, high=g.is_high, floor=g.is_min)
+            weights = is_w.weights
             if is_parts is not None:
-                is_parts.append((st_is, float(ub.comp_mask[rows].sum())))
+                is_parts.append((is_w.stats, float(ub.comp_mask[rows].sum())))
         loss, st = grpo.policy_loss(
             logp, old_mb, ub.advantages[rows], ub.mask[rows], clip_low=g.clip_low,
             clip_high=g.clip_high, is_weights=weights,
