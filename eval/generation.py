@@ -420,7 +420,7 @@ def _record(settings: EvalSettings, spec: str, name: str, problem: Problem, samp
             "prompt": settings.prompt, "response": text,
             **({"instruction": settings.instruction} if settings.instruction is not None else {}),
             **({"answer_style": settings.answer_style} if settings.answer_style != "auto" else {}),
-            **score_record(problem, text, grader, settings.answer_style)}
+            **score_record(problem, text, grader, settings.answer_style, scorer=settings.scorer)}
 
 
 def generate_shard(settings: EvalSettings, spec: str, todo: list, adapter,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from vlcohort.answers.extract import extract_answer
 from vlcohort.data.problems import Problem
@@ -105,11 +105,12 @@ def prompt_view(problem: Problem, style: str) -> tuple[Problem, str | None]:
 
 def score_record(problem: Problem, response: str | None, grader,
                  answer_style: str = "auto", judged: dict[str, str] | None = None,
-                 use_judge: bool = False) -> dict[str, Any]:
+                 use_judge: bool = False, scorer: str = "vlcohort") -> dict[str, Any]:
     """The verdict fields of one response: extracted span (by ``answer_style``), canonical
-    key, correct (our grader) and, where the benchmark has an official protocol, its
-    ``official_*`` fields (:func:`vlcohort.eval.official.official_verdict`). A protocol step that
-    still needs the judge leaves ``official_pending`` (the step) instead.
+    key, ``grader_correct`` (our grader) and, where the benchmark has an official protocol,
+    its ``official_*`` fields (:func:`vlcohort.eval.official.official_verdict`). A protocol
+    step that still needs the judge leaves ``official_pending`` (the step) instead.
+    ``correct`` is the verdict the summary under ``scorer`` counts (:func:`counted_verdict`).
 
     A code item's response is not graded here: it is marked ``pending`` and run with the
     others of the run (:func:`vlcohort.eval.text_scoring.check_code_records`). A benchmark with
@@ -121,7 +122,7 @@ def score_record(problem: Problem, response: str | None, grader,
     canonical = grader.canonical(extracted, problem.options) if extracted is not None else None
     correct = extracted is not None and grader.is_equivalent(extracted, problem.gold, problem.options)
     out = {"extracted": extracted, "canonical": canonical, "correct": bool(correct),
-           "rule": "grader" if extracted is not None else "no_extraction"}
+           "grader_correct": bool(correct), "rule": "grader" if extracted is not None else "no_extraction"}
     official = official_verdict(problem, response, extracted, judged, use_judge)
     if official is None:
         official = text_official(problem, response, extracted)
@@ -129,7 +130,34 @@ def score_record(problem: Problem, response: str | None, grader,
         out["official_pending"] = official.step
     elif official is not None:
         out.update(official)
+    out["correct"] = counted_verdict(out, scorer)
     return out
+
+
+def counted_verdict(rec: dict, scorer: str) -> bool:
+    """The verdict of one record that a summary under ``scorer`` counts: the official one
+    under ``official`` where the benchmark has one (and no judge step is pending), else
+    our grader's (``grader_correct``; a record without that field holds it in ``correct``).
+    A code record's verdict is whether its program passed (``correct``)."""
+    if "passed" in rec:
+        return bool(rec.get("correct"))
+    if scorer == "official" and "official_correct" in rec:
+        return bool(rec["official_correct"])
+    return bool(rec.get("grader_correct", rec.get("correct")))
+
+
+def set_counted_verdicts(records: Iterable[dict], scorer: str) -> int:
+    """Make each record's ``correct`` the verdict the summary under ``scorer`` counts
+    (:func:`counted_verdict`), and give a record without ``grader_correct`` that field (from
+    its ``correct``); returns how many records changed."""
+    changed = 0
+    for rec in records:
+        before = (rec.get("correct"), rec.get("grader_correct"))
+        if "passed" not in rec and "grader_correct" not in rec and "correct" in rec:
+            rec["grader_correct"] = bool(rec["correct"])
+        rec["correct"] = counted_verdict(rec, scorer)
+        changed += (rec.get("correct"), rec.get("grader_correct")) != before
+    return changed
 
 
 def json_kind(value: Any) -> str:

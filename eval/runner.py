@@ -52,6 +52,7 @@ from .items import (  # noqa: F401 - PROMPTS and prompt_view are re-exported: th
     response_fields,
     sample_number,
     score_record,
+    set_counted_verdicts,
 )
 from .judge import JudgeError
 from .official import JudgeNeeded, official_verdict, protocol_note
@@ -239,8 +240,9 @@ def judge_and_save(records: list[dict], data: dict[str, BenchmarkData], judge,
 # --------------------------------------------------------------------------- summary
 
 
-#: Which record fields a summary counts, by verdict kind: (correct, prediction).
-VERDICT_FIELDS = {"grader": ("correct", None),
+#: Which record fields a summary counts, by verdict kind: (correct, prediction). A record's
+#: ``correct`` is the one its summary counted (:func:`vlcohort.eval.items.counted_verdict`).
+VERDICT_FIELDS = {"grader": ("grader_correct", None),
                   "official": ("official_correct", "official_prediction"),
                   "judged": ("judged_correct", "judged_prediction")}
 
@@ -256,7 +258,7 @@ def _item_verdicts(recs: list[dict], problem: Problem, grader, official: bool | 
     field_, pred = VERDICT_FIELDS[kind]
     if kind == "official" and not any(field_ in r for r in recs):
         field_, pred = VERDICT_FIELDS["grader"]
-    mean = sum(bool(r.get(field_, r["correct"])) for r in recs) / len(recs)
+    mean = sum(bool(r.get(field_, _grader_verdict(r))) for r in recs) / len(recs)
     if len(recs) == 1:
         return {"mean": mean, "maj": mean}
     if pred is not None:
@@ -269,6 +271,11 @@ def _item_verdicts(recs: list[dict], problem: Problem, grader, official: bool | 
                          grader=grader)
     maj = vote.label is not None and grader.is_equivalent(vote.label, problem.gold, problem.options)
     return {"mean": mean, "maj": float(maj)}
+
+
+def _grader_verdict(rec: dict) -> bool:
+    """Our grader's verdict (a record without ``grader_correct`` holds it in ``correct``)."""
+    return bool(rec.get("grader_correct", rec["correct"]))
 
 
 def _groups(problem: Problem, name: str) -> list[str]:
@@ -502,6 +509,7 @@ def run(settings: EvalSettings, judge=None) -> dict[str, Any]:
     ran = check_code_records(records, _problem_index(data))
     if ran:  # the verdicts of the programs run, kept: a rerun runs none of them again
         print(f"ran {ran} program(s) against their tests", file=sys.stderr)
+    if set_counted_verdicts(records, settings.scorer) or ran:  # `correct`: what the summary counts
         write_items(items_path, records)
     if judge is not None:
         judge_and_save([r for r in records if r["model"] in settings.models], data, judge,
@@ -561,7 +569,7 @@ def score_responses(benchmark: str, data_path: Path, responses: Path | None,
             raise BenchmarkError(
                 f"{where}: id {pid!r} sample {rec['sample']} repeats line {first}; give each "
                 "sample of an item its own \"sample\" number (0, 1, ...) or drop the repeat.")
-        rec.update(score_record(problems[pid], rec["response"], grader, answer_style))
+        rec.update(score_record(problems[pid], rec["response"], grader, answer_style, scorer=scorer))
         records.append(rec)
     report_invalid(responses, records)
     if unknown:
@@ -641,7 +649,7 @@ def rescore_items(out: Path, data_path: Path, scorer: str = "vlcohort",
         for k in [k for k in rec if k.startswith(("official_", "judged_"))]:
             del rec[k]
         rec.update(score_record(problems[(rec["benchmark"], str(rec["id"]))], rec["response"],
-                                grader, style))
+                                grader, style, scorer=scorer))
     check_code_records(records, problems)  # re-scoring runs the programs again
     for n, d in data.items():
         answered = {str(r["id"]) for r in records if r["benchmark"] == n}
@@ -655,6 +663,7 @@ def _finish(data: dict[str, BenchmarkData], records: list[dict], everything: lis
     """The judge pass (when a judge is given), ``items.jsonl`` (``everything``) and the
     summary written to ``out`` (when given); returns the summary of ``records``."""
     items_path = Path(out) / "items.jsonl" if out is not None else None
+    set_counted_verdicts(everything, scorer)  # each `correct`: the verdict the summary counts
     if judge is not None:
         judge_and_save(records, data, judge, items_path, all_records=everything)
     elif items_path is not None:

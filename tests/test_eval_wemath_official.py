@@ -201,3 +201,32 @@ def test_summary_headline_and_table(wemath, tmp_path, benchmark_file):
     assert f"wemath score_strict | {100 * res['wemath']['score_strict']:.1f}" in table
     assert f"wemath S1 | {100 * res['wemath']['S1']:.1f}" in table
     assert f"wemath headline: score_strict | {100 * res['headline']:.1f} |" in table
+
+
+def test_items_correct_is_the_verdict_the_summary_counts(wemath, tmp_path, benchmark_file):
+    """``items.jsonl``'s ``correct`` is the verdict the summary counted: under ``--scorer
+    official`` the official one, where it disagrees with our grader's (kept in
+    ``grader_correct``); re-scored under ``vlcohort``, our grader's."""
+    from vlcohort.eval.runner import read_items
+
+    problems = wemath[:12]
+    # "The answer is X": our grader reads X, the official match (case-sensitive) nothing
+    responses = {p.id: (f"The answer is {p.gold}" if i % 3 == 0 else
+                        _template(p.gold) if i % 3 == 1 else _template("H"))
+                 for i, p in enumerate(problems)}
+    path = tmp_path / "responses.jsonl"
+    path.write_text("".join(json.dumps({"id": k, "response": v}) + "\n" for k, v in responses.items()))
+    data, out = benchmark_file("wemath_testmini.json"), tmp_path / "out"
+    for scorer in ("official", "vlcohort", "official"):
+        summary = score_responses("wemath", data, path if scorer == "official" else None,
+                                  scorer=scorer, out=out)
+        items = read_items(out / "items.jsonl")
+        assert len(items) == len(problems)
+        disagree = [r for r in items if r["official_correct"] != r["grader_correct"]]
+        assert [r["id"] for r in disagree] == [p.id for p in problems[::3]]
+        assert all(r["grader_correct"] and not r["official_correct"] for r in disagree)
+        field = "official_correct" if scorer == "official" else "grader_correct"
+        assert all(r["correct"] == r[field] for r in items)
+        counted = summary["benchmarks"]["wemath"]["models"]["responses"]["mean"]
+        assert counted == pytest.approx(sum(r["correct"] for r in items) / len(items))
+        assert counted == pytest.approx((1 / 3) if scorer == "official" else (2 / 3))
