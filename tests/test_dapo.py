@@ -102,16 +102,16 @@ def test_refill_decisions_use_every_ranks_signal():
     every agent is gathered, so all ranks decide on the same refills."""
     from types import SimpleNamespace
 
-    from vlcohort.recipes.step import AgentStep, signal_groups
+    from vlcohort.recipes.step import Rewarded, Selection, signal_groups
 
     class TwoRanks:  # this rank hosts agent 0; the other rank's piece is agent 1's
         def gather(self, obj, what=""):
             return [obj, {1: [0, 3]}]
 
-    mine = AgentStep(index=0, name="A", trained=[0, 1, 2],
-                     advantages=torch.tensor([[0.0, 0.0], [1.0, -1.0], [0.0, 0.0]]))
+    mine = Rewarded(selection=Selection(prompts=(0, 1, 2), rollouts=None, rendered=()), reward=None,
+                    advantages=torch.tensor([[0.0, 0.0], [1.0, -1.0], [0.0, 0.0]]))
     run = SimpleNamespace(local=[0], layout=TwoRanks())
-    assert signal_groups(run, [mine, AgentStep(index=1, name="B")]) == [[1], [0, 3]]
+    assert signal_groups(run, {0: mine}, 2) == [[1], [0, 3]]
 
 
 # -------------------------------------------------------------- dynamic sampling, end to end
@@ -144,9 +144,9 @@ def test_dynamic_sampling_drops_flat_groups_and_refills_from_the_stream(tmp_path
     generated: dict[str, list[list[str]]] = {"A": [], "B": []}
     real_reward, real_update = step_mod.reward, step_mod.update_agent
 
-    def reward_spy(run_, cohort, problems, plan):
-        out = real_reward(run_, cohort, problems, plan)
-        rounds.append(([p.id for p in problems], {a.index: a.advantages.clone() for a in cohort}))
+    def reward_spy(run_, generated, answered, problems, plan):
+        out = real_reward(run_, generated, answered, problems, plan)
+        rounds.append(([p.id for p in problems], {i: r.advantages.clone() for i, r in out.items()}))
         return out
 
     def update_spy(agent, rendered, rollouts, advantages, *args, **kwargs):

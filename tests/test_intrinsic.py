@@ -240,8 +240,7 @@ def test_the_intrinsic_pass_serves_as_the_old_logprobs(epochs):
         # SGD: the step is proportional to the gradient (AdamW's first step is ~lr * sign)
         agent.optimizer = torch.optim.SGD(agent.model.parameters(), lr=1.0)
         update_agent(agent, rendered, rollouts, adv, cfg.grpo, 1.0, length_norm=8,
-                     old_logprobs=st.logprobs if reuse else None,
-                     batches=st.batches if reuse else None)
+                     old=st.old() if reuse else None)
         deltas.append({n: p.detach() - start[n] for n, p in agent.model.named_parameters()})
     assert any(d.abs().max() > 0 for d in deltas[0].values()), "the update changed nothing"
     for n in deltas[0]:

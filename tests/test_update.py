@@ -134,7 +134,7 @@ def test_is_rejection_drops_a_completion_from_the_update_and_its_normaliser():
         cfg, agent, rendered, rollouts, adv = _setup(f"grpo.is_mode={mode}")
         rollouts.logprobs[0] -= 5.0  # sequence 0: every token's w = e^5 > is_high = 2
         ub = update_batch(agent, rendered, rollouts, adv, cfg.grpo, 1.0,
-                          optimizer_step(agent, cfg.grpo), None, None)
+                          optimizer_step(agent, cfg.grpo), None)
         return cfg, agent, rendered, rollouts, adv, ub
 
     cfg, agent, rendered, rollouts, adv, ub = batch("rejection")
@@ -248,7 +248,7 @@ def test_disable_dropout_makes_the_first_ratio_exactly_one(tmp_path, disable):
     cfg, agent, rendered, rollouts, adv = _setup(
         f"agents.0.path={path}", "grpo.ppo_epochs=2", f"grpo.disable_dropout={str(disable).lower()}")
     ub = update_batch(agent, rendered, rollouts, adv, cfg.grpo, 1.0,
-                      optimizer_step(agent, cfg.grpo), None, None)  # old: eval mode, no grad
+                      optimizer_step(agent, cfg.grpo), None)  # old: eval mode, no grad
     T = ub.rollout_logp.shape[1]
     agent.model.train()
     logp = torch.cat([pad_to(agent.logprobs(tb, 1.0), T) for _, tb in ub.batches]).detach()
@@ -283,7 +283,7 @@ def test_mask_truncated_completions_leave_the_loss_and_its_normaliser():
         rollouts.finished = list(finished)
         lengths = [len(c) for c in rollouts.completions]
         ub = update_batch(agent, rendered, rollouts, adv, cfg.grpo, 1.0,
-                          optimizer_step(agent, cfg.grpo), None, None)
+                          optimizer_step(agent, cfg.grpo), None)
         rows_out = [i for i, f in enumerate(finished) if not f]
         if mask_truncated:
             assert float(ub.mask[rows_out].sum()) == 0.0
@@ -339,7 +339,7 @@ def test_mini_batches_take_one_step_each_with_their_own_normaliser(monkeypatch):
         cfg, agent, rendered, rollouts, adv = _setup(*over, f"grpo.mini_batch_seqs={mini}")
         lengths = [len(c) for c in rollouts.completions]
         ub = update_batch(agent, rendered, rollouts, adv, cfg.grpo, 1.0,
-                          optimizer_step(agent, cfg.grpo), None, None)
+                          optimizer_step(agent, cfg.grpo), None)
         if mini:
             assert ub.mini_batches == [[0, 1], [2, 3]] and ub.old is not None
             assert [float(d) for d in ub.denoms] == [sum(lengths[:4]), sum(lengths[4:])]
@@ -404,10 +404,10 @@ def test_kl_in_reward_charges_the_summed_k1_to_the_reward_before_the_advantages(
     the advantages are the group normalisation of those rewards (an all-equal group of
     task rewards gets a signal from the KL alone); the update has no KL loss term (it
     equals a kl_coef = 0 update from the same old log-probs)."""
-    from vlcohort.recipes.step import AgentStep, kl_penalised
+    from vlcohort.recipes.step import Selection, kl_penalised
     from vlcohort.training import grpo
     from vlcohort.training.rewards import Reward, Scored
-    from vlcohort.training.update import kl_reward, micro_batches
+    from vlcohort.training.update import OldLogprobs, kl_reward, micro_batches
 
     coef = 0.5
     cfg, agent, rendered, rollouts, adv = _setup(f"grpo.kl_coef={coef}", "grpo.kl_in_reward=true")
@@ -425,40 +425,37 @@ def test_kl_in_reward_charges_the_summed_k1_to_the_reward_before_the_advantages(
     assert abs(kr.kl - k1_mean) < 1e-5
 
     task = torch.tensor([[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]])  # [P, G]
-    a = AgentStep(index=0, name="A", trained=[0, 1], trained_rendered=rendered,
-                  trained_rollouts=rollouts,
-                  reward=Reward(labels=["A", "A"], scored=Scored(
-                      task, torch.ones(2, dtype=torch.bool), task.bool())))
-    rewards = kl_penalised(a, agent, cfg)
+    sel = Selection(prompts=(0, 1), rollouts=rollouts, rendered=tuple(rendered))
+    rewards, reward = kl_penalised(agent, sel, Reward(labels=["A", "A"], scored=Scored(
+        task, torch.ones(2, dtype=torch.bool), task.bool())), cfg)
     torch.testing.assert_close(rewards, task - want.reshape(2, 4), atol=1e-5, rtol=1e-5)
-    assert torch.equal(a.reward.scored.rewards, task)  # the logged task reward is untouched
-    assert a.reward.metrics["kl"] == kr.kl
+    assert torch.equal(reward.scored.rewards, task)  # the logged task reward is untouched
+    assert reward.metrics["kl"] == kr.kl
     advs = grpo.group_advantages(rewards)
     assert bool((advs[1] != 0).any())  # all-correct group: a signal from the KL alone
 
-    for_update = a.reward.for_update
-    torch.testing.assert_close(for_update["old_logprobs"][:, :old.shape[1]], old)
-    stats = update_agent(agent, rendered, rollouts, adv, cfg.grpo, 1.0, length_norm=8, **for_update)
+    cached = reward.old
+    torch.testing.assert_close(cached.logprobs[:, :old.shape[1]], old)
+    stats = update_agent(agent, rendered, rollouts, adv, cfg.grpo, 1.0, length_norm=8, old=cached)
     assert "kl" not in stats  # no KL term in the loss
     cfg0, plain, rend0, ro0, adv0 = _setup("grpo.kl_coef=0")
     _perturb(plain.model)
     update_agent(plain, rend0, ro0, adv0, cfg0.grpo, 1.0, length_norm=8,
-                 old_logprobs=for_update["old_logprobs"])
+                 old=OldLogprobs(cached.logprobs))
     want_params, got_params = _params(plain.model), _params(agent.model)
     assert all(torch.equal(want_params[n], got_params[n]) for n in want_params)
 
 
 def _step_record(agent, rendered, rollouts, advantages):
-    """A one-agent AgentStep for ``recipes.step.update`` (both prompts trained)."""
-    from vlcohort.recipes.step import AgentStep
+    """A one-agent Rewarded for ``recipes.step.update`` (both prompts trained)."""
+    from vlcohort.recipes.step import Rewarded, Selection
     from vlcohort.training.rewards import Reward, Scored
 
     zeros = torch.zeros(2, 4)
-    return AgentStep(index=0, name="A", rendered=rendered, trained=[0, 1],
-                     trained_rendered=rendered, trained_rollouts=rollouts,
-                     advantages=advantages,
-                     reward=Reward(labels=["A", "A"], scored=Scored(
-                         zeros, torch.ones(2, dtype=torch.bool), zeros.bool())))
+    return Rewarded(selection=Selection(prompts=(0, 1), rollouts=rollouts, rendered=tuple(rendered)),
+                    advantages=advantages,
+                    reward=Reward(labels=["A", "A"], scored=Scored(
+                        zeros, torch.ones(2, dtype=torch.bool), zeros.bool())))
 
 
 @pytest.mark.parametrize("kl_coef", [0.5, 0.0])
@@ -468,7 +465,7 @@ def test_kl_term_alone_still_takes_an_update_step(kl_coef):
     with kl_coef = 0 nothing is trained, as before."""
     from types import SimpleNamespace
 
-    from vlcohort.recipes.step import update
+    from vlcohort.recipes.step import Round, update
     from vlcohort.training.distributed import Layout, step_plan
 
     cfg, agent, rendered, rollouts, _ = _setup(f"grpo.kl_coef={kl_coef}")
@@ -477,14 +474,15 @@ def test_kl_term_alone_still_takes_an_update_step(kl_coef):
     a = _step_record(agent, rendered, rollouts, torch.zeros(2, 4))
     run = SimpleNamespace(cfg=cfg, local=[0], agents=[agent], layout=layout)
     before = _params(agent.model)
-    update(run, [a], step_plan(layout, 2, False))
+    updated, _ = update(run, Round(problems=(), plan=step_plan(layout, 2, False), generated=(),
+                                   answered=(), rewarded={0: a}))
     after = _params(agent.model)
-    assert not a.has_signal
+    assert not updated[0].has_signal
     if kl_coef:
-        assert "loss" in a.update and a.update["kl"] > 0 and a.update["grad_norm"] > 0
+        assert "loss" in updated[0].metrics and updated[0].metrics["kl"] > 0 and updated[0].metrics["grad_norm"] > 0
         assert any(not torch.equal(before[n], after[n]) for n in before)
     else:
-        assert "loss" not in a.update
+        assert "loss" not in updated[0].metrics
         assert all(torch.equal(before[n], after[n]) for n in before)
 
 

@@ -230,18 +230,19 @@ def wrap_items(items: list[str], width: int, first: str, rest: str, sep: str = "
 
 
 def config_summary(cfg: Any, saved_to: str | Path | None = None, width: int = 100) -> str:
-    """The config as printed at the start of a run: the derived totals (DESIGN.md rule 5),
+    """The config as printed at the start of a run: the derived totals (``docs/design.md``, rule 5),
     then the keys that differ from the defaults (as overrides, one section a line), then
     where the full resolved file is. The full file stays the record; this is the part a
     person reads."""
     from vlcohort.config import derived_totals
+    from vlcohort.training.rewards import answer_kind
 
     totals = [f"{k} {v}" for k, v in derived_totals(cfg).items()]
     lines = ["# run: " + ", ".join(f"{mc.name}={mc.path}" for mc in cfg.agents)
              + f"; method {cfg.method}" + (f", arms {', '.join(cfg.arms)}" if cfg.arms else "")
              + f"; {cfg.run.steps} step" + ("" if cfg.run.steps == 1 else "s")]
     lines += wrap_items(totals, width, "# totals: ", "#   ", sep=", ")
-    if cfg.reward.answer_kind == "code":
+    if answer_kind(cfg.reward.answer_kind).runs_programs:
         lines.append(code_sandbox_line())
     changed = changed_keys(cfg)
     lines.append(f"# set ({len(changed)} keys differ from the defaults):")

@@ -11,6 +11,7 @@ from vlcohort.config import Config
 from vlcohort.config_checks import agent_reward_source
 from vlcohort.data.problems import Problem
 from vlcohort.seeds import EVAL_SEED_OFFSET
+from vlcohort.training.rewards import answer_kind
 from vlcohort.typed_yaml import ConfigError
 
 
@@ -38,13 +39,14 @@ def load_problems(cfg: Config) -> list[Problem]:
              if a.view.column or a.view.rewrite_file]
     gold_needed = any(agent_reward_source(cfg, i) == "ground_truth"
                       for i in range(len(cfg.agents)))
+    kind = answer_kind(cfg.reward.answer_kind)
     try:
         problems, report = load_problems_from(
             d.path, source=d.source, preset=d.preset, columns=_replace(preset, **overrides),
             split=d.split, limit=d.limit,
-            require_answer=gold_needed and cfg.reward.answer_kind == "math",
+            require_answer=gold_needed and kind.has_gold,
             extra_columns=sorted({c for _, c, _ in views if c}), where=d.where,
-            require_code=code_fields_needed(cfg.reward.answer_kind, gold_needed),
+            require_code=kind.required_fields(gold_needed),
             max_image_pixels=d.max_image_pixels)
         problems = attach_views(problems, views, report)
     except DataError as e:
@@ -59,15 +61,6 @@ def load_problems(cfg: Config) -> list[Problem]:
             f"{d.max_bad_fraction}; fix the file (the summary above names the first ones) or "
             "raise data.max_bad_fraction")
     return problems
-
-
-def code_fields_needed(answer_kind: str, gold_needed: bool) -> tuple[str, ...]:
-    """The code meta every training record must carry (``problems.CODE_FIELDS``): the
-    public inputs the vote runs for ``answer_kind=code``, and the tests too when some agent
-    is rewarded by ``ground_truth``; none for math."""
-    if answer_kind != "code":
-        return ()
-    return ("code_public", "code_tests") if gold_needed else ("code_public",)
 
 
 def load_eval_problems(cfg: Config) -> list[Problem]:

@@ -1,4 +1,5 @@
-"""One cohort step as a straight pipeline over one :class:`AgentStep` record per agent,
+"""One cohort step as a straight pipeline of phases, each returning immutable records
+(:class:`Generated`, :class:`Answered`, :class:`Rewarded`, gathered in one :class:`Round`),
 and the :class:`Run` state it reads (built by ``cohort.setup``).
 
     next_prompts      P problems every agent can render; each agent's rendering   rendered [P]
@@ -12,17 +13,17 @@ and the :class:`Run` state it reads (built by ``cohort.setup``).
     step_record       per-agent and cohort metrics, one record on every rank
 
 All generation and answer extraction finishes before any agent updates, so a step's
-rewards never depend on a half-updated peer (DESIGN.md). P = B prompts, or A x B with
-``data.decouple``; which prompts a rank generates and an agent trains on is the
-distributed layer's :class:`~vlcohort.training.distributed.StepPlan`.
+rewards never depend on a half-updated peer (``docs/design.md``, the cohort step). P = B
+prompts, or A x B with ``data.decouple``; which prompts a rank generates and an agent
+trains on is the distributed layer's :class:`~vlcohort.training.distributed.StepPlan`.
+What an answer is (math, code) is the run's :class:`~vlcohort.training.rewards.AnswerKind`.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,21 +38,19 @@ from vlcohort.data.stream import ProblemStream
 from vlcohort.data.views import view_of
 from vlcohort.monitoring.metrics import MetricsLogger
 from vlcohort.monitoring.monitor import Monitor, answer_diversity, group_reward_std
-from vlcohort.processors import ProblemInputError
-from vlcohort.recipes.driver import TrainingError
+from vlcohort.processors import ProblemInputError, RenderedPrompt
+from vlcohort.recipes.driver import TrainingError, step_schedules
 from vlcohort.rollout.base import Rollouts, SamplingParams
 from vlcohort.seeds import step_rollout_seed
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent
 from vlcohort.training.distributed import Layout, StepPlan, step_plan
 from vlcohort.training.rewards import (
+    AnswerKind,
     Reward,
     RewardInputs,
-    Scored,
-    code_keys_all,
-    extract_all,
+    answer_kind,
     gold_match,
-    grader_for,
     reward_of,
     vote_all,
     with_overlong_penalty,
@@ -89,32 +88,126 @@ class Run:
 
     @property
     def talks(self) -> bool:
+        """Whether this process prints and logs (the layout's logger rank)."""
         return self.layout.is_logger
 
+    @property
+    def answer_kind(self) -> AnswerKind:
+        return answer_kind(self.cfg.reward.answer_kind)
 
-@dataclass
-class AgentStep:
-    """One agent's data through one step; rows of per-rollout tensors are prompt-major
-    (b * G + g). Fields fill in pipeline order; the ones from ``rollouts`` on are set only
-    for the agents trained in this process, except answers / lengths / finished / votes,
-    which every rank holds for every agent."""
 
-    index: int  # the agent's position in the cohort, 0..A-1
-    name: str
-    rendered: list = field(default_factory=list)  # [P] RenderedPrompt of every prompt
-    rollouts: Rollouts | None = None  # [P_r x G] this rank's completions (P_r generated prompts)
-    answers: list = field(default_factory=list)  # [P][G] answer spans (None: unparseable)
-    lengths: torch.Tensor | None = None  # [P x G] completion lengths in tokens
-    finished: list = field(default_factory=list)  # [P x G] stopped before max_new_tokens
-    votes: list = field(default_factory=list)  # [P] the agent's own plurality votes
-    trained: list = field(default_factory=list)  # [n] its prompts this rank trains on
-    trained_rollouts: Rollouts | None = None  # [n x G] their rollouts
-    trained_rendered: list = field(default_factory=list)  # [n] their renderings
-    reward: Reward | None = None  # labels [P], scored rewards [P, G] (rewards.py)
-    advantages: torch.Tensor | None = None  # [P, G] group-normalised
-    has_signal: bool = False  # some advantage of its own prompts is non-zero
-    dyn: dict = field(default_factory=dict)  # rollout.dynamic_sampling: dropped / refilled groups
-    update: dict = field(default_factory=dict)  # the update's metrics (loss, lr, ...)
+# ------------------------------------------------------------------ the phases' records
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One agent's prompts of a round: its rendering of every prompt [P] and, for an agent
+    trained in this process, this rank's rollouts [P_r x G] (rows in ``plan.generated``
+    order; None for an agent trained elsewhere)."""
+
+    rendered: tuple[RenderedPrompt, ...]  # [P]
+    rollouts: Rollouts | None = None  # [P_r x G]
+
+    def concat(self, other: Generated) -> Generated:
+        rollouts = None if self.rollouts is None else self.rollouts.concat(other.rollouts)
+        return Generated(self.rendered + other.rendered, rollouts)
+
+
+@dataclass(frozen=True, eq=False)
+class Answered:
+    """One agent's answers, held by every rank for every agent: answers [P][G] (None:
+    unparseable), completion lengths [P x G] in tokens, finished flags [P x G] (stopped
+    before ``max_new_tokens``) and its own plurality votes [P] (empty before ``vote``)."""
+
+    answers: tuple  # [P][G]
+    lengths: torch.Tensor  # [P x G]
+    finished: tuple[bool, ...]  # [P x G]
+    votes: tuple = ()  # [P]
+
+    def concat(self, other: Answered) -> Answered:
+        return Answered(self.answers + other.answers, torch.cat([self.lengths, other.lengths]),
+                        self.finished + other.finished, self.votes + other.votes)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a local agent trains on: its prompts whose rollouts this rank holds (indices
+    into the round's P), their rollouts [n x G] and renderings [n]."""
+
+    prompts: tuple[int, ...]  # [n]
+    rollouts: Rollouts  # [n x G]
+    rendered: tuple[RenderedPrompt, ...]  # [n]
+
+    @classmethod
+    def of(cls, gen: Generated, plan: StepPlan, prompts: list[int]) -> Selection:
+        """The selection of ``prompts`` from an agent's round ``gen`` under ``plan``."""
+        same = list(prompts) == list(plan.generated)
+        rollouts = gen.rollouts if same else gen.rollouts.select_prompts(plan.positions(list(prompts)))
+        return cls(tuple(prompts), rollouts, tuple(gen.rendered[b] for b in prompts))
+
+    def concat(self, other: Selection, offset: int) -> Selection:
+        """``self`` then ``other``, whose prompts are numbered after the first ``offset``."""
+        return Selection(self.prompts + tuple(offset + b for b in other.prompts),
+                         self.rollouts.concat(other.rollouts), self.rendered + other.rendered)
+
+
+@dataclass(frozen=True, eq=False)
+class Rewarded:
+    """A local agent's rewards of a round: what it trains on, its reward source's
+    :class:`~vlcohort.training.rewards.Reward` (labels [P], scored rewards [P, G], the old
+    log-probs an earlier pass made for ``selection``, metrics), the group-normalised
+    advantages [P, G], and the seconds of an intrinsic source's no-grad pass (None: none)."""
+
+    selection: Selection
+    reward: Reward
+    advantages: torch.Tensor  # [P, G]
+    pass_s: float | None = None
+
+    def concat(self, other: Rewarded, offset: int) -> Rewarded:
+        return Rewarded(self.selection.concat(other.selection, offset),
+                        self.reward.concat(other.reward),
+                        torch.cat([self.advantages, other.advantages]), self.pass_s)
+
+
+@dataclass(frozen=True, eq=False)
+class Round:
+    """The first five phases over P prompts: the problems [P], the plan, every agent's
+    :class:`Generated` and :class:`Answered` [A], and the local agents' :class:`Rewarded`
+    by cohort index. A dynamic-sampling refill is another round, joined by :meth:`concat`."""
+
+    problems: tuple[Problem, ...]  # [P]
+    plan: StepPlan
+    generated: tuple[Generated, ...]  # [A]
+    answered: tuple[Answered, ...]  # [A]
+    rewarded: dict[int, Rewarded]  # local agents
+
+    def concat(self, other: Round) -> Round:
+        """``self`` then ``other``: P + P' prompts, ``other``'s numbered after ``self``'s."""
+        off = self.plan.n_prompts
+
+        def shift(prompts) -> tuple[int, ...]:
+            return tuple(off + b for b in prompts)
+
+        plan = StepPlan(n_prompts=off + other.plan.n_prompts,
+                        generated=self.plan.generated + shift(other.plan.generated),
+                        owned=tuple(own + shift(more)
+                                    for own, more in zip(self.plan.owned, other.plan.owned)))
+        return Round(self.problems + other.problems, plan,
+                     tuple(a.concat(b) for a, b in zip(self.generated, other.generated)),
+                     tuple(a.concat(b) for a, b in zip(self.answered, other.answered)),
+                     {i: r.concat(other.rewarded[i], off) for i, r in self.rewarded.items()})
+
+
+@dataclass(frozen=True)
+class Updated:
+    """A local agent's update: whether its own prompts carried a signal (over its agent
+    group) and the update's metrics (loss, lr, ...)."""
+
+    has_signal: bool
+    metrics: dict
+
+
+# ------------------------------------------------------------------------------ the step
 
 
 def train_step(run: Run, step: int) -> dict[str, Any]:
@@ -122,29 +215,38 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     votes -> each local agent's rewards and update -> the step's metrics record, the same
     on every rank."""
     t_step = time.perf_counter()
-    problems, cohort = next_prompts(run)  # [P], [A] records with rendered [P]
+    timing = {"timing/rollout": 0.0, "timing/grading": 0.0}
+    batch = sample_round(run, step, 0, timing)  # next_prompts .. reward
+    dyn: dict[int, dict[str, int]] = {}
+    if run.cfg.rollout.dynamic_sampling:  # DAPO: flat groups out, refill rounds in
+        batch, dyn = dynamic_sampling(run, step, batch, timing)
+    t0 = time.perf_counter()
+    updated, timing["timing/weight_push"] = update(run, batch)
+    timing["timing/update"] = time.perf_counter() - t0
+    passes = [r.pass_s for r in batch.rewarded.values() if r.pass_s is not None]
+    if passes:
+        timing["timing/intrinsic"] = sum(passes)
+    return step_record(run, step, batch, updated, dyn, timing, t_step)
+
+
+def sample_round(run: Run, step: int, round_: int, timing: dict[str, float]) -> Round:
+    """The first five phases on the stream's next P prompts: next_prompts -> generate ->
+    exchange_answers -> vote -> reward; their seconds are added to ``timing``'s rollout
+    and grading."""
+    problems, rendered = next_prompts(run)  # [P], [A][P]
     plan = step_plan(run.layout, len(problems), run.cfg.data.decouple)
     t0 = time.perf_counter()
-    generate(run, step, cohort, plan)
-    timing = {"timing/rollout": time.perf_counter() - t0}
+    generated = generate(run, step, rendered, plan, round_)
+    timing["timing/rollout"] += time.perf_counter() - t0
     t0 = time.perf_counter()
-    exchange_answers(run, cohort, plan, problems)
-    vote(run, cohort, problems)
-    t_intrinsic = reward(run, cohort, problems, plan)
-    timing["timing/grading"] = time.perf_counter() - t0
-    if run.cfg.rollout.dynamic_sampling:  # DAPO: flat groups out, refill rounds in
-        problems, plan = dynamic_sampling(run, step, problems, cohort, plan, timing)
-    t0 = time.perf_counter()
-    timing["timing/weight_push"] = update(run, cohort, plan)
-    timing["timing/update"] = time.perf_counter() - t0
-    if t_intrinsic is not None:
-        timing["timing/intrinsic"] = t_intrinsic
-    return step_record(run, step, cohort, problems, plan, timing, t_step)
+    answered = vote(run, exchange_answers(run, generated, plan, problems), problems)
+    rewarded = reward(run, generated, answered, problems, plan)
+    timing["timing/grading"] += time.perf_counter() - t0
+    return Round(tuple(problems), plan, tuple(generated), tuple(answered), rewarded)
 
 
-def next_prompts(run: Run) -> tuple[list[Problem], list[AgentStep]]:
-    """P problems that every agent can render, and one record per agent holding its
-    rendering of them.
+def next_prompts(run: Run) -> tuple[list[Problem], list[list[RenderedPrompt]]]:
+    """P problems that every agent can render, and each agent's rendering of them [A][P].
 
     A problem that fails to render for any agent (missing or corrupt image, placeholder
     mismatch, empty question, a prompt over ``data.max_prompt_tokens``) is skipped for all
@@ -156,7 +258,7 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[AgentStep]]:
     """
     B = run.cfg.rollout.prompts_per_step
     problems: list[Problem] = []
-    cohort = [AgentStep(index=i, name=name) for i, name in enumerate(run.names)]
+    rendered: list[list[RenderedPrompt]] = [[] for _ in run.names]
     sources = run.shards or [run.stream]
     attempts = 0
     while len(problems) < B * len(sources):
@@ -167,167 +269,143 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[AgentStep]]:
                                 f"skipped so far: {run.skipped_records}")
         p = stream.next()
         try:
-            r = [ad.render(view_of(p, a.name), run.cfg.prompt.system_prompt,
+            r = [ad.render(view_of(p, name), run.cfg.prompt.system_prompt,
                            run.cfg.prompt.instruction, max_tokens=run.cfg.data.max_prompt_tokens)
-                 for ad, a in zip(run.adapters, cohort)]
+                 for ad, name in zip(run.adapters, run.names)]
         except ProblemInputError as e:
             reason = getattr(e, "reason", type(e).__name__)
             run.skipped_records[reason] = run.skipped_records.get(reason, 0) + 1
-            if run.layout.is_logger:
+            if run.talks:
                 print(f"skipped record: {e}", file=sys.stderr)
             continue
         problems.append(p)
-        for a, ra in zip(cohort, r):
-            a.rendered.append(ra)
-    return problems, cohort
+        for mine, ra in zip(rendered, r):
+            mine.append(ra)
+    return problems, rendered
 
 
-def generate(run: Run, step: int, cohort: list[AgentStep], plan: StepPlan,
-             round_: int = 0) -> None:
+def generate(run: Run, step: int, rendered: list[list[RenderedPrompt]], plan: StepPlan,
+             round_: int = 0) -> list[Generated]:
     """Every local agent samples G completions for each prompt this rank generates; the
     seed is a pure function of (run seed, step, agent, group rank, dynamic-sampling round),
-    so a resumed run samples what the straight run did."""
+    so a resumed run samples what the straight run did. Returns [A] records (no rollouts
+    for an agent trained in another process)."""
     cfg = run.cfg
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
                               temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
+    rollouts: dict[int, Rollouts] = {}
     for i, agent in zip(run.local, run.agents):
         seed = step_rollout_seed(cfg.run.seed, step, i, run.layout.group_rank, round_)
         with agent.generation_context():
-            cohort[i].rollouts = agent.engine.generate(
-                [cohort[i].rendered[b] for b in plan.generated], cfg.rollout.rollouts_per_prompt,
+            rollouts[i] = agent.engine.generate(
+                [rendered[i][b] for b in plan.generated], cfg.rollout.rollouts_per_prompt,
                 sampling, seed=seed)
+    return [Generated(tuple(r), rollouts.get(i)) for i, r in enumerate(rendered)]
 
 
-def exchange_answers(run: Run, cohort: list[AgentStep], plan: StepPlan,
-                     problems: list[Problem]) -> None:
+def exchange_answers(run: Run, generated: list[Generated], plan: StepPlan,
+                     problems: list[Problem]) -> list[Answered]:
     """Every agent's answers [P][G], lengths and finished flags [P x G] on every rank: one
     all-gather of each rank's pieces ``{agent: {"prompts", "answers", "lengths",
-    "finished"}}``, reassembled in prompt order. An answer is what ``reward.answer_kind``
-    says (:func:`answers_of`); for code, the sandbox runs here, once per program, on the
-    rank that generated it, and only the short keys cross."""
-    G, P = run.cfg.rollout.rollouts_per_prompt, plan.n_prompts
-    mine = answers_of(run.cfg, {i: cohort[i].rollouts.texts_by_prompt() for i in run.local},
-                      [problems[b] for b in plan.generated])  # {agent: [P_r][G]}
-    local = {i: {"prompts": list(plan.generated), "lengths": cohort[i].rollouts.lengths().tolist(),
-                 "finished": cohort[i].rollouts.finished, "answers": mine[i]}
+    "finished"}}``, reassembled in prompt order. An answer is what the run's answer kind
+    says (``AnswerKind.answers``); for code, the sandbox runs here, once per program, on
+    the rank that generated it, and only the short keys cross."""
+    cfg, G, P = run.cfg, run.cfg.rollout.rollouts_per_prompt, plan.n_prompts
+    mine = run.answer_kind.answers(
+        {i: generated[i].rollouts.texts_by_prompt() for i in run.local},
+        [problems[b] for b in plan.generated], cfg.reward.answer_style,
+        workers=cfg.reward.code_workers or None)  # {agent: [P_r][G]}
+    local = {i: {"prompts": list(plan.generated), "lengths": generated[i].rollouts.lengths().tolist(),
+                 "finished": generated[i].rollouts.finished, "answers": mine[i]}
              for i in run.local}
-    answers = [[None] * P for _ in cohort]
-    lengths = [[0] * (P * G) for _ in cohort]
-    finished = [[False] * (P * G) for _ in cohort]
+    answers = [[None] * P for _ in generated]
+    lengths = [[0] * (P * G) for _ in generated]
+    finished = [[False] * (P * G) for _ in generated]
     for piece in run.layout.gather(local, "the step's answers"):
         for i, part in piece.items():
             for j, b in enumerate(part["prompts"]):
                 answers[i][b] = part["answers"][j]
                 lengths[i][b * G:(b + 1) * G] = part["lengths"][j * G:(j + 1) * G]
                 finished[i][b * G:(b + 1) * G] = part["finished"][j * G:(j + 1) * G]
-    missing = [a.name for a in cohort if any(x is None for x in answers[a.index])]
+    missing = [name for name, a in zip(run.names, answers) if any(x is None for x in a)]
     if missing:
         raise TrainingError(f"answers of agent(s) {missing} are missing after the exchange")
-    for a in cohort:
-        a.answers, a.lengths, a.finished = answers[a.index], torch.tensor(lengths[a.index]), finished[a.index]
+    return [Answered(tuple(a), torch.tensor(n), tuple(f))
+            for a, n, f in zip(answers, lengths, finished)]
 
 
-def answers_of(cfg: Config, texts: dict[int, list[list[str]]],
-               problems: list[Problem]) -> dict[int, list[list[str | None]]]:
-    """Each local agent's completion texts {agent: [P_r][G]} -> its answers [P_r][G]
-    (None: an abstention) of ``reward.answer_kind``: math, the extracted span
-    (``reward.answer_style``); code, the behaviour key of the completion's program on the
-    prompt's public inputs (``rewards.code_keys_all``), every local agent's programs on
-    one bounded sandbox pool, a program two agents wrote run once."""
-    r = cfg.reward
-    if r.answer_kind != "code":
-        return {i: extract_all(t, r.answer_style) for i, t in texts.items()}
-    order = list(texts)
-    rows = [row for i in order for row in texts[i]]  # [n_local x P_r][G], agent-major
-    keys = code_keys_all(rows, problems * len(order), **code_run_settings(cfg))
-    P = len(problems)
-    return {i: keys[k * P:(k + 1) * P] for k, i in enumerate(order)}
-
-
-def code_run_settings(cfg: Config) -> dict[str, Any]:
-    """The sandbox pool's size (``reward.code_workers``; None: every core) and the limits
-    of one run (None: the sandbox's own, ``code.sandbox.Limits``)."""
-    return {"workers": cfg.reward.code_workers or None, "limits": None}
-
-
-def vote(run: Run, cohort: list[AgentStep], problems: list[Problem]) -> None:
-    """Each agent's plurality vote [P] over its G answers (the same on every rank); code
-    keys are compared exactly (``rewards.grader_for``)."""
+def vote(run: Run, answered: list[Answered], problems: list[Problem]) -> list[Answered]:
+    """Each agent's plurality vote [P] over its G answers (the same on every rank), compared
+    by the answer kind's grader (code keys: exactly)."""
     r = run.cfg.reward
-    grader = grader_for(r.answer_kind, run.grader)
-    for a in cohort:
-        a.votes = vote_all(a.answers, problems, r.tie, r.min_share, grader, r.min_share_of)
+    grader = run.answer_kind.grader(run.grader)
+    return [replace(a, votes=tuple(vote_all(a.answers, problems, r.tie, r.min_share, grader,
+                                            r.min_share_of)))
+            for a in answered]
 
 
-def select_trained(a: AgentStep, plan: StepPlan) -> None:
-    """What local agent ``a`` trains on: its own prompts (all, or its ``data.decouple``
-    block) that this rank generated, their rollouts [n x G] and renderings [n]."""
-    a.trained = plan.trained(a.index)
-    a.trained_rendered = [a.rendered[b] for b in a.trained]
-    same = a.trained == list(plan.generated)
-    a.trained_rollouts = a.rollouts if same else a.rollouts.select_prompts(plan.positions(a.trained))
-
-
-def reward(run: Run, cohort: list[AgentStep], problems: list[Problem], plan: StepPlan) -> float | None:
+def reward(run: Run, generated: list[Generated], answered: list[Answered],
+           problems: list[Problem], plan: StepPlan) -> dict[int, Rewarded]:
     """Each local agent's reward (its source: ``agents.N.reward_source`` or the method's)
-    and group-normalised advantages [P, G]. Returns the seconds spent in intrinsic
-    sources' no-grad passes (None when no source made one)."""
-    cfg = run.cfg
+    and group-normalised advantages [P, G] over its own prompts on this rank."""
+    return {i: reward_agent(run, i, agent, generated[i], answered, problems, plan)
+            for i, agent in zip(run.local, run.agents)}
+
+
+def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[Answered],
+                 problems: list[Problem], plan: StepPlan) -> Rewarded:
+    """Local agent ``i``'s :class:`Rewarded`: the source's rewards (plus DAPO's soft
+    overlong penalty and the reward-side KL, where set), then the advantages."""
+    cfg, kind = run.cfg, run.answer_kind
+    sel = Selection.of(gen, plan, plan.trained(i))
     spent: list[float] = []
-    kind = cfg.reward.answer_kind
-    code = code_run_settings(cfg)
-    for i, agent in zip(run.local, run.agents):
-        a = cohort[i]
-        select_trained(a, plan)
-        rend, ro = a.trained_rendered, a.trained_rollouts
 
-        def stats(agent=agent, rend=rend, ro=ro):
-            t0 = time.perf_counter()
-            out = token_stats(agent, rend, ro, cfg.grpo, cfg.rollout.temperature,
-                              cfg.reward.intrinsic_temperature_scaled)
-            spent.append(time.perf_counter() - t0)
-            return out
+    def stats():
+        t0 = time.perf_counter()
+        out = token_stats(agent, sel.rendered, sel.rollouts, cfg.grpo, cfg.rollout.temperature,
+                          cfg.reward.intrinsic_temperature_scaled)
+        spent.append(time.perf_counter() - t0)
+        return out
 
-        a.reward = reward_of(agent_reward_source(cfg, i), RewardInputs(
-            agent=i, answers=a.answers, votes=[c.votes for c in cohort], problems=problems,
-            trained=a.trained, token_stats=stats, group_size=cfg.rollout.rollouts_per_prompt,
-            grader=grader_for(kind, run.grader), topology=cfg.reward.topology, tie=cfg.reward.tie,
-            format_weight=cfg.reward.format_weight, ring=cfg.reward.ring, answer_kind=kind,
-            trained_texts=ro.texts_by_prompt() if kind == "code" else (),
-            code_workers=code["workers"], code_limits=code["limits"]))
-        if cfg.reward.overlong_buffer:  # DAPO's soft overlong penalty, before normalisation
-            a.reward.scored = with_overlong_penalty(
-                a.reward.scored, a.lengths, cfg.rollout.max_new_tokens,
-                cfg.reward.overlong_buffer, cfg.reward.overlong_penalty)
-        rewards = kl_penalised(a, agent, cfg) if cfg.grpo.kl_in_reward else a.reward.scored.rewards
-        a.advantages = grpo.group_advantages(rewards, scale=cfg.grpo.adv_scale,
-                                             valid=a.reward.scored.valid)  # [P, G]
-    return sum(spent) if spent else None
+    got = reward_of(agent_reward_source(cfg, i), RewardInputs(
+        agent=i, answers=answered[i].answers, votes=[a.votes for a in answered],
+        problems=problems, trained=list(sel.prompts), token_stats=stats,
+        group_size=cfg.rollout.rollouts_per_prompt, grader=kind.grader(run.grader),
+        topology=cfg.reward.topology, tie=cfg.reward.tie,
+        format_weight=cfg.reward.format_weight, ring=cfg.reward.ring, answer_kind=kind.name,
+        trained_texts=kind.texts_for_reward(sel.rollouts), code_workers=cfg.reward.code_workers or None))
+    if cfg.reward.overlong_buffer:  # DAPO's soft overlong penalty, before normalisation
+        got = replace(got, scored=with_overlong_penalty(
+            got.scored, answered[i].lengths, cfg.rollout.max_new_tokens,
+            cfg.reward.overlong_buffer, cfg.reward.overlong_penalty))
+    rewards = got.scored.rewards
+    if cfg.grpo.kl_in_reward:
+        rewards, got = kl_penalised(agent, sel, got, cfg)
+    advantages = grpo.group_advantages(rewards, scale=cfg.grpo.adv_scale,
+                                       valid=got.scored.valid)  # [P, G]
+    return Rewarded(sel, got, advantages, sum(spent) if spent else None)
 
 
-def kl_penalised(a: AgentStep, agent: Agent, cfg: Config) -> torch.Tensor:
-    """``grpo.kl_in_reward``: the agent's rewards [P, G] less the KL penalty of the
-    rollouts it trains on (``update.kl_reward``), before the advantages. The penalty's
-    no-grad old log-probs go to the update (no second pass); its mean k1 is logged as
-    ``kl``. The scored rewards (``reward/mean``) stay the task's."""
-    if not a.trained:  # nothing of this agent's on this rank
-        return a.reward.scored.rewards
-    kr = kl_reward(agent, a.trained_rendered, a.trained_rollouts, cfg.grpo,
-                   cfg.rollout.temperature, **a.reward.for_update)
-    a.reward.for_update = {**a.reward.for_update, **kr.for_update}
-    a.reward.metrics["kl"] = kr.kl
-    rewards = a.reward.scored.rewards.float().clone()  # [P, G]
+def kl_penalised(agent: Agent, sel: Selection, got: Reward, cfg: Config) -> tuple[torch.Tensor, Reward]:
+    """``grpo.kl_in_reward``: the rewards [P, G] less the KL penalty of the rollouts the
+    agent trains on (``update.kl_reward``), before the advantages, and the reward with the
+    penalty's no-grad old log-probs for the update (no second pass) and its mean k1 logged
+    as ``kl``. The scored rewards (``reward/mean``) stay the task's."""
+    if not sel.prompts:  # nothing of this agent's on this rank
+        return got.scored.rewards, got
+    kr = kl_reward(agent, sel.rendered, sel.rollouts, cfg.grpo, cfg.rollout.temperature, got.old)
+    rewards = got.scored.rewards.float().clone()  # [P, G]
     G = rewards.shape[1]
-    rows = torch.tensor(a.trained, dtype=torch.long)
+    rows = torch.tensor(sel.prompts, dtype=torch.long)
     rewards[rows] -= kr.penalty.reshape(-1, G).to(rewards.dtype)  # [n, G]
-    return rewards
+    return rewards, replace(got, old=kr.old, metrics={**got.metrics, "kl": kr.kl})
 
 
 # ------------------------------------------------------------------ dynamic sampling (DAPO)
 
 
-def dynamic_sampling(run: Run, step: int, problems: list[Problem], cohort: list[AgentStep],
-                     plan: StepPlan, timing: dict[str, float]) -> tuple[list[Problem], StepPlan]:
+def dynamic_sampling(run: Run, step: int, batch: Round,
+                     timing: dict[str, float]) -> tuple[Round, dict[int, dict[str, int]]]:
     """DAPO's dynamic sampling (Yu et al., arXiv 2503.14476, sec. 3.2; verl's
     ``filter_groups``), ``rollout.dynamic_sampling``: each agent's groups whose G
     advantages are all zero are dropped from its update, and extra rounds refill it until
@@ -335,18 +413,18 @@ def dynamic_sampling(run: Run, step: int, problems: list[Problem], cohort: list[
     have run. A flat group adds no gradient, but its tokens count in the loss's
     denominator (and in a KL term), so it dilutes every other group's step.
 
-    A refill round is the step's pipeline again on the stream's next prompts:
-    next_prompts -> generate (seeds offset by ``seeds.ROUND_SEED_STRIDE`` x round) ->
-    exchange_answers -> vote -> reward. Every agent generates in every round, full or
-    not: a peer-vote agent needs its teacher's votes on the same prompts. Each round is
-    appended to the step (``problems``, every agent's record and the plan grow by its P
-    prompts), so the step's metrics cover every prompt it generated; each agent then keeps
-    its first B groups with a signal, in stream order, as the prompts it trains on. An
-    agent with no signal in any round keeps its first-round groups, as without dynamic
-    sampling (the update then skips, or takes a KL-only step). Returns the grown problems
-    and plan; the refill rounds' seconds are added to ``timing``'s rollout and grading.
-    An intrinsic reward's old log-probs are not reused once the groups change (the update
-    recomputes them where it needs them).
+    A refill round is the step's pipeline again on the stream's next prompts
+    (:func:`sample_round`, seeds offset by ``seeds.ROUND_SEED_STRIDE`` x round). Every
+    agent generates in every round, full or not: a peer-vote agent needs its teacher's
+    votes on the same prompts. Each round is joined to the step (:meth:`Round.concat`:
+    problems, every agent's records and the plan grow by its P prompts), so the step's
+    metrics cover every prompt it generated; each agent then keeps its first B groups
+    with a signal, in stream order, as the prompts it trains on. An agent with no signal
+    in any round keeps its first-round selection, as without dynamic sampling (the update
+    then skips, or takes a KL-only step). Returns the grown round and each local agent's
+    ``dyn/*`` counts; the refill rounds' seconds are added to ``timing``'s rollout and
+    grading. Old log-probs are not reused once the groups change (the update recomputes
+    them where it needs them).
 
     Agent groups (distributed): another round is run when any agent of the cohort, by the
     signal counts gathered from every rank, still lacks groups, so every rank runs the
@@ -356,130 +434,90 @@ def dynamic_sampling(run: Run, step: int, problems: list[Problem], cohort: list[
     combination is refused (``config_checks``, and ``cohort.setup`` for
     ``ranks_per_agent=0``).
     """
-    cfg = run.cfg
-    target = [len(own) for own in plan.owned]  # [A] B groups each (its block under decouple)
-    first = {i: (list(cohort[i].trained), cohort[i].trained_rollouts,
-                 cohort[i].trained_rendered, cohort[i].reward.for_update) for i in run.local}
-    first_prompts = plan.n_prompts
-    signal = signal_groups(run, cohort)
+    first = batch
+    target = [len(own) for own in first.plan.owned]  # [A] B groups each (its block under decouple)
+    signal = signal_groups(run, batch.rewarded, len(run.names))
     rounds = 0
-    while rounds < cfg.rollout.dynamic_sampling_max_rounds and any(
+    while rounds < run.cfg.rollout.dynamic_sampling_max_rounds and any(
             len(found) < want for found, want in zip(signal, target)):
         rounds += 1
-        t0 = time.perf_counter()
-        more, extra = next_prompts(run)  # [P'], [A]
-        extra_plan = step_plan(run.layout, len(more), cfg.data.decouple)
-        generate(run, step, extra, extra_plan, round_=rounds)
-        timing["timing/rollout"] += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        exchange_answers(run, extra, extra_plan, more)
-        vote(run, extra, more)
-        reward(run, extra, more, extra_plan)
-        plan = append_round(cohort, extra, plan, extra_plan)
-        problems = problems + more
-        signal = signal_groups(run, cohort)
-        timing["timing/grading"] += time.perf_counter() - t0
-    generated = set(plan.generated)
-    for i in run.local:
-        a, (trained, rollouts, rendered, for_update) = cohort[i], first[i]
+        batch = batch.concat(sample_round(run, step, rounds, timing))
+        signal = signal_groups(run, batch.rewarded, len(run.names))
+    generated = set(batch.plan.generated)
+    rewarded, dyn = {}, {}
+    for i, grown in batch.rewarded.items():
+        trained = list(first.rewarded[i].selection.prompts)
         has = set(signal[i])
         kept = signal[i][:target[i]]
-        a.dyn = {"dyn/dropped": sum(b not in has for b in trained),
-                 "dyn/refilled": sum(b >= first_prompts for b in kept),
-                 "dyn/groups": len(kept), "dyn/rounds": rounds}
+        dyn[i] = {"dyn/dropped": sum(b not in has for b in trained),
+                  "dyn/refilled": sum(b >= first.plan.n_prompts for b in kept),
+                  "dyn/groups": len(kept), "dyn/rounds": rounds}
         kept = [b for b in kept if b in generated] or trained  # this rank's rows
         if kept == trained:  # nothing dropped: the first round's selection as it was
-            a.trained, a.trained_rollouts, a.trained_rendered = trained, rollouts, rendered
-            a.reward.for_update = for_update
+            sel, old = first.rewarded[i].selection, first.rewarded[i].reward.old
         else:
-            a.trained, a.trained_rendered = kept, [a.rendered[b] for b in kept]
-            a.trained_rollouts = a.rollouts.select_prompts(plan.positions(kept))  # [n x G]
-            a.reward.for_update = {}
-    return problems, plan
+            sel, old = Selection.of(batch.generated[i], batch.plan, kept), None  # [n x G]
+        rewarded[i] = replace(grown, selection=sel, reward=replace(grown.reward, old=old))
+    return replace(batch, rewarded=rewarded), dyn
 
 
-def signal_groups(run: Run, cohort: list[AgentStep]) -> list[list[int]]:
+def signal_groups(run: Run, rewarded: dict[int, Rewarded], n_agents: int) -> list[list[int]]:
     """[A] each agent's trained prompts whose group has a signal (some advantage non-zero),
     in prompt order, gathered from every rank, so each rank decides on refills alike."""
-    local = {i: [b for b in cohort[i].trained if bool((cohort[i].advantages[b] != 0).any())]
-             for i in run.local}
-    found: list[set[int]] = [set() for _ in cohort]
+    local = {i: [b for b in r.selection.prompts if bool((r.advantages[b] != 0).any())]
+             for i, r in rewarded.items()}
+    found: list[set[int]] = [set() for _ in range(n_agents)]
     for piece in run.layout.gather(local, "the groups with a learning signal"):
         for i, prompts in piece.items():
             found[i].update(prompts)
     return [sorted(s) for s in found]
 
 
-def append_round(cohort: list[AgentStep], extra: list[AgentStep], plan: StepPlan,
-                 extra_plan: StepPlan) -> StepPlan:
-    """A refill round ``extra`` appended to the step: every agent's record grows by the
-    round's P' prompts (renderings, answers, lengths, finished flags, votes; for the local
-    agents also rollouts, trained prompts, rewards and advantages), numbered after the
-    step's P; returns the plan over all P + P' prompts."""
-    off = plan.n_prompts
-
-    def shift(prompts) -> tuple[int, ...]:
-        return tuple(off + b for b in prompts)
-
-    for a, x in zip(cohort, extra):
-        a.rendered = a.rendered + x.rendered  # [P + P']
-        a.answers = a.answers + x.answers  # [P + P'][G]
-        a.lengths = torch.cat([a.lengths, x.lengths])  # [(P + P') x G]
-        a.finished = list(a.finished) + list(x.finished)  # [(P + P') x G]
-        a.votes = a.votes + x.votes  # [P + P']
-        if x.rollouts is None:  # an agent trained in another process
-            continue
-        a.rollouts = a.rollouts.concat(x.rollouts)  # rows: plan.generated order
-        a.trained = a.trained + list(shift(x.trained))
-        s, t = a.reward.scored, x.reward.scored
-        a.reward = Reward(labels=a.reward.labels + x.reward.labels,
-                          scored=Scored(torch.cat([s.rewards, t.rewards]),
-                                        torch.cat([s.valid, t.valid]),
-                                        torch.cat([s.correct, t.correct])),
-                          for_update={}, metrics=a.reward.metrics)
-        a.advantages = torch.cat([a.advantages, x.advantages])  # [P + P', G]
-    return StepPlan(n_prompts=off + extra_plan.n_prompts,
-                    generated=plan.generated + shift(extra_plan.generated),
-                    owned=tuple(own + shift(more) for own, more in zip(plan.owned, extra_plan.owned)))
+# -------------------------------------------------------------------- update and metrics
 
 
-def update(run: Run, cohort: list[AgentStep], plan: StepPlan) -> float:
-    """Each local agent's GRPO update from its own rollouts and advantages; the LR schedule
+def update(run: Run, batch: Round) -> tuple[dict[int, Updated], float]:
+    """Each local agent's GRPO update from its selection and advantages; the LR schedule
     follows RL steps, updated or not. The whole agent group takes the update (DeepSpeed
-    collectives) or the whole group skips it. Returns the seconds spent pushing updated
-    weights into the rollout engines (part of the update's time)."""
+    collectives) or the whole group skips it. Returns the updates and the seconds spent
+    pushing updated weights into the rollout engines (part of the update's time)."""
     cfg = run.cfg
     pushed = 0.0
+    out: dict[int, Updated] = {}
     for i, agent in zip(run.local, run.agents):
-        a = cohort[i]
-        own = torch.tensor(plan.owned[i], dtype=torch.long)
-        a.has_signal = run.layout.group_any(bool((a.advantages[own] != 0).any()),
-                                            "whether the group has a signal")
-        if a.has_signal or trains_without_advantage(cfg.grpo):  # KL term alone: still a step
-            adv = a.advantages[torch.tensor(a.trained, dtype=torch.long)].reshape(-1)  # [n x G]
-            a.update = update_agent(agent, a.trained_rendered, a.trained_rollouts, adv,
-                                    cfg.grpo, cfg.rollout.temperature,
-                                    length_norm=cfg.rollout.max_new_tokens, **a.reward.for_update)
-            pushed += a.update.pop("weight_push_s", 0.0)
+        r = batch.rewarded[i]
+        own = torch.tensor(batch.plan.owned[i], dtype=torch.long)
+        has_signal = run.layout.group_any(bool((r.advantages[own] != 0).any()),
+                                          "whether the group has a signal")
+        if has_signal or trains_without_advantage(cfg.grpo):  # KL term alone: still a step
+            sel = r.selection
+            adv = r.advantages[torch.tensor(sel.prompts, dtype=torch.long)].reshape(-1)  # [n x G]
+            metrics = update_agent(agent, sel.rendered, sel.rollouts, adv, cfg.grpo,
+                                   cfg.rollout.temperature, length_norm=cfg.rollout.max_new_tokens,
+                                   old=r.reward.old)
+            pushed += metrics.pop("weight_push_s", 0.0)
         else:
-            a.update = {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            agent.scheduler.step()
-    return pushed
+            metrics = {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
+        out[i] = Updated(has_signal, metrics)
+    step_schedules(run.agents)
+    return out, pushed
 
 
-def step_record(run: Run, step: int, cohort: list[AgentStep], problems: list[Problem],
-                plan: StepPlan, timing: dict[str, float], t_step: float) -> dict[str, Any]:
+def step_record(run: Run, step: int, batch: Round, updated: dict[int, Updated],
+                dyn: dict[int, dict[str, int]], timing: dict[str, float],
+                t_step: float) -> dict[str, Any]:
     """The step's metrics: each local agent's from its group's leader, gathered into one
     record on every rank (so every rank takes the same decisions from it), plus the
     cohort's agreement and whether anything learned."""
     parts: dict[str, Any] = dict(timing)
     if run.layout.group_rank == 0:
         for i in run.local:
-            parts.update(agent_metrics(cohort[i], plan.owned[i], problems, run.grader,
-                                       run.cfg.reward.answer_kind))
-            parts[f"_signal/{cohort[i].name}"] = cohort[i].has_signal
+            name = run.names[i]
+            parts.update(agent_metrics(f"agent/{name}/", batch, i, run.grader, run.answer_kind))
+            parts.update({f"agent/{name}/{k}": v for k, v in updated[i].metrics.items()})
+            parts.update({f"agent/{name}/{k}": v for k, v in dyn.get(i, {}).items()})
+            parts.update({f"agent/{name}/{k}": v for k, v in batch.rewarded[i].reward.metrics.items()})
+            parts[f"_signal/{name}"] = updated[i].has_signal
     record: dict[str, Any] = {"step": step}
     for piece in run.layout.gather(parts, "the step's metrics"):
         for k, v in piece.items():
@@ -489,55 +527,52 @@ def step_record(run: Run, step: int, cohort: list[AgentStep], problems: list[Pro
     any_signal = any([record.pop(f"_signal/{n}") for n in run.names])
     if not any_signal:
         run.no_signal_steps += 1
-    record["cohort/agreement"] = agreement([a.votes for a in cohort], problems,
-                                           grader_for(run.cfg.reward.answer_kind, run.grader))
+    record["cohort/agreement"] = agreement([a.votes for a in batch.answered], batch.problems,
+                                           run.answer_kind.grader(run.grader))
     record["cohort/no_signal"] = 0.0 if any_signal else 1.0
     record["timing/step"] = time.perf_counter() - t_step
     return record
 
 
-def agent_metrics(a: AgentStep, own: tuple[int, ...], problems: list[Problem],
-                  grader, answer_kind: str = "math") -> dict[str, Any]:
-    """``agent/<name>/...`` over the prompts the agent trains on (``own``, [B] of them;
-    under ``rollout.dynamic_sampling`` its prompts of every round of the step). For code
-    answers (behaviour keys) ``parse_rate`` is the share of programs that ran on the
-    public inputs, and accuracy against gold is the tests' pass rate, which only the
-    ``ground_truth`` source runs (its ``acc``); a key is never compared with a gold string."""
-    p = f"agent/{a.name}/"
-    G = a.advantages.shape[1]
+def agent_metrics(p: str, batch: Round, i: int, grader, kind: AnswerKind) -> dict[str, Any]:
+    """``agent/<name>/...`` (``p``) of local agent ``i`` over the prompts it trains on
+    (``plan.owned``, [B] of them; under ``rollout.dynamic_sampling`` its prompts of every
+    round of the step). For code answers (behaviour keys) ``parse_rate`` is the share of
+    programs that ran on the public inputs, and accuracy against gold is the tests' pass
+    rate, which only the ``ground_truth`` source runs (its ``acc``); a key is never
+    compared with a gold string."""
+    own, a, r = batch.plan.owned[i], batch.answered[i], batch.rewarded[i]
+    G = r.advantages.shape[1]
     rows = torch.tensor([b * G + g for b in own for g in range(G)], dtype=torch.long)  # [B x G]
-    scored = a.reward.scored.select(list(own))
-    r = scored.rewards  # [B, G]
+    scored = r.reward.scored.select(list(own))
+    rewards = scored.rewards  # [B, G]
     out: dict[str, Any] = {
-        p + "reward/mean": float(r.mean()), p + "reward/std": float(r.std(unbiased=False)),
-        p + "reward/group_std": group_reward_std(r),
+        p + "reward/mean": float(rewards.mean()), p + "reward/std": float(rewards.std(unbiased=False)),
+        p + "reward/group_std": group_reward_std(rewards),
         p + "answer_diversity": answer_diversity([a.votes[b] for b in own]),
         p + "teacher_abstain": float((~scored.valid).float().mean()),
         p + "parse_rate": float(np.mean([x is not None for b in own for x in a.answers[b]])),
         p + "completion_len": float(a.lengths[rows].float().mean()),
         p + "truncated": float(np.mean([not a.finished[n] for n in rows.tolist()])),
-        p + "zero_adv_groups": float((a.advantages[list(own)] == 0).all(dim=1).float().mean()),
+        p + "zero_adv_groups": float((r.advantages[list(own)] == 0).all(dim=1).float().mean()),
     }
-    if answer_kind != "code":
-        out.update(gold_metrics(p, a, own, problems, grader))
-    out.update({p + k: v for k, v in a.update.items()})
-    out.update({p + k: v for k, v in a.dyn.items()})  # rollout.dynamic_sampling only
-    out.update({p + k: v for k, v in a.reward.metrics.items()})
+    if kind.has_gold:
+        out.update(gold_metrics(p, a, r.reward.labels, own, batch.problems, grader))
     return out
 
 
-def gold_metrics(p: str, a: AgentStep, own: tuple[int, ...], problems: list[Problem],
-                 grader) -> dict[str, float]:
+def gold_metrics(p: str, a: Answered, labels: list, own: tuple[int, ...],
+                 problems: tuple[Problem, ...], grader) -> dict[str, float]:
     """Accuracies against gold, where problems have it (never used by a label-free reward):
     of the teacher labels, of the agent's own votes, of its answers, per task family."""
     with_gold = [b for b in own if problems[b].gold is not None]
     if not with_gold:
         return {}
     out: dict[str, float] = {}
-    labelled = [b for b in with_gold if a.reward.labels[b] is not None]
+    labelled = [b for b in with_gold if labels[b] is not None]
     if labelled:
         out[p + "pseudo_label/acc"] = float(np.mean(
-            [gold_match(a.reward.labels[b], problems[b], grader) for b in labelled]))
+            [gold_match(labels[b], problems[b], grader) for b in labelled]))
     out[p + "vote/acc"] = float(np.mean([gold_match(a.votes[b].label, problems[b], grader)
                                          for b in with_gold]))
     hits = {b: [gold_match(x, problems[b], grader) for x in a.answers[b]] for b in with_gold}

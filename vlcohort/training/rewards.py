@@ -13,11 +13,14 @@ agent's own next-token distributions over its completion ([N, T], from
 
 | source         | reward of agent a's completion g on prompt b           | method    |
 |----------------|--------------------------------------------------------|-----------|
-| ``peer_vote``  | 1 if it is in the winning class of agent a-1's vote (``reward.ring=previous``; a+1: ``next``) or of the other agents' labels (``all_peers``) | Co-RL |
+| ``peer_vote``  | 1 if it is in the winning class of its teacher's vote (below)   | Co-RL     |
 | ``self_vote``  | 1 if agent a's own vote counted it for the winner      | TTRL      |
 | ``ground_truth`` | 1 if it matches the problem's gold (never shown to the model) | GT-Reward |
 | ``self_certainty`` | mean over its tokens of KL(U || p), U uniform over the vocabulary | INTUITOR (arXiv 2505.19590) |
 | ``entropy``    | minus the mean over its tokens of the entropy H(p)     | RENT (arXiv 2505.22660) |
+
+``peer_vote``'s teacher is agent a-1's vote (``reward.ring=previous``; a+1: ``next``) or
+the other agents' labels (``all_peers``).
 
 p is the policy's next-token distribution at each completion position, computed in a
 no-grad pass just before the update (its log-probs then serve as the update's "old"
@@ -29,7 +32,7 @@ rewarded by self-certainty while another learns from peer votes. Whatever the so
 DAPO's soft overlong penalty (:func:`overlong_penalty`, ``reward.overlong_buffer``) can
 be added to the rewards before group normalisation.
 
-What an *answer* is, is ``reward.answer_kind`` (:data:`ANSWER_KINDS`). ``math``: the span
+What an *answer* is, is ``reward.answer_kind`` (:class:`AnswerKind`, :data:`ANSWER_KIND`). ``math``: the span
 ``extract_answer`` reads, voted over the grader's equivalence classes. ``code``: the
 completion's program (``code.blocks.program_of``: its last fenced block, else the whole
 text), standing in the vote as its *behaviour key* (``code.equivalence.behaviour_key``: a
@@ -45,13 +48,17 @@ hashes); the tie / ``min_share`` rules and teacher topologies are the math ones.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 
 from vlcohort.answers.extract import extract_answer
 from vlcohort.answers.voting import Vote, in_winning_class, majority_vote, teacher_votes
 from vlcohort.data.problems import Problem
+
+if TYPE_CHECKING:
+    from vlcohort.rollout.base import Rollouts
+    from vlcohort.training.update import OldLogprobs
 
 #: A prompt's teacher: a :class:`Vote` (a rollout is rewarded iff its answer is in the
 #: vote's winning class, ``voting.in_winning_class``: the vote and the reward are one
@@ -112,11 +119,6 @@ INTRINSIC_SOURCES: dict[str, Callable[..., torch.Tensor]] = {
 }
 
 
-def is_intrinsic(source: str) -> bool:
-    """Whether ``source`` rewards from the policy's own distributions (no label, no vote)."""
-    return source in INTRINSIC_SOURCES
-
-
 def intrinsic_rewards(source: str, self_certainty: torch.Tensor, entropy: torch.Tensor,
                       mask: torch.Tensor, group_size: int) -> torch.Tensor:
     """Rewards [B, G] of an intrinsic source from per-token statistics [N, T] (rows
@@ -161,11 +163,6 @@ def vote_all(answers: Sequence[Sequence[str | None]], problems: Sequence[Problem
             for row, p in zip(answers, problems)]
 
 
-#: What an answer is (``reward.answer_kind``; module docstring): ``math``: the extracted
-#: answer span; ``code``: the completion's program, voted by its behaviour key.
-ANSWER_KINDS = ("math", "code")
-
-
 class BehaviourKeyGrader:
     """The grader of code answers (``reward.answer_kind=code``): an answer is a behaviour
     key, a hash of the program's outputs on the public inputs, so two answers are one
@@ -187,15 +184,6 @@ class BehaviourKeyGrader:
 
 #: The one grader of behaviour keys.
 CODE_KEYS = BehaviourKeyGrader()
-
-
-def grader_for(answer_kind: str, grader):
-    """The grader that compares answers of ``answer_kind``: the run's (``reward.grader``)
-    for math, exact key equality (:data:`CODE_KEYS`) for code."""
-    if answer_kind not in ANSWER_KINDS:
-        raise ValueError(f"unknown answer kind {answer_kind!r}; choose one of: "
-                         + ", ".join(ANSWER_KINDS))
-    return CODE_KEYS if answer_kind == "code" else grader
 
 
 class CodeProblemError(ValueError):
@@ -311,7 +299,7 @@ def code_verdicts(texts_by_prompt: Sequence[Sequence[str]], problems: Sequence[P
             for b in range(len(texts_by_prompt))]
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)  # holds tensors: no element-wise ``==`` by accident
 class Scored:
     rewards: torch.Tensor  # [B, G]
     valid: torch.Tensor  # [B] bool: the prompt has a label (else: zero advantage)
@@ -320,6 +308,11 @@ class Scored:
     def select(self, prompt_indices: list[int]) -> "Scored":
         idx = torch.tensor(prompt_indices, dtype=torch.long)
         return Scored(self.rewards[idx], self.valid[idx], self.correct[idx])
+
+    def concat(self, other: "Scored") -> "Scored":
+        """The prompts of ``self`` then those of ``other`` [B + B']."""
+        return Scored(torch.cat([self.rewards, other.rewards]), torch.cat([self.valid, other.valid]),
+                      torch.cat([self.correct, other.correct]))
 
 
 def label_of(teacher: Teacher) -> str | None:
@@ -397,14 +390,6 @@ def teachers_for(source: str, agent: int, votes: Sequence[Sequence[Vote]],
     return fn(agent, votes, problems, topology=topology, tie=tie, grader=grader, ring=ring)
 
 
-def labels_for(source: str, agent: int, votes: Sequence[Sequence[Vote]],
-               problems: Sequence[Problem], topology: str = "ring", tie: str = "abstain",
-               grader=None, ring: str = "previous") -> list[str | None]:
-    """Agent ``agent``'s teacher labels [P] (None: no label) under label source ``source``."""
-    return [label_of(t) for t in teachers_for(source, agent, votes, problems, topology, tie,
-                                               grader, ring)]
-
-
 def gold_match(answer_or_label: str | None, problem: Problem, grader) -> bool | None:
     """Whether an answer / label equals the problem's gold; None when there is no gold."""
     if problem.gold is None:
@@ -440,16 +425,22 @@ class RewardInputs:
     code_limits: Any = None  # code.sandbox.Limits of one run (None: the sandbox's defaults)
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Reward:
     """A reward source's answer: teacher labels [P] (None: no label), the scored rewards
-    [P, G], what the update may reuse (an intrinsic pass's old log-probs and encoded
+    [P, G], the old log-probs the update may reuse (an intrinsic pass's, with its encoded
     batches) and extra metrics of the source."""
 
     labels: list
     scored: Scored
-    for_update: dict = field(default_factory=dict)
+    old: OldLogprobs | None = None
     metrics: dict = field(default_factory=dict)
+
+    def concat(self, other: "Reward") -> "Reward":
+        """The prompts of ``self`` then those of ``other`` [P + P']; the old log-probs are
+        dropped (they covered ``self``'s rollouts only) and the metrics are ``self``'s."""
+        return Reward(labels=list(self.labels) + list(other.labels),
+                      scored=self.scored.concat(other.scored), metrics=self.metrics)
 
 
 def code_ground_truth(x: RewardInputs) -> Reward:
@@ -477,15 +468,19 @@ def code_ground_truth(x: RewardInputs) -> Reward:
                   metrics={"acc": float(correct[valid].float().mean())} if bool(valid.any()) else {})
 
 
+def label_reward(source: str, x: RewardInputs) -> Reward:
+    """The rewards of label source ``source``: each prompt's teacher, then 1 / 0 (+ the
+    format term) by :func:`score`."""
+    teachers = teachers_for(source, x.agent, x.votes, x.problems, x.topology, x.tie,
+                            x.grader, x.ring)
+    return Reward([label_of(t) for t in teachers],
+                  score(x.answers, teachers, x.problems, x.grader, x.format_weight))
+
+
 def _label_reward(source: str) -> Callable[[RewardInputs], Reward]:
-    def reward(x: RewardInputs) -> Reward:
-        if source == "ground_truth" and x.answer_kind == "code":
-            return code_ground_truth(x)
-        teachers = teachers_for(source, x.agent, x.votes, x.problems, x.topology, x.tie,
-                                x.grader, x.ring)
-        return Reward([label_of(t) for t in teachers],
-                      score(x.answers, teachers, x.problems, x.grader, x.format_weight))
-    return reward
+    if source == "ground_truth":  # what "matches the gold" means is the answer kind's
+        return lambda x: answer_kind(x.answer_kind).ground_truth(x)
+    return lambda x: label_reward(source, x)
 
 
 def _intrinsic_reward(source: str) -> Callable[[RewardInputs], Reward]:
@@ -493,7 +488,7 @@ def _intrinsic_reward(source: str) -> Callable[[RewardInputs], Reward]:
         st = x.token_stats()  # [n, T] statistics of the trained rollouts, n = len(trained) x G
         r = intrinsic_rewards(source, st.self_certainty, st.entropy, st.mask, x.group_size)
         return Reward([None] * len(x.problems), intrinsic_scored(r, len(x.problems), x.trained),
-                      for_update={"old_logprobs": st.logprobs, "batches": st.batches},
+                      old=st.old(),
                       metrics={"self_certainty": st.token_mean("self_certainty"),
                                "entropy": st.token_mean("entropy")})
     return reward
@@ -514,3 +509,100 @@ def reward_of(source: str, inputs: RewardInputs) -> Reward:
         raise ValueError(f"unknown reward source {source!r}; registered: "
                          + ", ".join(REWARDS)) from None
     return fn(inputs)
+
+
+# ------------------------------------------------------------------------- answer kinds
+
+
+class AnswerKind:
+    """What an answer is (``reward.answer_kind``; module docstring) and everything that
+    differs with it: how completions become answers, the grader that compares them, whether
+    they compare with a problem's gold, what the ``ground_truth`` source rewards, and what
+    a training record must carry."""
+
+    name: str
+    has_gold: bool  # answers compare with ``Problem.gold`` (gold metrics, required at load)
+    runs_programs: bool  # answers come from running the completions' programs (sandbox)
+
+    def answers(self, texts: dict[int, list[list[str]]], problems: Sequence[Problem],
+                style: str, workers: int | None, limits=None) -> dict[int, list[list[str | None]]]:
+        """Each local agent's completion texts {agent: [P_r][G]} -> its answers [P_r][G]
+        (None: an abstention)."""
+        raise NotImplementedError
+
+    def grader(self, grader):
+        """The grader that compares two answers, given the run's (``reward.grader``)."""
+        raise NotImplementedError
+
+    def ground_truth(self, x: RewardInputs) -> Reward:
+        """The ``ground_truth`` source's rewards."""
+        raise NotImplementedError
+
+    def texts_for_reward(self, rollouts: Rollouts) -> Sequence[Sequence[str]]:
+        """The completions [n][G] a reward source reads besides the answers."""
+        return ()
+
+    def required_fields(self, gold_needed: bool) -> tuple[str, ...]:
+        """The meta every training record must carry (``problems.CODE_FIELDS``)."""
+        return ()
+
+
+class MathAnswers(AnswerKind):
+    """``math``: the span ``extract_answer`` reads (``reward.answer_style``), voted over the
+    run's grader's equivalence classes; ``ground_truth`` rewards a match with the gold."""
+
+    name, has_gold, runs_programs = "math", True, False
+
+    def answers(self, texts, problems, style, workers, limits=None):
+        return {i: extract_all(t, style) for i, t in texts.items()}
+
+    def grader(self, grader):
+        return grader
+
+    def ground_truth(self, x: RewardInputs) -> Reward:
+        return label_reward("ground_truth", x)
+
+
+class CodeAnswers(AnswerKind):
+    """``code``: the completion's program, standing as its behaviour key on the prompt's
+    public inputs (:func:`code_keys_all`: every local agent's programs on one bounded
+    sandbox pool, a program two agents wrote run once); keys compare exactly
+    (:data:`CODE_KEYS`); ``ground_truth`` runs the prompt's tests
+    (:func:`code_ground_truth`)."""
+
+    name, has_gold, runs_programs = "code", False, True
+
+    def answers(self, texts, problems, style, workers, limits=None):
+        order = list(texts)
+        rows = [row for i in order for row in texts[i]]  # [n_local x P_r][G], agent-major
+        keys = code_keys_all(rows, list(problems) * len(order), workers=workers, limits=limits)
+        P = len(problems)
+        return {i: keys[k * P:(k + 1) * P] for k, i in enumerate(order)}
+
+    def grader(self, grader):
+        return CODE_KEYS
+
+    def ground_truth(self, x: RewardInputs) -> Reward:
+        return code_ground_truth(x)
+
+    def texts_for_reward(self, rollouts: Rollouts) -> Sequence[Sequence[str]]:
+        return rollouts.texts_by_prompt()
+
+    def required_fields(self, gold_needed: bool) -> tuple[str, ...]:
+        return ("code_public", "code_tests") if gold_needed else ("code_public",)
+
+
+#: ``reward.answer_kind`` names -> their :class:`AnswerKind`.
+ANSWER_KIND: dict[str, AnswerKind] = {k.name: k for k in (MathAnswers(), CodeAnswers())}
+
+#: The names of :data:`ANSWER_KIND`, the config's choices.
+ANSWER_KINDS = tuple(ANSWER_KIND)
+
+
+def answer_kind(name: str) -> AnswerKind:
+    """The :class:`AnswerKind` named ``name``."""
+    try:
+        return ANSWER_KIND[name]
+    except KeyError:
+        raise ValueError(f"unknown answer kind {name!r}; choose one of: "
+                         + ", ".join(ANSWER_KINDS)) from None

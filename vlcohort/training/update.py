@@ -55,6 +55,17 @@ def pad_to(t: torch.Tensor, T: int) -> torch.Tensor:
 # --------------------------------------------------------------------------- token statistics
 
 
+@dataclass(frozen=True)
+class OldLogprobs:
+    """The policy's no-grad log-probs of an agent's trained rollouts before this step's
+    update, made by an earlier pass of the step (an intrinsic reward's
+    :func:`token_stats`, the reward-side KL's :func:`kl_reward`) and reused by
+    :func:`update_agent` instead of a pass of its own."""
+
+    logprobs: torch.Tensor  # [N, T]
+    batches: list | None = None  # the encoded micro-batches they were computed on
+
+
 @dataclass
 class TokenStats:
     """One no-grad pass over an agent's rollouts before its update (intrinsic rewards).
@@ -68,6 +79,10 @@ class TokenStats:
     entropy: torch.Tensor  # [N, T] H(p) per completion token
     mask: torch.Tensor  # [N, T] 1 on real completion tokens
     batches: list
+
+    def old(self) -> OldLogprobs:
+        """Its log-probs as the update's old log-probs, with the batches they came from."""
+        return OldLogprobs(self.logprobs, self.batches)
 
     def token_mean(self, name: str) -> float:
         """Mean of a per-token statistic over all real completion tokens."""
@@ -241,8 +256,7 @@ def trains_without_advantage(g: GRPOConfig) -> bool:
 
 def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
                  advantages: torch.Tensor, g: GRPOConfig, temperature: float,
-                 length_norm: int, old_logprobs: torch.Tensor | None = None,
-                 batches: list | None = None) -> dict[str, float]:
+                 length_norm: int, old: OldLogprobs | None = None) -> dict[str, float]:
     """One optimizer step per mini-batch and PPO epoch on this agent's rollouts, then the
     new weights pushed into the agent's rollout engine; returns its metrics
     (``weight_push_s``: the push's seconds, a timing the caller moves out of the agent's
@@ -259,8 +273,8 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     micro-batch is first evaluated, so old = logp.detach() of that very forward pass (one
     model pass saved, as TRL does); with more steps a no-grad pass computes them before
     the first, unless the caller already made one (an intrinsic reward's
-    :func:`token_stats`, the reward-side KL's :func:`kl_reward`) and passes its log-probs
-    as ``old_logprobs`` [N, T] (and its ``batches``): the same numbers, no extra pass.
+    :func:`token_stats`, the reward-side KL's :func:`kl_reward`) and passes them as
+    ``old`` (:class:`OldLogprobs`): the same numbers, no extra pass.
     The IS weights compare old with the sampler's log-probs. Micro-batch losses use their
     mini-batch's normaliser, so their gradients add up to the mini-batch gradient. A
     non-finite loss skips that optimizer step; the logged loss and statistics are means
@@ -269,8 +283,7 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     the first epoch's forwards (no extra pass).
     """
     opt = optimizer_step(agent, g)
-    ub = update_batch(agent, rendered, rollouts, advantages, g, temperature, opt,
-                      old_logprobs, batches)
+    ub = update_batch(agent, rendered, rollouts, advantages, g, temperature, opt, old)
     agent.model.train()
     totals = UpdateTotals()
     is_parts: list[tuple[dict, float]] = []
@@ -292,13 +305,13 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
 
 def update_batch(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
                  advantages: torch.Tensor, g: GRPOConfig, temperature: float,
-                 opt: OptimizerStep, old_logprobs: torch.Tensor | None,
-                 batches: list | None) -> UpdateBatch:
+                 opt: OptimizerStep, cached: OldLogprobs | None) -> UpdateBatch:
     """Micro-batches, mini-batches, masks, the no-grad old / reference log-probs of an
     update, and each mini-batch's loss normaliser."""
     device = next(agent.model.parameters()).device  # rollouts come on the CPU
     N, T = len(rollouts.completions), rollouts.logprobs.shape[1]
     rollout_logp = rollouts.logprobs.to(device)  # [N, T]
+    batches = cached.batches if cached is not None else None
     mbs = batches if batches is not None else micro_batches(agent, rendered, rollouts,
                                                             g.micro_batch_seqs, device)
     comp_mask = completion_mask(mbs, N, T, device)  # [N, T]
@@ -307,7 +320,7 @@ def update_batch(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
         finished = torch.tensor(rollouts.finished, dtype=mask.dtype, device=device)  # [N]
         mask = mask * finished[:, None]  # normaliser (TRL's mask_truncated_completions)
     minis = mini_batches(mbs, g.mini_batch_seqs or N)
-    old = None if old_logprobs is None else old_logprobs.to(device)
+    old = None if cached is None else cached.logprobs.to(device)
     ref = None
     with torch.no_grad(), agent.autocast():
         if (g.ppo_epochs * len(minis) > 1 or full_batch_is(g)) and old is None:  # before
@@ -379,12 +392,11 @@ class KLReward:
 
     penalty: torch.Tensor  # [N] kl_coef x sum over the completion's tokens of old - ref
     kl: float  # mean per-token k1 over all completion tokens (logged as ``kl``)
-    for_update: dict  # old_logprobs [N, T] and the encoded batches, reused by the update
+    old: OldLogprobs  # the old log-probs [N, T] and their encoded batches, reused by the update
 
 
 def kl_reward(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
-              g: GRPOConfig, temperature: float, old_logprobs: torch.Tensor | None = None,
-              batches: list | None = None) -> KLReward:
+              g: GRPOConfig, temperature: float, cached: OldLogprobs | None = None) -> KLReward:
     """The KL penalty charged to each completion's reward instead of the loss: the reward
     becomes r_i - kl_coef x sum_t (old_logp - ref_logp)_t over completion i's tokens,
     BEFORE group normalisation (verl's ``use_kl_in_reward`` with its default ``kl``
@@ -400,24 +412,24 @@ def kl_reward(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollou
     (REINFORCE on -k1), where k1 as a loss term has none.
 
     old_logp: the policy before this step's update, in eval mode and without gradient (a
-    reward is data); ``old_logprobs`` [N, T] and ``batches`` reuse an intrinsic reward's
-    pass. The returned ``for_update`` hands old and the batches to :func:`update_agent`,
-    so the update makes no pass of its own for them.
+    reward is data); ``cached`` reuses an intrinsic reward's pass. The returned ``old``
+    hands old and the batches to :func:`update_agent`, so the update makes no pass of its
+    own for them.
     """
     device = next(agent.model.parameters()).device
     N, T = len(rollouts.completions), rollouts.logprobs.shape[1]
+    batches = cached.batches if cached is not None else None
     mbs = batches if batches is not None else micro_batches(agent, rendered, rollouts,
                                                             g.micro_batch_seqs, device)
     comp_mask = completion_mask(mbs, N, T, device)  # [N, T]
     with torch.no_grad(), agent.autocast():
-        old = (old_logprobs.to(device) if old_logprobs is not None
+        old = (cached.logprobs.to(device) if cached is not None
                else policy_logprobs(agent, mbs, T, temperature))  # [N, T]
         ref = reference_logprobs(agent, mbs, T, temperature)  # [N, T]
     k1 = grpo.kl_penalty(old, ref, "k1") * comp_mask  # [N, T], 0 on padding
     penalty = g.kl_coef * k1.sum(dim=1)  # [N]
     kl = float(k1.sum() / comp_mask.sum().clamp(min=1.0))
-    return KLReward(penalty=penalty.cpu(), kl=kl,
-                    for_update={"old_logprobs": old, "batches": mbs})
+    return KLReward(penalty=penalty.cpu(), kl=kl, old=OldLogprobs(old, mbs))
 
 
 def minibatch_step(agent: Agent, ub: UpdateBatch, minib: list[int], denom: torch.Tensor,
