@@ -20,7 +20,7 @@ Departures from the paper's published code, on purpose:
 - a rollout is rewarded iff its answer is in the teacher's winning class, by the rule the
   vote counted with (``voting.in_winning_class``); the published code rewarded
   ``grade_answer(answer, label)``, which can reward answers the vote counted for a losing
-  class (issue 14, bug 3). ``reward.grader=legacy`` keeps the published rule;
+  class. ``reward.grader=legacy`` keeps the published rule;
 - the ring runs the paper's way, agent n taught by agent n-1 (``reward.ring=previous``);
   the published code teaches agent n by agent n+1 (``teacher = self.peers[0]``: A <- B,
   B <- C, C <- A), ``reward.ring=next``. Two agents teach each other either way;

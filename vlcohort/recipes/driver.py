@@ -159,9 +159,8 @@ def stop_on_signals():
 
     Set explicitly, not left to Python's default: a process started with SIGINT ignored
     (a background job of a non-interactive shell, as a test runner or a job script may
-    start it) never turns SIGINT into KeyboardInterrupt, so ``kill -INT`` ran the run to
-    the end and exited 0 (issue 18: ``test_ctrl_c_saves_a_checkpoint`` failing only when
-    the suite itself ran in the background); and SIGTERM killed it without a checkpoint."""
+    start it) never turns SIGINT into KeyboardInterrupt, so ``kill -INT`` would let the run
+    go on to the end and exit 0; and SIGTERM would kill it without a checkpoint."""
 
     def stop(signum, frame):
         raise Stopped(signum)
