@@ -1,12 +1,11 @@
 """Benchmark: two-agent cohort steps with full-size Qwen2.5-VL-3B and InternVL3.5-2B (random
 weights) on one GPU, through the real trainer, with the ``hf`` engine.
 
-STATUS: this script has NOT been run on a GPU yet (no GPU was lent while it was written);
-its ``--tiny`` mode, the same code path with shrunk models on the CPU, is what
-``tests/test_bench_gpu_step.py`` runs. On a machine with one CUDA GPU (H100 / H200 class: an
-estimated 60-80 GB at the defaults, about 8 bytes per parameter for bf16 weights, gradients
-and AdamW states of both models, plus activations and KV cache), offline, from the project
-root::
+The full-size run needs a CUDA GPU and is not part of the CPU CI; its ``--tiny`` mode, the
+same code path with shrunk models on the CPU, is what ``tests/test_bench_gpu_step.py`` runs.
+On a machine with one CUDA GPU (H100 / H200 class: an estimated 60-80 GB at the defaults,
+about 8 bytes per parameter for bf16 weights, gradients and AdamW states of both models,
+plus activations and KV cache), offline, from the project root::
 
     python bench/gpu_step.py --out gpu_step.json
     python bench/gpu_step.py --steps 4 --prompts 8 --rollouts 8 --max-new-tokens 1024 --out gpu_step.json

@@ -7,7 +7,7 @@ Run from the project root::
 What it does
 ------------
 1. Builds a realistic answer set from the shared benchmark files
-   (``$VLCOHORT_BENCHMARK_DATA`` or ``../shared/data/benchmarks``): gold answers of
+   (``$VLCOHORT_BENCHMARK_DATA``, else ``shared/data/benchmarks`` beside the checkout): gold answers of
    MathVista, MATH-Vision, MathVerse and We-Math, each paired with phrasings a model
    writes (letters, "(C)", "C. option text", the option text, LaTeX variants, units,
    degrees, "x = ...", thousands separators) and with wrong answers (other values,

@@ -26,7 +26,7 @@ loaders are the same, since those files carry the official fields.
 
 Every loader returns the option texts in letter order (the form the grader takes), gold as
 the grader takes it, and keeps the benchmark fields the scorers need in ``meta``. An item
-whose image cannot be found is skipped, counted and listed (DESIGN rule 8), never dropped
+whose image cannot be found is skipped, counted and listed (docs/design.md, rule 8), never dropped
 silently and never a crash in the middle of a run.
 """
 

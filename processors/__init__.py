@@ -1,4 +1,4 @@
-"""Model-family adapters: everything family-specific lives here (DESIGN.md, rule 1).
+"""Model-family adapters: everything family-specific lives here (docs/design.md, rule 1).
 
 >>> from processors import adapter_for
 >>> adapter = adapter_for("tiny:qwen2_5_vl")          # doctest: +SKIP

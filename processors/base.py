@@ -24,7 +24,7 @@ enough); a family module overrides only what differs. Adding a family = one modu
 subclass decorated by ``vlcohort.processors.family.register_adapter`` and its tiny builder (see
 README, "Adding a model family").
 
-Dimension letters (DESIGN.md): N sequences (B prompts x G rollouts), L tokens per
+Dimension letters (docs/design.md, rule 5): N sequences (B prompts x G rollouts), L tokens per
 sequence (L = P + T: P prompt tokens, T completion tokens), V vocabulary, H hidden size.
 """
 

@@ -458,7 +458,7 @@ def test_plain_integers_compare_exactly_but_decimals_within_tolerance():
     assert is_equivalent("3.14159", "3.1416") and is_equivalent("100", "100.0001")
 
 
-# ----------------------------------------------------------------------------- hard math answers (issue 15)
+# ----------------------------------------------------------------------------- -------- hard math answers
 # One table per class: pairs that must be equivalent and near misses that must not be
 # (a wrong value, a missing element, "<" for "\le"). Each pair is checked both ways.
 
@@ -571,7 +571,8 @@ def test_vote_merges_the_hard_spellings_of_one_answer():
 
 
 def test_large_powers_are_decided_under_the_time_limit_not_refused():
-    """Issue 15: the screen refused any 4-digit exponent, so an equal pair was "not equal"."""
+    """A 4-digit exponent is decided within the time limit, not refused by the screen (a
+    refusal would call an equal pair "not equal")."""
     assert symbolic._symbolic_safe("3^{1009}", limited=True)
     assert not symbolic._symbolic_safe("3^{1009}")  # no limit outside the main thread: refused
     # what one uninterruptible C call could spend minutes on stays refused, limit or not

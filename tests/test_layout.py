@@ -1,4 +1,4 @@
-"""House rules that a test can check (DESIGN.md)."""
+"""House rules that a test can check (docs/design.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Collapse / divergence detection (vlcohort/dynamics.py), its metrics, and `vlcohort plot`."""
+"""Collapse / divergence detection (vlcohort/monitoring/monitor.py), its metrics, and `vlcohort plot`."""
 
 from __future__ import annotations
 

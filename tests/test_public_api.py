@@ -1,4 +1,4 @@
-"""The package top's small public API (README, DESIGN.md): what scripts import."""
+"""The package top's small public API (README, docs/design.md): what scripts import."""
 
 from __future__ import annotations
 

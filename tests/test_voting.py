@@ -192,9 +192,9 @@ def test_the_grader_is_not_transitive_on_the_chain():
 
 
 def test_self_vote_rewards_exactly_the_rollouts_counted_for_the_winner():
-    """Issue 14, bug 3: before, the label was 1.00015 with counts {0.99995: 2, 1.00015: 3}
-    (1.00005 counted for the losing class) and 4 rollouts were rewarded, 1.00005 among
-    them. Now 1.00005 is counted for the winner, and the reward is the count."""
+    """On the non-transitive chain, 1.00005 is counted for the winner (not for the losing
+    class, which would give the label 1.00015 with counts {0.99995: 2, 1.00015: 3} and
+    reward 4 rollouts), and the reward is the count."""
     vote = majority_vote(CHAIN)
     # seeding by hand: keys by (count desc, key): 1.00015 (3), 0.99995 (1), 1.00005 (1);
     # 1.00015 seeds; 0.99995 !~ 1.00015 seeds; 1.00005 ~ 1.00015, the first seed: joins it
@@ -293,7 +293,7 @@ def test_score_takes_votes_golds_and_no_label():
 
 
 def test_ring_direction_with_three_agents():
-    """previous (the paper's text): A <- C, B <- A, C <- B. next (the seed's code,
+    """previous (the paper's text): A <- C, B <- A, C <- B. next (the published Co-RL code,
     ``teacher = self.peers[0]`` with peers teacher-first): A <- B, B <- C, C <- A."""
     assert RING_DIRECTIONS == ("previous", "next")
     assert teacher_indices("ring", 3) == teacher_indices("ring", 3, "previous") == ((2,), (0,), (1,))
@@ -347,8 +347,8 @@ def _seed_majority_vote(answers, threshold):
                                      ["A", "B", "C", "D"], [None, "B", "B", "A"], ["D", "C", "B", "A", "A"]])
 @pytest.mark.parametrize("threshold", [0.0, 0.4, 0.5, 0.6])
 def test_first_and_parsed_are_the_seeds_vote(answers, threshold):
-    """``tie=first, share_of=parsed`` equals the seed's Counter-based vote, label and share,
-    on plain letters (which the seed's string hashing and our classes agree on)."""
+    """``tie=first, share_of=parsed`` equals the published Co-RL code's Counter-based vote, label and share,
+    on plain letters (which the published Co-RL code's string hashing and our classes agree on)."""
     vote = majority_vote(answers, tie="first", min_share=threshold, share_of="parsed",
                          grader=LegacyGrader())
     assert (vote.label, vote.share) == _seed_majority_vote(answers, threshold)

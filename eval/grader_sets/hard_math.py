@@ -2,7 +2,7 @@
 
 ``bench/grader.py`` runs it beside its benchmark-gold sets. The pairs are the answer forms
 that math training data (MATH levels 3-5, competition sets, free-form golds) uses and
-that a grader aimed at multiple choice and single numbers gets wrong (issue 15):
+that a grader aimed at multiple choice and single numbers gets wrong:
 
 =================  ============================================================
 class              what varies

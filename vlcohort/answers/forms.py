@@ -5,8 +5,8 @@ counts as a number there.
 
 Pure string rules, no grader state: :mod:`vlcohort.answers.grading` calls them while
 building an answer's key (``_light`` and ``_math_key``), so the vote's classes merge these
-spellings without a symbolic call. Split out of ``grading.py`` (issue 15) to keep that
-module about deciding equivalence.
+spellings without a symbolic call. Kept apart from ``grading.py``, which is about deciding
+equivalence.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ Without options, free-form answers are compared in tiers, cheapest first:
    ``\\dfrac``, ``\\text{}``, degrees, thousands separators, trailing units, ``x = 3`` ->
    ``3``, ``0.50``/``.5``/``1/2`` -> ``0.5``); equal keys are equivalent. An uppercase
    letter form ("C. Pythagorean theorem") keys as its letter, so a letter gold works
-   without the option texts. Hard math forms meet here too (issue 15), so a vote merges
+   without the option texts. Hard math forms meet here too, so a vote merges
    them without a symbolic call: a list however joined (``x = 2 \\text{ or } x = 5``,
    ``1; -2``, ``4 and 9``, one ``\\pm``) is one set (key ``2, 5``: a two-number list
    keeps its space, since a tight ``2,5`` may also be the decimal 2.5); values of distinct named

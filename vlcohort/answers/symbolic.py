@@ -16,7 +16,7 @@ main thread a CPU-time timer (``setitimer(ITIMER_PROF)``, sub-second, restored
 afterwards; CPU time so that a verdict does not depend on machine load) aborts the call; in
 any other thread no signal can be used, so the limit there rests on an input screen that
 refuses what is known to make sympy slow (long inputs, deep nesting, power towers, huge
-exponents or factorials). Where the limit works the screen is looser (issue 15): a slow
+exponents or factorials). Where the limit works the screen is looser: a slow
 but bounded input (``\\frac{3^{1008}-1}{3^{1009}}``) is decided within the limit instead
 of refused, and only what one uninterruptible C call could spend minutes on (towers,
 exponents that multiply, 6-digit exponents) is still refused. A refused or timed-out

@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 #: ``abstain``: no label on a tie (default). ``first``: the tied class seen first in
-#: sample order, as the published code's ``Counter.most_common`` does (DrStranded/Co-RL,
+#: sample order, as the published Co-RL code's ``Counter.most_common`` does (DrStranded/Co-RL,
 #: ``co_label_utils._majority_vote``). ``canonical``: the smallest label, the same on
 #: every rank whatever the order in which samples were gathered.
 TIE_RULES = ("abstain", "first", "canonical")
@@ -76,7 +76,7 @@ TIE_RULES = ("abstain", "first", "canonical")
 TOPOLOGIES = ("ring", "self", "all_peers")
 
 #: Ring direction (``reward.ring``). ``previous``: agent n is taught by agent n-1, as the
-#: Co-RL paper's text has it (default). ``next``: by agent n+1, as the seed's code does
+#: Co-RL paper's text has it (default). ``next``: by agent n+1, as the published Co-RL code does
 #: (DrStranded/Co-RL ``co_rl_trainer.py``: ``teacher = self.peers[0]``, peers listed
 #: teacher-first, so A <- B, B <- C, C <- A).
 RING_DIRECTIONS = ("previous", "next")
@@ -84,7 +84,7 @@ RING_DIRECTIONS = ("previous", "next")
 #: What ``min_share`` (and ``Vote.share``) divides the winner's count by
 #: (``reward.min_share_of``). ``all``: every sample, unparsed ones included (default), so a
 #: vote most samples could not even answer does not teach. ``parsed``: the samples with an
-#: answer key, as the published code's ``top_count / len(valid)``.
+#: answer key, as the published Co-RL code's ``top_count / len(valid)``.
 SHARE_BASES = ("all", "parsed")
 
 _CORRECTED = CorrectedGrader()
@@ -136,7 +136,7 @@ def majority_vote(
     abstains unless the winner holds at least that share of *all* samples
     (``share_of="all"``) or of the parsed ones (``"parsed"``, :data:`SHARE_BASES`): a gate
     that keeps weak majorities from teaching. ``grader`` defaults to the corrected grader;
-    the legacy grader hashes its keys without merging, as the published code did. Classes
+    the legacy grader hashes its keys without merging, as the published Co-RL code did. Classes
     are seeded as the module docstring says, so they do not depend on sample order.
 
     >>> majority_vote(["4", "4.0", "x = 4", "5", None, None, None, None], min_share=0.5).reason
@@ -190,9 +190,9 @@ def in_winning_class(answer: str | None, vote: Vote | None, options: Sequence[st
     answers under a merging grader). For the vote's own samples this is exactly their
     assignment, so a sample is rewarded iff it was counted for the winner.
 
-    The legacy grader (which never merges) keeps the published code's rule, its own
+    The legacy grader (which never merges) keeps the published Co-RL code's rule, its own
     ``is_equivalent(answer, label)`` (math-verify), since reproducing results published
-    with it is its purpose: there, as in the published code, a vote and a reward may
+    with it is its purpose: there, as in the published Co-RL code, a vote and a reward may
     disagree.
 
     >>> v = majority_vote(["0.5", "1/2", "0.5", "3"])

@@ -331,7 +331,7 @@ def open_dataset(path: str, *, source: str = "file", split: str = "train",
 
 def _jsonl_dataset(path: Path, bad_lines: list[tuple[int, str]] | None):
     """A JSONL file as a dataset, a line that is not one JSON object skipped and recorded
-    in ``bad_lines`` as ``(line number, why)`` (DESIGN rule 8: one bad record never costs
+    in ``bad_lines`` as ``(line number, why)`` (docs/design.md, rule 8: one bad record never costs
     the file). ``datasets``' own JSON reader refuses the whole file for one bad line."""
     import datasets
 

@@ -1,7 +1,7 @@
 """Metrics: one JSON line per step in ``metrics.jsonl``, mirrored to the trackers the config
-asks for (TensorBoard, Weights & Biases: ``monitoring/trackers.py``), plots.
+asks for (TensorBoard, Weights & Biases: ``vlcohort/monitoring/trackers.py``), plots.
 
-Keys are namespaced (DESIGN.md rule 7): ``agent/<name>/...``, ``cohort/...``,
+Keys are namespaced (docs/design.md, rule 7): ``agent/<name>/...``, ``cohort/...``,
 ``timing/...``. Their meanings are listed in :data:`METRIC_DOCS` (and the README).
 """
 
@@ -115,7 +115,7 @@ METRIC_DOCS: dict[str, str] = {
     "timing/step": "seconds for the whole step",
 }
 
-#: Self-play (``method: self_play``, ``vlcohort/selfplay.py``): one line per step, of either
+#: Self-play (``method: self_play``, ``vlcohort/recipes/selfplay.py``): one line per step, of either
 #: phase; the training role also logs its ``agent/<a>/...`` update metrics.
 METRIC_DOCS.update({
     "selfplay/phase": "0 on a challenger step (only the challenger trains), 1 on a solver step",

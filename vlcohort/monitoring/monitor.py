@@ -1,7 +1,9 @@
 """Collapse and divergence detection: a per-agent watch over the training dynamics.
 
 Label-free RL fails in a few recognisable ways long before held-out accuracy says so
-(FINDINGS: ungated peer votes drift to one constant answer within 40-125 steps). The
+(measured on a tiny VLM and the synthetic shape tasks: with ungated peer votes and no KL
+anchor both agents agreed on one constant answer within 40-125 RL steps, reward ~1 at
+accuracy ~0.25 over four options). The
 monitor reads each step's metrics record and, per agent, watches three signals:
 
 ``reward_collapse``

@@ -17,7 +17,8 @@ config with ``method: self_play`` (``configs/self_play_tiny.yaml``).
 
 Shapes: B challenger prompts per step, G completions per prompt (``rollout.*``), N = B x G
 questions, Q of them valid, K anchors in a solver step, m solver samples per question, S
-prompts the solver trains on. (V and A keep DESIGN's meanings, vocabulary and agents.)
+prompts the solver trains on. (V and A keep their meanings of docs/design.md, rule 5:
+vocabulary and agents.)
 
 What is faithful (checked against R-Zero's released code, Chengsong-Huang/R-Zero):
 - the challenger's output format (``<question>...</question>`` then ``\\boxed{answer}``)

@@ -2,8 +2,8 @@
 how it is built (LoRA, DeepSpeed ZeRO in an agent group, the device). Its update from a
 step's rollouts and advantages is ``update.py``.
 
-Agents share no parameters, optimizer state or gradients (DESIGN.md): only extracted
-answers cross between them, in ``recipes/step.py``.
+Agents share no parameters, optimizer state or gradients (``docs/design.md``): only
+extracted answers cross between them, in ``vlcohort/recipes/step.py``.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def reference_model(adapter: Adapter, policy, weights_from: str | None, device: 
     A fresh run copies the policy as it was just loaded from that path (no second load);
     a resumed run's policy holds the checkpoint's trained weights, so the reference is
     loaded from the path again (a copy of the resumed policy would silently move the KL
-    anchor to the last checkpoint: issue 14, bug 2). A LoRA agent needs none: its
+    anchor to the last checkpoint). A LoRA agent needs none: its
     reference is the base model with the adapters disabled (``reference_context``), and
     the base weights, loaded from the path, never train.
     """

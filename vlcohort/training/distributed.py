@@ -211,7 +211,7 @@ def set_cpu_threads(requested: int = 0) -> int:
     The thread count changes float reductions, hence sampled tokens a few steps in: a run
     that left it to the process inherited whatever an earlier run in the same process had
     set (``run.threads=1`` in a test, a warm-up worker), so two runs of one config differed
-    depending on what ran before them (issue 18: ``test_resume_is_exact`` failing only in
+    depending on what ran before them (``test_resume_is_exact`` passed alone and failed in
     the full suite). Setting it from the config every time makes a run depend on its
     config and the machine only."""
     n = cpu_threads(requested)

@@ -24,7 +24,7 @@ The family knowledge it needs comes from the adapter's hooks (``vlcohort.process
 ``suppressed_token_ids`` (placeholders generation never samples) and the default chunk
 ``options.logprob_chunk_tokens``.
 
-Dimension letters (DESIGN.md): N sequences (B prompts x G rollouts), L tokens per sequence
+Dimension letters (docs/design.md, rule 5): N sequences (B prompts x G rollouts), L tokens per sequence
 (L = P + T: P prompt tokens, left-padded, then T completion tokens, right-padded), V
 vocabulary, H hidden size.
 """
