@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from vlcohort.config import Config
-from vlcohort.config_checks import agent_reward_source
+from vlcohort.config import Config, agent_reward_source
 from vlcohort.data.problems import Problem
 from vlcohort.seeds import EVAL_SEED_OFFSET
 from vlcohort.training.rewards import answer_kind

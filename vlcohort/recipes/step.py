@@ -31,8 +31,7 @@ import numpy as np
 import torch
 
 from vlcohort.answers.grading import Grader
-from vlcohort.config import Config
-from vlcohort.config_checks import agent_reward_source
+from vlcohort.config import Config, agent_reward_source
 from vlcohort.data.problems import Problem
 from vlcohort.data.stream import ProblemStream
 from vlcohort.data.views import view_of
