@@ -407,12 +407,6 @@ def _unshare_prefix() -> list[str]:
 _quarantined: set[int] = set()  # uids whose processes outlived their run: never reused
 
 
-def uid_range() -> range:
-    """The uids sandboxed programs run as (as root), shared by all host processes and
-    allocated by lock: see :func:`take_uid`."""
-    return UID_RANGE
-
-
 def _private_dir(path: str) -> bool:
     """Make ``path`` a folder only we can enter; False where it is someone else's."""
     try:
