@@ -74,7 +74,7 @@ def test_docs_list_every_metric_and_method():
 
 # ----------------------------------------------------------------------------- lint waivers
 
-#: A ``noqa`` comment that names its rules and says why: ``# noqa: E402 - sys.path is set first``.
+#: A noqa comment that names its rules and says why after them ("noqa: E402 - sys.path is set first").
 NOQA_WITH_REASON = re.compile(r"#\s*noqa: [A-Z]+[0-9]+(?:, ?[A-Z]+[0-9]+)* +- +\S")
 
 
