@@ -93,9 +93,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
+import torch  # noqa: E402 - sys.path is set above
 
-from bench.step import SelfVoteReward, VlcohortSide, drive, grpo_args, med, require_trl  # noqa: E402
+from bench.step import (  # noqa: E402 - sys.path is set above
+    SelfVoteReward,
+    VlcohortSide,
+    drive,
+    grpo_args,
+    med,
+    require_trl,
+)
 
 SPEC = "gguf:smollm2-135m-instruct"
 B, G, NEW_TOKENS = 2, 4, 48

@@ -56,8 +56,8 @@ What is not the same work (the ratio carries it)
 How to read the output
 ----------------------
 One line per step with both sides' times (``*``: warm-up, left out), then per side the
-medians over steps ``warmup+1 .. N`` (by default 3-20; ``--steps 8`` gives FINDINGS.md's
-window 3-8, where vlcohort may update on only 4 steps): vlcohort over all
+medians over steps ``warmup+1 .. N`` (by default 3-20; ``--steps 8`` gives the window
+3-8, where vlcohort may update on only 4 steps): vlcohort over all
 steps and over the steps where it updated, TRL over all steps. ``outside_model_share`` is
 vlcohort's ``timing/grading / timing/step`` (extract + grade + vote + reward + advantage;
 target < 0.05). The last line is ``step_time_ratio_vs_trl=<x>``: vlcohort's median step
@@ -91,7 +91,7 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import torch  # noqa: E402
+import torch  # noqa: E402 - after the environment switches set above
 
 SPEC = "tiny:qwen2_5_vl"
 B, G, NEW_TOKENS = 4, 4, 32
