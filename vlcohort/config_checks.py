@@ -566,7 +566,9 @@ def check_self_play(sp: SelfPlayConfig) -> None:
 def _check_answer_kind_fits(cfg: Config) -> None:
     """Code answers need prompts that carry public inputs (``meta["code_public"]``): the
     synthetic tasks carry none, and the self-play recipe extracts math answers of its own."""
-    if cfg.reward.answer_kind != "code":
+    from vlcohort.training.rewards import answer_kind
+
+    if not answer_kind(cfg.reward.answer_kind).runs_programs:
         return
     if cfg.method in RECIPE_METHODS:
         raise ConfigError(f"reward.answer_kind=code with method={cfg.method}: the self-play "
@@ -670,11 +672,6 @@ def _check_sampling_fits(cfg: Config) -> None:
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def agent_reward_source(cfg: Config, i: int) -> str:
-    """Agent ``i``'s reward source: ``agents.i.reward_source``, else ``reward.source``."""
-    return cfg.agents[i].reward_source or cfg.reward.source
 
 
 def self_play_roles(cfg: Config) -> tuple[int, int]:

@@ -35,7 +35,7 @@ docstrings of `vlcohort/config.py` by `python -m vlcohort.docs_pages --write` (t
 text `vlcohort config --fields` prints); `tests/test_docs.py` fails when this page is stale.
 
 Set a key in a YAML recipe or as an override: `vlcohort train configs/demo.yaml
-run.steps=5 --set agents.1.path=tiny:gemma3`. `agents.N.*` is the N-th agent (0-based).
+run.steps=5 agents.1.lr=2e-6`. `agents.N.*` is the N-th agent (0-based).
 How the options work together: [training.md](training.md).
 """
 
