@@ -185,9 +185,6 @@ def train_gemma_bpe(special_tokens: list[str], named: dict | None = None, vocab_
     return tokenizer
 
 
-_train_gemma_bpe = train_gemma_bpe  # the name before the builders moved to their families
-
-
 def _add_newline_runs(vocab: dict[str, int], merges: list[tuple[str, str]]) -> None:
     """Give a Gemma vocabulary the tokens "\\n" .. "\\n\\n\\n\\n", in place, as the real one
     has: vLLM's Gemma-3 code looks them up by text (``vocab["\\n\\n"]``, to re-tokenise the

@@ -505,7 +505,7 @@ def _endless(conn, server, declared: int | None, total: int = 300 * 2**20) -> No
 def test_a_huge_reply_is_refused_and_memory_stays_bounded(raw_server, tmp_path):
     """300 MB bodies, with and without a Content-Length: the request fails with one line
     at the cap and the client reads little more than the cap. Measured in a fresh
-    process (its peak RSS is its own): the old client held the whole body."""
+    process (its peak RSS is its own): a client that kept the whole body would hold 300 MB."""
     declared = raw_server(lambda c, r, s: _endless(c, s, 300 * 2**20 + 50))
     undeclared = raw_server(lambda c, r, s: _endless(c, s, None))
     script = ("import resource, sys\n"

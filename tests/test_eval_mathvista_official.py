@@ -177,7 +177,7 @@ def test_bare_letter_without_judge_uses_our_extraction():
 
 
 def test_no_extraction_is_wrong_not_the_nearest_option():
-    # the shortest option is the gold: the old nearest-to-"" rule credited silence
+    # the shortest option is the gold: a nearest-to-"" rule would credit silence
     p = _mc(["1", "22", "333"], "1")
     v = verdict(p, "I cannot tell from the picture.", None, {}, False)
     assert v == {"official_prediction": None, "official_correct": False,

@@ -122,8 +122,8 @@ def test_nothing_of_the_host_outside_the_view_is_there():
 
 
 def test_a_world_writable_unix_socket_on_the_host_is_unreachable():
-    """A listening socket, mode 0777, in host folders the old sandbox left visible (/srv,
-    /opt, the project): connecting from inside fails, the listener sees nothing."""
+    """A listening socket, mode 0777, in host folders (/srv, /opt, the project):
+    connecting from inside fails, the listener sees nothing."""
     folders = [d for d in ("/srv", "/opt", str(PROJECT)) if os.access(d, os.W_OK)]
     servers, paths = [], []
     try:

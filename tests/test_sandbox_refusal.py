@@ -1,8 +1,8 @@
 """Without bubblewrap code is never run, unless the user says so explicitly.
 
-``VLCOHORT_SANDBOX=unshare`` (the old switch), an unknown value, or no ``bwrap`` on the
-PATH: every run is refused (status ``sandbox_error``) with one line naming
-``apt-get install -y bubblewrap``. ``VLCOHORT_SANDBOX=unshare-unsafe`` runs through
+``VLCOHORT_SANDBOX=unshare`` (not a mode: the unsafe one is ``unshare-unsafe``), an unknown
+value, or no ``bwrap`` on the PATH: every run is refused (status ``sandbox_error``) with one
+line naming ``apt-get install -y bubblewrap``. ``VLCOHORT_SANDBOX=unshare-unsafe`` runs through
 util-linux unshare, and every result says ``sandbox="unshare-UNSAFE"``. These tests
 need no working bubblewrap, so they run (and matter most) where it is missing.
 """
