@@ -59,7 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "tokens; 0: no limit")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--scorer", default="vlcohort", choices=["vlcohort", "official"])
+    p.add_argument("--scorer", default="vlcohort", choices=["vlcohort", "official"],
+                   help="whose verdicts the summary counts, and items.jsonl's `correct` holds: "
+                        "this project's grader (kept in `grader_correct` too) or the benchmark's "
+                        "official rules where it has them")
     p.add_argument("--responses", type=Path, help="score: JSONL with id and response per line")
     p.add_argument("--json", action="store_true", help="score: print the summary as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
