@@ -170,7 +170,7 @@ PAPER_RECIPES = [p for p in RECIPES if p.name.startswith(("corl_", "ttrl_", "gtr
 @pytest.mark.parametrize("path", PAPER_RECIPES, ids=lambda p: p.name)
 def test_paper_recipes_name_their_vote_rules_and_ring(path):
     """Issue 14: each paper recipe writes its vote rules and ring direction as keys, with a
-    comment saying whose rule it is (the seed's tie and share rules, the paper's ring)."""
+    comment saying whose rule it is (the published Co-RL code's tie and share rules, the paper's ring)."""
     lines = {line.split(":")[0].strip(): line for line in path.read_text().splitlines()
              if line.startswith("  ") and not line.startswith("    ")}
     for key in ("ring", "tie", "min_share", "min_share_of"):

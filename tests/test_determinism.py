@@ -1,4 +1,4 @@
-"""What made the suite non-deterministic (issue 18), each found at its cause and fixed in
+"""What made the suite non-deterministic, each found at its cause and fixed in
 the product; and the kill test: random SIGKILLs during checkpointing, then resume.
 
 - A run's result depended on the torch thread count an earlier run in the same process

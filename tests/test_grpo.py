@@ -294,7 +294,6 @@ def test_batch_norm_divides_by_the_mean_weight_of_the_tokens_in_the_loss():
 
 
 def test_geo_mean_level_is_the_geometric_mean_not_the_product():
-    # (this was level "sequence" before issue 14)
     # seq 0: log-ratios [ln 2, ln 8] -> mean ln 4 -> w = 4 on both tokens (product: 16)
     # seq 1: [ln 0.5, ln 2, pad] -> mean 0 -> w = 1 on its two tokens, 0 on padding
     roll = torch.tensor([[-1.0, -1.0, -1.0], [-2.0, -2.0, -2.0]])
@@ -324,7 +323,7 @@ def test_sequence_level_is_the_product_of_the_token_ratios():
 
 
 def test_sequence_level_keeps_a_small_per_token_bias_that_the_geometric_mean_hides():
-    # issue 14: -0.01 per token over 100 tokens: product exp(-1) = 0.367879,
+    # -0.01 per token over 100 tokens: product exp(-1) = 0.367879,
     # geometric mean exp(-0.01) = 0.990050
     roll = torch.full((1, 100), -1.0)
     old = roll - 0.01
@@ -474,13 +473,12 @@ def _grad_of_exact_kl(direction: str) -> torch.Tensor:
 
 
 def test_k1_as_a_loss_term_has_no_kl_gradient_on_policy():
-    # issue 14, bug 1: E[grad k1] = E[grad log pi] = grad sum pi = 0, while the KL's is not
+    # E[grad k1] = E[grad log pi] = grad sum pi = 0, while the KL's is not
     close(_expected_grad_of_estimator("k1"), torch.zeros(6), tol=1e-12)
     assert _grad_of_exact_kl("pi||ref").abs().max() > 0.1
 
 
 def test_k2_gives_the_gradient_of_kl_policy_to_ref():
-    # fails before issue 14: there was no k2
     expected = _grad_of_exact_kl("pi||ref")
     close(_expected_grad_of_estimator("k2"), expected, tol=1e-12)
 

@@ -97,9 +97,9 @@ def test_two_agent_peer_vote_runs_and_logs_every_metric(tmp_path):
     recs = read_metrics(run / "metrics.jsonl")
     assert len(recs) == 2
     for name in ("A", "B"):
+        labelled = recs[0].get(f"agent/{name}/pseudo_label/acc") is not None
         for key in ("reward/mean", "reward/std", "teacher_abstain", "parse_rate",
-                    "completion_len", "pseudo_label/acc" if recs[0].get(f"agent/{name}/pseudo_label/acc") is not None else "acc",
-                    "lr"):
+                    "completion_len", "pseudo_label/acc" if labelled else "acc", "lr"):
             assert f"agent/{name}/{key}" in recs[0], key
     assert "cohort/agreement" in recs[0] and "timing/rollout" in recs[0]
     from vlcohort.monitoring.metrics import documented

@@ -132,17 +132,18 @@ def test_is_weights_on_vllm_log_probs_are_the_definition(tmp_path, vllm_device):
     for i, c in enumerate(rollouts.completions):
         mask[i, : len(c)] = True
     cap = 1.002
-    weights, stats = grpo.importance_weights(policy, rollouts.logprobs, mask, level="token",
-                                             mode="truncate", cap=cap)
+    is_w = grpo.importance_weights(policy, rollouts.logprobs, mask, level="token",
+                                   mode="truncate", cap=cap)
+    weights, stats = is_w.weights, is_w.stats
     ratio = torch.exp(policy - rollouts.logprobs)
     assert torch.allclose(weights[mask], ratio[mask].clamp(max=cap), rtol=0, atol=1e-6)
     assert (weights[~mask] == 0).all()
     lr = (policy - rollouts.logprobs)[mask]
-    assert stats["is_weight/mean"] == pytest.approx(float(ratio[mask].mean()), rel=1e-5)
-    assert stats["rollout_k3"] == pytest.approx(float((lr.exp() - lr - 1).mean()), rel=1e-4)
-    assert stats["is_weight/frac_truncated"] == pytest.approx(float((ratio[mask] > cap).float().mean()))
-    assert 0 < stats["is_weight/frac_truncated"] < 1, "weak test: no token (or every token) truncated"
-    assert not math.isclose(stats["rollout_k3"], 0.0, abs_tol=1e-7), "no bf16 mismatch: weak test"
+    assert stats["is/mean"] == pytest.approx(float(ratio[mask].mean()), rel=1e-5)
+    assert stats["is/rollout_k3"] == pytest.approx(float((lr.exp() - lr - 1).mean()), rel=1e-4)
+    assert stats["is/frac_truncated"] == pytest.approx(float((ratio[mask] > cap).float().mean()))
+    assert 0 < stats["is/frac_truncated"] < 1, "weak test: no token (or every token) truncated"
+    assert not math.isclose(stats["is/rollout_k3"], 0.0, abs_tol=1e-7), "no bf16 mismatch: weak test"
     print(json.dumps({"bf16_vs_fp32": {k: round(v, 8) for k, v in stats.items()},
                       "mean_abs_logprob_gap": float(lr.abs().mean()),
                       "max_abs_logprob_gap": float(lr.abs().max())}))

@@ -163,7 +163,7 @@ def test_policy_loss_variants_and_is_options_train(overrides):
     assert stats["grad_norm"] > 0 and stats["skipped_updates"] == 0
 
 
-# ---------------------------------------------------------------- issue 14 (update loop)
+# ------------------------------------------------------------------------- the update loop
 
 
 def test_resumed_reference_is_the_run_starting_weights(tmp_path):

@@ -308,17 +308,17 @@ class RewardConfig:
     """peer_vote teachers: ring (agent a taught by a-1, or a+1: reward.ring) | all_peers."""
     ring: str = "previous"
     """Ring direction: previous (agent n taught by agent n-1, the Co-RL paper's text) |
-    next (by agent n+1, the seed's code: A <- B, B <- C, C <- A). Same pairs for 2 agents."""
+    next (by agent n+1, the published Co-RL code: A <- B, B <- C, C <- A). Same pairs for 2 agents."""
     grader: str = "corrected"
     """corrected (multiple-choice aware, the default) | legacy (plain math grader)."""
     tie: str = "abstain"
-    """Vote tie rule: abstain | first (the tied class seen first, the seed's
+    """Vote tie rule: abstain | first (the tied class seen first, the published Co-RL code's
     Counter.most_common) | canonical (smallest canonical key)."""
     min_share: float = 0.0
     """A vote counts only when its winner holds at least this share of the G samples."""
     min_share_of: str = "all"
     """What min_share divides by: all (every sample, unparsed ones included) | parsed (the
-    samples with an answer, as the seed's top_count / len(valid))."""
+    samples with an answer, as the published Co-RL code's top_count / len(valid))."""
     overlong_buffer: int = 0
     """DAPO's soft overlong penalty (arXiv 2503.14476, eq. 13): L_cache tokens before
     rollout.max_new_tokens over which the penalty grows linearly from 0 to

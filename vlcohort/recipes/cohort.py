@@ -11,24 +11,24 @@ top to bottom.
              checkpoint cadence, Ctrl-C), with the collapse / divergence monitor watching
     cleanup  final checkpoint, plots, summary of skipped records and where results are
 
-Departures from the paper's published code, on purpose:
+Departures from the published Co-RL code, on purpose:
 - one launch drives every agent: one process, or W ranks in A agent groups that swap
   extracted answers by a collective (``training/distributed.py``; no JSON label files
   between jobs);
 - the vote clusters answers by the grader's equivalence classes, so "C" and "C. 45°" are
-  one vote (the published code hashed normalised strings);
+  one vote (the published Co-RL code hashed normalised strings);
 - a rollout is rewarded iff its answer is in the teacher's winning class, by the rule the
-  vote counted with (``voting.in_winning_class``); the published code rewarded
+  vote counted with (``voting.in_winning_class``); the published Co-RL code rewarded
   ``grade_answer(answer, label)``, which can reward answers the vote counted for a losing
   class. ``reward.grader=legacy`` keeps the published rule;
 - the ring runs the paper's way, agent n taught by agent n-1 (``reward.ring=previous``);
-  the published code teaches agent n by agent n+1 (``teacher = self.peers[0]``: A <- B,
+  the published Co-RL code teaches agent n by agent n+1 (``teacher = self.peers[0]``: A <- B,
   B <- C, C <- A), ``reward.ring=next``. Two agents teach each other either way;
-- a tied vote abstains (``reward.tie=abstain``); the published code takes the tied answer
+- a tied vote abstains (``reward.tie=abstain``); the published Co-RL code takes the tied answer
   seen first (``Counter.most_common``), ``reward.tie=first``, which the paper's recipes in
   ``configs/`` set;
 - ``reward.min_share`` divides by all G samples, unparsed ones included
-  (``reward.min_share_of=all``); the published code divides by the parsed answers
+  (``reward.min_share_of=all``); the published Co-RL code divides by the parsed answers
   (``top_count / len(valid)``), ``reward.min_share_of=parsed``, which the paper's recipes
   set (their gate is off, min_share 0, so both read the same there);
 - rollout log-probs feed a token-level importance-sampling correction (Co-RL used none).

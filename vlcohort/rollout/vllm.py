@@ -568,7 +568,7 @@ def _ensure_torch_distributed_env() -> None:
     import torch.distributed as dist
 
     if dist.is_initialized():
-        # agent groups (vlcohort/distributed.py): the default process group is this rank's
+        # agent groups (vlcohort/training/distributed.py): the default process group is this rank's
         # agent group, and vLLM's external launcher must see that group as its world, so
         # RANK / WORLD_SIZE describe the group (the launch's own values are kept in
         # VLCOHORT_LAUNCH_RANK / VLCOHORT_LAUNCH_WORLD_SIZE)

@@ -207,7 +207,7 @@ def code_tests_of(problem: Problem, fld: str = "code_public"):
             "the CodeTests dict form), or use reward.answer_kind=math")
     try:
         return CodeTests.from_dict(d)
-    except Exception as e:  # noqa: BLE001 - any malformed dict: name the record and field
+    except Exception as e:  # any malformed dict: name the record and field
         raise CodeProblemError(f"problem {problem.id!r} (source {problem.source or '?'}): "
                                f"meta[{fld!r}] is not a CodeTests dict: {e}") from e
 
@@ -232,7 +232,7 @@ def _cannot_run(code: str, tests) -> bool:
         return False
     try:
         compile(code, "<completion>", "exec", dont_inherit=True)
-    except Exception:  # noqa: BLE001 - SyntaxError, ValueError (NUL bytes), deep nesting
+    except Exception:  # SyntaxError, ValueError (NUL bytes), deep nesting
         return True
     return False
 
