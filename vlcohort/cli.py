@@ -112,69 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 
         console.setup(getattr(args, "verbose", False))
     try:
-        if args.command in ("train", "config"):
-            config_path, overrides = _split_positional(args.config, args.overrides)
-            overrides = [*overrides, *args.sets]
-            if getattr(args, "resume", None):
-                from vlcohort.recipes.cohort import resume_config
-
-                cfg = resume_config(args.resume, overrides)
-            else:
-                base, overrides, base_line = train_base(config_path, overrides)
-                cfg = load_config(base, overrides)
-                if not getattr(args, "fields", False):
-                    print(base_line)
-            if args.command == "config":
-                if args.fields:
-                    for key, default, doc in field_docs():
-                        print(f"{key} = {default}\n    {doc}")
-                else:
-                    print(resolved_text(cfg))
-                return 0
-            return train(cfg, resume=args.resume, overwrite=args.overwrite,
-                         config_file=config_path)
-        if args.command == "simulate":
-            from vlcohort.analysis.simulate import run
-
-            return run(args)
-        if args.command == "eval":
-            from vlcohort.eval.cli import run as eval_run
-
-            return eval_run(args)
-        if args.command == "diversity":
-            from vlcohort.analysis.diversity import run as diversity_run
-            from vlcohort.run_folder import file_in_the_way
-
-            if (blocker := file_in_the_way(args.out)) is not None:
-                print(f"error: --out {args.out}: {blocker} is a file, not a folder; give a "
-                      "folder path for the report", file=sys.stderr)
-                return 2
-
-            return diversity_run(args)
-        if args.command == "plot":
-            from vlcohort.analysis.plots import PlotError, PlotOutError, plot_runs
-
-            try:
-                print(f"plot: {plot_runs(args.runs, args.out)}")
-            except PlotError as e:
-                print(f"error: {e}", file=sys.stderr)
-                return 2 if isinstance(e, PlotOutError) else 1
-            return 0
-        if args.command == "export":
-            from vlcohort.export import run as export_run
-
-            return export_run(args)
-        if args.command == "tiny":
-            from vlcohort.processors.tiny import TINY_MODELS, tiny_model_path
-
-            unknown = [n for n in args.names if n.removeprefix("tiny:") not in TINY_MODELS]
-            if unknown:
-                print(f"error: tiny model {unknown[0]!r}: no such name; known: "
-                      f"{', '.join(TINY_MODELS)} (or no name: all of them)", file=sys.stderr)
-                return 2
-            for name in [n.removeprefix("tiny:") for n in args.names] or list(TINY_MODELS):
-                print(f"tiny:{name}\t{tiny_model_path('tiny:' + name)}")
-            return 0
+        return COMMANDS[args.command](args)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
@@ -184,7 +122,89 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as e:  # a run that cannot go on: a message for people
         print(f"error: {e}", file=sys.stderr)
         return 1
-    return 1
+
+
+def _train_or_config(args) -> int:
+    """``vlcohort train`` and ``vlcohort config``: the resolved config from a recipe (or a
+    run to resume) and overrides; ``config`` prints it (or the field docs), ``train`` runs it."""
+    config_path, overrides = _split_positional(args.config, args.overrides)
+    overrides = [*overrides, *args.sets]
+    if getattr(args, "resume", None):
+        from vlcohort.recipes.cohort import resume_config
+
+        cfg = resume_config(args.resume, overrides)
+    else:
+        base, overrides, base_line = train_base(config_path, overrides)
+        cfg = load_config(base, overrides)
+        if not getattr(args, "fields", False):
+            print(base_line)
+    if args.command == "config":
+        if args.fields:
+            for key, default, doc in field_docs():
+                print(f"{key} = {default}\n    {doc}")
+        else:
+            print(resolved_text(cfg))
+        return 0
+    return train(cfg, resume=args.resume, overwrite=args.overwrite, config_file=config_path)
+
+
+def _simulate(args) -> int:
+    from vlcohort.analysis.simulate import run
+
+    return run(args)
+
+
+def _eval(args) -> int:
+    from vlcohort.eval.cli import run as eval_run
+
+    return eval_run(args)
+
+
+def _diversity(args) -> int:
+    from vlcohort.analysis.diversity import run as diversity_run
+    from vlcohort.run_folder import file_in_the_way
+
+    if (blocker := file_in_the_way(args.out)) is not None:
+        print(f"error: --out {args.out}: {blocker} is a file, not a folder; give a "
+              "folder path for the report", file=sys.stderr)
+        return 2
+    return diversity_run(args)
+
+
+def _plot(args) -> int:
+    from vlcohort.analysis.plots import PlotError, PlotOutError, plot_runs
+
+    try:
+        print(f"plot: {plot_runs(args.runs, args.out)}")
+    except PlotError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, PlotOutError) else 1
+    return 0
+
+
+def _export(args) -> int:
+    from vlcohort.export import run as export_run
+
+    return export_run(args)
+
+
+def _tiny(args) -> int:
+    from vlcohort.processors.tiny import TINY_MODELS, tiny_model_path
+
+    unknown = [n for n in args.names if n.removeprefix("tiny:") not in TINY_MODELS]
+    if unknown:
+        print(f"error: tiny model {unknown[0]!r}: no such name; known: "
+              f"{', '.join(TINY_MODELS)} (or no name: all of them)", file=sys.stderr)
+        return 2
+    for name in [n.removeprefix("tiny:") for n in args.names] or list(TINY_MODELS):
+        print(f"tiny:{name}\t{tiny_model_path('tiny:' + name)}")
+    return 0
+
+
+#: Each command's handler: parsed arguments -> exit code.
+COMMANDS = {"train": _train_or_config, "config": _train_or_config, "simulate": _simulate,
+            "eval": _eval, "diversity": _diversity, "plot": _plot, "export": _export,
+            "tiny": _tiny}
 
 
 def train(cfg: Config, resume: str | None = None, overwrite: bool = False,
