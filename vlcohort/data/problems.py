@@ -531,13 +531,52 @@ def load_problems_from(path: str, *, source: str = "file", preset: str = "generi
     """
     if preset not in PRESETS:
         raise DataError(f"data.preset: {preset!r} is not one of: {', '.join(PRESETS)}")
-    cols = columns or PRESETS[preset]
     bad_lines: list[tuple[int, str]] = []
     ds, base = open_dataset(path, source=source, split=split, bad_lines=bad_lines)
     names = set(ds.column_names)
+    where_text = f"{path}" + (f" [{split}]" if source == "hub" or (base is not None and Path(path).is_dir()) else "")
+    cols = checked_columns(columns or PRESETS[preset], names, extra_columns, where_text)
+    ds, filtered = keep_where(ds, where or {}, where_text)
+    if limit and limit < len(ds):
+        ds = ds.select(range(limit))
+    report = LoadReport(source=where_text, filtered=filtered)
+    for lineno, why in bad_lines:
+        report.rows += 1
+        report.skip("malformed_line", lineno, "*", why, unit="line")
+    reading = RecordReading(cols=cols, names=frozenset(names), base=base,
+                            name=Path(path).stem if source == "file" else path,
+                            require_answer=require_answer, require_code=tuple(require_code),
+                            extra_columns=tuple(extra_columns), max_image_pixels=max_image_pixels)
+    seen: set[str] = set()
+    problems: list[Problem] = []
+    for row, rec in enumerate(ds):
+        report.rows += 1
+        pid = rec.get(cols.id) if cols.id in names else None
+        pid = f"{reading.name}:{row}" if _is_blank(pid) else str(pid).strip()
+        q = rec.get(cols.question)
+        if _is_blank(q):
+            report.skip("empty_question", row, cols.question, f"problem {pid!r}: empty question")
+            continue
+        if pid in seen:
+            report.skip("duplicate_id", row, cols.id, f"id {pid!r} seen before (first kept)")
+            continue
+        got = reading.problem(rec, row, pid, str(q).strip())
+        if isinstance(got, RecordSkip):
+            report.skip(got.reason, row, got.field, f"problem {pid!r}: {got.why}")
+            continue
+        seen.add(pid)
+        problems.append(got)
+    report.loaded = len(problems)
+    return problems, report
+
+
+def checked_columns(cols: Columns, names: set[str], extra_columns: Sequence[str],
+                    where_text: str) -> Columns:
+    """The columns to read from a dataset with columns ``names``: a lone ``image`` column
+    stands in for ``images``; a missing question column or view column is a
+    :class:`DataError` naming the dataset, the key and the columns there are."""
     if cols.images not in names and cols.images == "images" and "image" in names:
         cols = replace(cols, images="image")  # one image per record, as many files name it
-    where_text = f"{path}" + (f" [{split}]" if source == "hub" or (base is not None and Path(path).is_dir()) else "")
     if cols.question not in names:
         raise DataError(f"data.columns.question: column {cols.question!r} is not in {where_text} "
                         f"(columns: {', '.join(sorted(names))}); set data.columns.question or "
@@ -546,76 +585,87 @@ def load_problems_from(path: str, *, source: str = "file", preset: str = "generi
         if key not in names:
             raise DataError(f"agents.*.view.column: column {key!r} is not in {where_text} "
                             f"(columns: {', '.join(sorted(names))})")
-    ds, filtered = keep_where(ds, where or {}, where_text)
-    if limit and limit < len(ds):
-        ds = ds.select(range(limit))
-    report = LoadReport(source=where_text, filtered=filtered)
-    for lineno, why in bad_lines:
-        report.rows += 1
-        report.skip("malformed_line", lineno, "*", why, unit="line")
-    name = Path(path).stem if source == "file" else path
-    seen: set[str] = set()
-    problems: list[Problem] = []
-    for row, rec in enumerate(ds):
-        report.rows += 1
-        pid = rec.get(cols.id) if cols.id in names else None
-        pid = f"{name}:{row}" if _is_blank(pid) else str(pid).strip()
-        q = rec.get(cols.question)
-        if _is_blank(q):
-            report.skip("empty_question", row, cols.question, f"problem {pid!r}: empty question")
-            continue
-        if pid in seen:
-            report.skip("duplicate_id", row, cols.id, f"id {pid!r} seen before (first kept)")
-            continue
+    return cols
+
+
+@dataclass(frozen=True)
+class RecordSkip:
+    """Why one record is skipped: the reason counted, the field named, the message."""
+
+    reason: str
+    field: str
+    why: str
+
+
+@dataclass(frozen=True)
+class RecordReading:
+    """How :func:`load_problems_from` turns one record into a :class:`Problem`: the columns,
+    the dataset's column names, the folder relative image paths resolve against (None: no
+    local folder), the source name, and what the run requires of a record."""
+
+    cols: Columns
+    names: frozenset[str]
+    base: Path | None
+    name: str
+    require_answer: bool = False
+    require_code: tuple[str, ...] = ()
+    extra_columns: tuple[str, ...] = ()
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+
+    def problem(self, rec: dict, row: int, pid: str, question: str) -> Problem | RecordSkip:
+        """Record ``rec`` (row ``row``, id ``pid``, non-empty ``question``) as a problem, or
+        the first reason it cannot be one: an image, the answer, the options, the code fields."""
+        cols, names = self.cols, self.names
         images = _images_of(rec.get(cols.images)) if cols.images in names else []
-        bad = None
         for i, src in enumerate(images):
-            bad = _check_image(src, base, max_image_pixels)
+            bad = _check_image(src, self.base, self.max_image_pixels)
             if bad:
-                report.skip(bad[0], row, f"{cols.images}[{i}]", f"problem {pid!r}: {bad[1]}")
-                break
-        if bad:
-            continue
-        raw_answer = rec.get(cols.answer) if cols.answer in names else None
-        if cols.answer_is_boxed:
-            gold = answer_from_boxed(raw_answer)
-        else:
-            gold = answer_from_solution(raw_answer) if cols.answer_is_solution else (
-                None if _is_blank(raw_answer) else str(raw_answer).strip())
-        if gold is None and require_answer:
-            report.skip("missing_answer", row, cols.answer,
-                        f"problem {pid!r}: no answer (the ground_truth reward needs one)")
-            continue
-        text, options = split_options(str(q).strip())
+                return RecordSkip(bad[0], f"{cols.images}[{i}]", bad[1])
+        gold = gold_of(rec.get(cols.answer) if cols.answer in names else None, cols)
+        if gold is None and self.require_answer:
+            return RecordSkip("missing_answer", cols.answer,
+                              "no answer (the ground_truth reward needs one)")
+        text, options = split_options(question)
         from_column = parse_options_field(rec.get(cols.options)) if cols.options in names else None
         if from_column:
             options = from_column  # the column wins; a block in the text was still removed
         if not text.strip():
-            text = str(q).strip()  # the question *was* its options: keep it as written
+            text = question  # the question *was* its options: keep it as written
         if options and len(options) > len(LETTERS):
-            report.skip("too_many_options", row, cols.options,
-                        f"problem {pid!r}: {len(options)} options, at most {len(LETTERS)}")
-            continue
+            return RecordSkip("too_many_options", cols.options,
+                              f"{len(options)} options, at most {len(LETTERS)}")
         meta: dict[str, Any] = {"row": row}
-        if require_code:
-            code, bad_code = _code_meta(rec, names)
-            if bad_code:
-                meta_key, fld, why = bad_code
-                report.skip("bad_" + meta_key, row, fld, f"problem {pid!r}: {why}")
-                continue
-            lacking = next((k for k in require_code if k not in code), None)
-            if lacking:
-                report.skip("missing_" + lacking, row, "/".join(CODE_FIELDS[lacking]),
-                            f"problem {pid!r}: no {' or '.join(CODE_FIELDS[lacking])} field "
-                            "(reward.answer_kind=code needs it)")
-                continue
+        if self.require_code:
+            code = self.code_meta(rec)
+            if isinstance(code, RecordSkip):
+                return code
             meta.update(code)
-        if base is not None:
-            meta["base_dir"] = str(base)
-        if extra_columns:
-            meta["columns"] = {k: rec.get(k) for k in extra_columns}
-        seen.add(pid)
-        problems.append(Problem(id=pid, text=text, images=images, options=options, gold=gold,
-                                source=name, meta=meta))
-    report.loaded = len(problems)
-    return problems, report
+        if self.base is not None:
+            meta["base_dir"] = str(self.base)
+        if self.extra_columns:
+            meta["columns"] = {k: rec.get(k) for k in self.extra_columns}
+        return Problem(id=pid, text=text, images=images, options=options, gold=gold,
+                       source=self.name, meta=meta)
+
+    def code_meta(self, rec: dict) -> dict[str, Any] | RecordSkip:
+        """The record's code fields (``reward.answer_kind=code``), or why it lacks one."""
+        code, bad_code = _code_meta(rec, self.names)
+        if bad_code:
+            meta_key, fld, why = bad_code
+            return RecordSkip("bad_" + meta_key, fld, why)
+        lacking = next((k for k in self.require_code if k not in code), None)
+        if lacking:
+            return RecordSkip("missing_" + lacking, "/".join(CODE_FIELDS[lacking]),
+                              f"no {' or '.join(CODE_FIELDS[lacking])} field "
+                              "(reward.answer_kind=code needs it)")
+        return code
+
+
+def gold_of(raw_answer: Any, cols: Columns) -> str | None:
+    """The gold answer of a record's answer cell: the last ``\\boxed{}`` of a boxed column,
+    the final answer of a worked solution, else the stripped text (None: blank)."""
+    if cols.answer_is_boxed:
+        return answer_from_boxed(raw_answer)
+    if cols.answer_is_solution:
+        return answer_from_solution(raw_answer)
+    return None if _is_blank(raw_answer) else str(raw_answer).strip()
