@@ -12,6 +12,7 @@ import ast
 import dataclasses
 import inspect
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -55,6 +56,24 @@ class StrictLoader(yaml.SafeLoader):
                 except TypeError:  # an unhashable key: the base class names that error
                     continue
         return super().construct_mapping(node, deep=deep)
+
+
+#: YAML 1.1's boolean words, which PyYAML reads as true / false. The loader reads them as
+#: text (YAML 1.2: only true / false are booleans), so a string setting keeps the word
+#: (``grpo.is_mode: off``, ``self_play.images: on``); a boolean setting still takes them.
+YAML11_BOOL_WORDS = {"yes": True, "on": True, "no": False, "off": False}
+
+StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+StrictLoader.add_implicit_resolver("tag:yaml.org,2002:bool",
+                                   re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def yaml11_bool(value: Any) -> bool | None:
+    """``value`` as a boolean when it is one of YAML 1.1's words (yes / no / on / off, any
+    case), else None."""
+    return YAML11_BOOL_WORDS.get(value.lower()) if isinstance(value, str) else None
 
 
 def load_strict(text: str) -> Any:
@@ -217,6 +236,9 @@ def _coerce_literal(allowed: tuple, value, key: str):
     for a in allowed:  # a YAML bool must be a bool choice, a string a string one
         if value == a and isinstance(value, bool) == isinstance(a, bool):
             return a
+    word = yaml11_bool(value)  # yes / no / on / off: a bool choice, unless a string one
+    if word is not None and word in [a for a in allowed if isinstance(a, bool)]:
+        return word
     raise ConfigError(f"{key}: {value!r} is not one of "
                       + ", ".join(str(a).lower() if isinstance(a, bool) else str(a)
                                   for a in allowed))
@@ -246,6 +268,8 @@ def _coerce_scalar(tp: type, value, key: str):
     if tp is bool:
         if isinstance(value, bool):
             return value
+        if (word := yaml11_bool(value)) is not None:
+            return word
         raise ConfigError(f"{key}: expected true or false, got {value!r}")
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
