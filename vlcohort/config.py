@@ -26,7 +26,7 @@ from typing import Literal
 import yaml
 
 from vlcohort import run_folder, typed_yaml
-from vlcohort.config_checks import deprecations, validate
+from vlcohort.config_checks import deprecations, pitfalls, validate
 from vlcohort.processors.base import AdapterOptions
 from vlcohort.typed_yaml import ConfigError, build, read_yaml_mapping, set_dotted, split_override
 
@@ -282,7 +282,9 @@ class RolloutConfig:
     temperature: float = 1.0
     """Sampling temperature (log-probs for the IS correction use the same temperature)."""
     top_p: float = 1.0
-    """Nucleus sampling mass; 1.0 samples from the whole distribution."""
+    """Nucleus sampling mass; 1.0 samples from the whole distribution. Below 1 the
+    recorded log-probs are the renormalised top-p distribution's, so with the IS correction
+    on every weight is <= 1 (a warning at load says so)."""
     dynamic_sampling: bool = False
     """DAPO's dynamic sampling (arXiv 2503.14476, sec. 3.2): an agent's groups whose G
     advantages are all zero are dropped from its update, and extra generation rounds (next
@@ -376,7 +378,9 @@ class GRPOConfig:
     gradient in the loss: only with kl_in_reward=true)."""
     kl_in_reward: bool = False
     """Penalise the reward by kl_coef x the k1 estimate, summed over the completion,
-    instead of adding a KL term to the loss (verl's use_kl_in_reward)."""
+    instead of adding a KL term to the loss (verl's use_kl_in_reward). With
+    adv_scale=group a group whose task rewards agree gets unit-variance advantages from the
+    penalty alone, whatever kl_coef is (a warning at load says so)."""
     loss_agg: str = "token_mean"
     """token_mean | seq_mean_token_mean | seq_mean_token_sum_norm."""
     ppo_epochs: int = 1
@@ -696,7 +700,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         set_dotted(data, key, value)
     cfg = build(Config, data)
     validate(cfg)
-    for line in deprecations(cfg):
+    for line in [*deprecations(cfg), *pitfalls(cfg)]:
         print(line, file=sys.stderr)
     return cfg
 

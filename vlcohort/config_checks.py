@@ -156,6 +156,23 @@ def deprecations(cfg: Config) -> list[str]:
     return out
 
 
+def pitfalls(cfg: Config) -> list[str]:
+    """One warning line per combination that runs but quietly defeats itself: legal, so
+    not an error, but a run that nobody would choose knowingly."""
+    g, out = cfg.grpo, []
+    if g.kl_in_reward and g.kl_coef > 0 and g.adv_scale == "group":
+        out.append("warning: grpo.kl_in_reward=true with grpo.adv_scale=group: in a group whose "
+                   "task rewards all agree, the advantages come from the KL penalty alone, scaled "
+                   "to unit variance whatever grpo.kl_coef is; grpo.adv_scale=none or batch keeps "
+                   "the penalty at kl_coef's scale")
+    if cfg.rollout.top_p < 1 and g.is_mode != "off":
+        out.append(f"warning: rollout.top_p={cfg.rollout.top_p} with grpo.is_mode={g.is_mode}: the "
+                   "rollout log-probs are those of the truncated, renormalised top-p distribution, "
+                   "so every sampled token's IS weight is <= 1 and the correction only shrinks "
+                   "gradients; use rollout.top_p=1, or grpo.is_mode=off")
+    return out
+
+
 # ----------------------------------------------------------------------------- the steps
 
 
