@@ -540,3 +540,22 @@ def test_policy_entropy_is_the_first_forward_token_mean_entropy(temperature):
     from vlcohort.monitoring.metrics import documented
     for key in ("policy_entropy", "clip_frac_low", "clip_frac_high", "ppo_kl"):
         assert documented(f"agent/A/{key}"), key
+
+
+def test_is_batch_norm_normalises_over_the_tokens_the_loss_keeps():
+    """``grpo.is_batch_norm`` makes the mean applied IS weight 1 over the loss's tokens:
+    with ``mask_truncated_completions`` a truncated completion's tokens leave the loss, so
+    they must not enter the mean (they did, and every gradient was rescaled by it)."""
+    from vlcohort.training.update import optimizer_step, update_batch
+
+    finished = [True, False, True, False, True, True, True, True]
+    cfg, agent, rendered, rollouts, adv = _setup(
+        "grpo.mask_truncated_completions=true", "grpo.is_batch_norm=true", "grpo.is_cap=100")
+    rollouts.finished = list(finished)
+    for i, f in enumerate(finished):  # truncated rows: rollout log-probs 1 nat lower, weight ~e
+        if not f:
+            rollouts.logprobs[i, :len(rollouts.completions[i])] -= 1.0
+    ub = update_batch(agent, rendered, rollouts, adv, cfg.grpo, 1.0, optimizer_step(agent, cfg.grpo), None)
+    w, m = ub.is_weights.weights, ub.mask  # [N, T]
+    assert float(m.sum()) > 0 and float(m[[1, 3]].sum()) == 0.0
+    assert float((w * m).sum() / m.sum()) == pytest.approx(1.0, rel=1e-5)

@@ -315,10 +315,11 @@ def update_batch(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     mbs = batches if batches is not None else micro_batches(agent, rendered, rollouts,
                                                             g.micro_batch_seqs, device)
     comp_mask = completion_mask(mbs, N, T, device)  # [N, T]
-    mask = comp_mask * torch.isfinite(rollout_logp).float()  # NaN / inf rollout tokens out
+    kept = comp_mask  # [N, T] the completion tokens the loss can keep
     if g.mask_truncated_completions:  # cut at max_new_tokens: out of the loss and its
-        finished = torch.tensor(rollouts.finished, dtype=mask.dtype, device=device)  # [N]
-        mask = mask * finished[:, None]  # normaliser (TRL's mask_truncated_completions)
+        finished = torch.tensor(rollouts.finished, dtype=comp_mask.dtype, device=device)  # [N]
+        kept = comp_mask * finished[:, None]  # normaliser (TRL's mask_truncated_completions)
+    mask = kept * torch.isfinite(rollout_logp).float()  # NaN / inf rollout tokens out
     minis = mini_batches(mbs, g.mini_batch_seqs or N)
     old = None if cached is None else cached.logprobs.to(device)
     ref = None
@@ -329,7 +330,8 @@ def update_batch(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
             ref = reference_logprobs(agent, mbs, T, temperature)
     is_w = None
     if full_batch_is(g):
-        is_w = grpo.importance_weights(old, rollout_logp, comp_mask, level=g.is_level,
+        # over the loss's tokens: is_batch_norm's mean weight 1 is over what the loss keeps
+        is_w = grpo.importance_weights(old, rollout_logp, kept, level=g.is_level,
                                        mode=g.is_mode, cap=g.is_cap, low=g.is_low,
                                        high=g.is_high, floor=g.is_min, batch_norm=g.is_batch_norm)
         mask = mask * is_w.keep  # rejected tokens leave the loss and its normalisers
