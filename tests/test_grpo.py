@@ -509,9 +509,16 @@ def test_aggregation_modes_by_hand():
 def test_denominators_and_passed_denom():
     assert aggregate_denominator(M, "token_mean").item() == 4.0
     assert aggregate_denominator(M, "seq_mean_token_mean").item() == 2.0
-    # an empty sequence does not count; an empty batch gives 1, never 0
+    # GRPO's sequence mean skips an empty sequence; Dr.GRPO divides by the constant N
+    # (TRL: per_token_loss.size(0)), so masking a completion out rescales nothing else;
+    # an empty batch gives 1, never 0
     M3 = torch.cat([M, torch.zeros(1, 3, dtype=torch.bool)])
-    assert aggregate_denominator(M3, "seq_mean_token_sum_norm").item() == 2.0
+    assert aggregate_denominator(M3, "seq_mean_token_mean").item() == 2.0
+    assert aggregate_denominator(M3, "seq_mean_token_sum_norm").item() == 3.0
+    X3 = torch.cat([X, torch.full((1, 3), 7.0)])
+    trl = float(torch.where(M3, X3, 0.0).sum() / (X3.size(0) * 2))  # TRL dr_grpo, max length 2
+    close(aggregate(X3, M3, "seq_mean_token_sum_norm", length_norm=2,
+                    denom=aggregate_denominator(M3, "seq_mean_token_sum_norm")), trl)
     assert aggregate_denominator(torch.zeros(2, 3), "token_mean").item() == 1.0
     close(aggregate(X, M, "token_mean", denom=8), 1.25)  # 10 / 8
     close(aggregate(X, M, "seq_mean_token_mean", denom=torch.tensor(4.0)), 1.5)  # 6 / 4

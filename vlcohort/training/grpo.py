@@ -542,6 +542,13 @@ def _count_tokens(m: Tensor) -> Tensor:
     return m.sum()
 
 
+def _count_rows(m: Tensor) -> Tensor:
+    """Every sequence of the batch, empty or not: Dr.GRPO's constant N (TRL's
+    ``per_token_loss.size(0)``), so masking a completion out (truncation, rejection) does not
+    rescale the others' gradients."""
+    return torch.tensor(float(m.shape[0]), dtype=m.dtype, device=m.device)
+
+
 def _count_sequences(m: Tensor) -> Tensor:
     """Sequences with at least one completion token; an empty one has no loss to average."""
     return (m.sum(dim=1) > 0).to(m.dtype).sum()  # [N, T] -> [N] -> scalar
@@ -551,12 +558,13 @@ def _count_sequences(m: Tensor) -> Tensor:
 #: completions weigh more (DAPO's token-level loss, Yu et al. 2025, arXiv 2503.14476).
 #: ``seq_mean_token_mean``: every sequence weighs the same, its tokens averaged (the GRPO
 #: paper, arXiv 2402.03300; biases toward long wrong answers, see Dr.GRPO).
-#: ``seq_mean_token_sum_norm``: token sums divided by a constant length, averaged over
-#: sequences (Dr.GRPO, Liu et al. 2025, arXiv 2503.20783): no length bias.
+#: ``seq_mean_token_sum_norm``: token sums divided by a constant length and by the constant
+#: number of sequences N (Dr.GRPO, Liu et al. 2025, arXiv 2503.20783): no length bias, and
+#: no rescaling when completions are masked out.
 AGGREGATIONS: dict[str, Aggregation] = {
     "token_mean": Aggregation(_sum_tokens, _count_tokens, "DAPO arXiv 2503.14476"),
     "seq_mean_token_mean": Aggregation(_sum_seq_token_means, _count_sequences, "GRPO arXiv 2402.03300"),
-    "seq_mean_token_sum_norm": Aggregation(_sum_seq_token_sums_norm, _count_sequences, "Dr.GRPO arXiv 2503.20783"),
+    "seq_mean_token_sum_norm": Aggregation(_sum_seq_token_sums_norm, _count_rows, "Dr.GRPO arXiv 2503.20783"),
 }
 
 
