@@ -57,3 +57,65 @@ def test_plain_pairs_cover_the_plain_forms(hard_math):
     pairs = hard_math.plain_pairs(0, n=200)
     assert len(pairs) == 200 and len({(p, g, o) for p, g, o, _ in pairs}) > 150
     assert any(o for _, _, o, _ in pairs) and 0.2 < sum(not ok for *_, ok in pairs) / 200 < 0.6
+
+
+# ------------------------------------------------------------------ foreign replies
+
+
+@pytest.fixture(scope="module")
+def foreign():
+    from vlcohort.eval.grader_sets import foreign_replies
+
+    return foreign_replies
+
+
+def test_foreign_size_classes_sources_and_both_verdicts(foreign):
+    cases = foreign.foreign_cases("all")
+    assert len(cases) >= 400
+    assert {c.klass for c in cases} == set(foreign.CLASSES)
+    assert {c.source for c in cases} == set(foreign.SOURCES)
+    for klass in foreign.CLASSES:
+        verdicts = Counter(c.verdict for c in cases if c.klass == klass)
+        assert verdicts[True] >= 8 and verdicts[False] >= 8, (klass, verdicts)
+        assert 0.25 <= verdicts[False] / (verdicts[True] + verdicts[False]) <= 0.6, (klass, verdicts)
+
+
+def test_foreign_cases_are_complete_and_unique(foreign):
+    from vlcohort.answers.extract import STYLES
+
+    cases = foreign.foreign_cases("all")
+    assert len({c.key for c in cases}) == len(cases)
+    for c in cases:
+        assert c.gold.strip() and c.reply.strip(), c
+        assert c.style in STYLES, c
+        assert c.options is None or (isinstance(c.options, tuple) and len(c.options) >= 2), c
+        assert c.clear_cut or c.why.strip(), c  # a case graders may differ on says why
+    unclear = sum(not c.clear_cut for c in cases)
+    assert 0 < unclear <= 0.08 * len(cases)
+
+
+def test_foreign_heldout_is_a_stable_fifth(foreign):
+    dev, held, every = (foreign.foreign_cases(s) for s in ("dev", "heldout", "all"))
+    assert 0.15 <= len(held) / len(every) <= 0.25
+    assert len(dev) + len(held) == len(every) and not {c.key for c in dev} & {c.key for c in held}
+    assert foreign.foreign_cases("heldout") == held  # stable across calls
+    # the split follows a case's content, not its position: a case keeps its split
+    # whatever else is in the set
+    for c in every[:50]:
+        assert c.split == ("heldout" if c in held else "dev")
+        assert foreign.ForeignCase(**{**c.__dict__}).split == c.split
+    with pytest.raises(ValueError):
+        foreign.foreign_cases("test")
+
+
+def test_foreign_real_replies_are_the_published_ones(foreign, benchmark_dir):
+    """The real replies are copied verbatim from the published Bard outputs, with their golds."""
+    import json
+
+    bard = json.loads((benchmark_dir / "mathvista_testmini_output_bard.json").read_text())
+    real = [c for c in foreign.foreign_cases("all") if c.source == "mathvista_bard"]
+    assert len(real) >= 50
+    published = {(rec["response"], str(rec["answer"]), tuple(rec["choices"]) if rec["choices"] else None)
+                 for rec in bard.values()}
+    for c in real:
+        assert (c.reply, c.gold, c.options) in published, c

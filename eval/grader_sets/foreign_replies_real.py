@@ -1,0 +1,1206 @@
+"""Real model replies for ``foreign_replies``: data only, see that module.
+
+``BARD_MATHVISTA``: Bard's replies on MathVista testmini (``mathvista_testmini_output_bard.json``, published
+with MathVista, MIT licence), chosen among the short ones and keyed ``mathvista-<pid>``; ``MATHVERSE_TEMPLATE``:
+the example replies of MathVerse's output templates (``mathverse_output_template_*.json``). The
+verdict of each reply was set by reading it against the gold, not taken from either benchmark's own
+judgement (MathVista's ``true_false`` disagrees on some: pid 228 ends at 115 deg, not an option).
+"""
+
+BARD_MATHVISTA = [{'id': 'mathvista-20',
+  'gold': 'No',
+  'options': ('Yes', 'No'),
+  'reply': 'The answer is (B). No.\n'
+           '\n'
+           'The largest bar is Czechia with 21.37%, while the sum of the smallest two bars, Paraguay and Laos, is '
+           '22.7%.\n'
+           '\n'
+           'Therefore, the sum of the smallest two bars is not greater than the largest bar.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-26',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'The answer is **(B) no**.\n'
+           '\n'
+           'According to the graph, the value for Deep Sky Blue is 60, while the value for Black is 80. Therefore, '
+           'Black is greater than Deep Sky Blue.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-43',
+  'gold': 'May',
+  'options': ('August', 'April', 'May'),
+  'reply': 'The answer is (C), May.\n'
+           '\n'
+           'The graph shows that the average precipitation in Christchurch is highest in May, with about 60 mm of '
+           'rain. The next wettest month is June, with about 50 mm of rain. The driest month is September, with '
+           'about 18 mm of rain.\n'
+           '\n'
+           'So the wettest month in Christchurch on average is May.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-61',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'The answer is **(B) no**.\n'
+           '\n'
+           'The scatter plot shows the hardness of different types of coral. The purple coral is harder than the '
+           'coral, so it is the roughest. The answer in the image is incorrect because it says that coral is the '
+           'roughest.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-65',
+  'gold': 'Yes',
+  'options': ('Yes', 'No'),
+  'reply': 'The correct answer is **(A) Yes**.\n'
+           '\n'
+           'The graph of the function passes the point (3, 5). This means that when x = 3, the value of the '
+           'function is f(3) = 5, which is positive.\n'
+           '\n'
+           'Therefore, f(3) > 0.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-67',
+  'gold': '16',
+  'options': None,
+  'reply': 'The perimeter of a square is the total length of all its sides added together. From the image, we can '
+           'see that each side of the square is 4 m long. So the perimeter of the square is 4 m + 4 m + 4 m + 4 m '
+           '= **16 m**.\n'
+           '\n'
+           'Is there anything else I can help you with?',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-71',
+  'gold': '18',
+  'options': None,
+  'reply': 'I see the image. The dimensions of the rectangle are 6 feet and 3 feet.\n'
+           '\n'
+           'The perimeter of a rectangle is the total length of all its sides. So, the perimeter of this rectangle '
+           'is 2 * (6 feet + 3 feet) = 2 * 9 feet = **18 feet**.\n'
+           '\n'
+           'Is there anything else I can help you with?',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-91',
+  'gold': 'No',
+  'options': ('Yes', 'No'),
+  'reply': 'The answer is (B), No.\n'
+           '\n'
+           'I cannot see any brown SUVs in the image. There is only one brown school bus. So the number of brown '
+           'SUVs is 0, which is less than the number of brown school buses, which is 1.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-110',
+  'gold': 'No',
+  'options': ('Yes', 'No'),
+  'reply': 'The answer is (B) No.\n'
+           '\n'
+           'The sum of the two lowest bars (0.005% and 0.01%) is 0.015%, which is less than the largest bar of '
+           '0.02%.\n'
+           '\n'
+           'The correct answer is therefore choice (B).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-112',
+  'gold': 'No',
+  'options': ('Yes', 'No'),
+  'reply': 'The answer is (B). There are 3 gray shiny utility bikes and only 2 big cyan airliners in the image. So '
+           'the number of gray shiny utility bikes is more than the number of big cyan airliners.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-121',
+  'gold': '5',
+  'options': None,
+  'reply': 'The rate of change between Wednesday and Thursday is calculated by subtracting the amount Manny spent '
+           'on lunch on Wednesday from the amount he spent on lunch on Thursday. So, the rate of change = $7 - $2 '
+           '= $5 per day.\n'
+           '\n'
+           'Therefore, the answer is 5',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-131',
+  'gold': '3',
+  'options': None,
+  'reply': 'There are 3 bars below 40 in the image. They are the bars for the years 2014, 2015, and 2016. The '
+           'values for these bars are 58, 59, and 63, respectively.\r\n'
+           '\r\n'
+           'Do you want to try other questions about the image?',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-136',
+  'gold': '64',
+  'options': None,
+  'reply': 'I understand. The highest value of the blue bar is 89% and the lowest value is 25%. So the difference '
+           'between the highest and lowest value of the blue bar is 89 - 25 = **64%**.\n'
+           '\n'
+           'Is there anything else I can help you with?',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-138',
+  'gold': 'Yes',
+  'options': ('Yes', 'No'),
+  'reply': 'The answer is (A) Yes.\n'
+           '\n'
+           'The image shows a half eaten sandwich on a piece of paper. The sandwich is clearly cut in half, with '
+           'the two halves separated by a horizontal line. The top half of the sandwich is missing a bite, while '
+           'the bottom half is still intact.\n'
+           '\n'
+           'Therefore, the sandwich is cut in half.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-144',
+  'gold': '13.8',
+  'options': None,
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'The price of turmeric is $3 per kilogram. So 4.6 kilograms of turmeric will cost 4.6 x $3 = $13.8.\n'
+           '\n'
+           'In one decimal place, the total cost is 13.80.\n'
+           '\n'
+           'So the answer is 13.80',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-162',
+  'gold': '4',
+  'options': None,
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'Looking at the image, there are 4 flocks with at least 17 birds but fewer than 33 birds. They are the '
+           'flocks with 17, 23, 29, and 32 birds.\n'
+           '\n'
+           'So the answer is 4',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-170',
+  'gold': 'smaller than',
+  'options': ('larger than', 'equal to', 'smaller than'),
+  'reply': 'The correct choice is (C). f(-1) is smaller than f(0).\n'
+           '\n'
+           'According to the graph, the point (-1, 0.5) is on the graph of the function, which means that f(-1) = '
+           '0.5. The point (0, 1) is also on the graph, which means that f(0) = 1. Therefore, f(-1) = 0.5 < f(0) = '
+           '1.\n'
+           '\n'
+           'So the answer is (C).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-173',
+  'gold': 'No',
+  'options': ('Yes', 'No'),
+  'reply': 'The correct answer is **(B)**, No.\n'
+           '\n'
+           'There are 3 small rubber busses behind the big green road bike. There are 4 SUVs behind the large '
+           'brown matte truck.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-182',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'The correct answer is **(B) no**.\n'
+           '\n'
+           'The image shows a line graph of the number of labels for different colors. The number of labels for '
+           'Web Green is 70, while the number of labels for Yellow is 85. Therefore, Web Green is not greater than '
+           'Yellow.\n'
+           '\n'
+           'I hope this answers your question. Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-28',
+  'gold': '8.5',
+  'options': ('7.5', '8', '8.5', '17'),
+  'reply': 'The diameter of a circle is twice the radius. Since $\\overline{AB}$ is a diameter, we have $AB=2r$. '
+           'We are also given that $AC=8$ inches and $BC=15$ inches. Using the Pythagorean Theorem on right '
+           'triangle $ABC$, we have $AB^2=AC^2+BC^2$. Plugging in the known values, we get $2r^2=8^2+15^2=289$. '
+           'Solving for $r$, we get $r=\\sqrt{289/2}=\\boxed{8.5}$ inches.\n'
+           '\n'
+           'Note that we could have also found the radius by dividing the diameter by 2. However, using the '
+           'Pythagorean Theorem allowed us to find the radius without having to calculate the diameter first.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-30',
+  'gold': '70°',
+  'options': ('60°', '70°', '80°', '85°'),
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'The answer is **(B). 70°**.\n'
+           '\n'
+           'Angles AEC and CED are inscribed angles that intercept the same arc, so they are congruent. Therefore, '
+           'm∠AEC = m∠CED = 105°.\n'
+           '\n'
+           'Angles AED and ECD are opposite angles, so they are supplementary. Therefore, m∠AED + m∠ECD = 180°.\n'
+           '\n'
+           'Substituting m∠AEC = 105° and m∠CED = 105°, we get m∠AED + 105° + 105° = 180°.\n'
+           '\n'
+           'Solving for m∠AED, we get m∠AED = 70°.\n'
+           '\n'
+           'Finally, since ∠AED and ∠C are corresponding angles, they are congruent. Therefore, m∠C = m∠AED = '
+           '**70°**.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-39',
+  'gold': 'odd',
+  'options': ('odd', 'even'),
+  'reply': 'The function in the image is **odd**.\n'
+           '\n'
+           'An even function is a function where f(-x) = f(x). An odd function is a function where f(-x) = -f(x).\n'
+           '\n'
+           'In the case of the function y = a2x - a1, if we substitute x = -x, we get:\n'
+           '\n'
+           '```\n'
+           'y = a2(-x) - a1\n'
+           '= -a2x + a1\n'
+           '```\n'
+           '\n'
+           'This is not equal to f(x), so the function is **odd**.\n'
+           '\n'
+           'The correct choice is (A).\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-55',
+  'gold': '30°',
+  'options': ('60°', '45°', '30°', '25°'),
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'Given:\n'
+           '* Triangle ABC is a right-angled triangle with angle A = 90° and angle C = 60°.\n'
+           '* AB is the hypotenuse and bisects angle CAG.\n'
+           '* AB intersects line DE at point H.\n'
+           '\n'
+           'To find:\n'
+           '* The measure of angle BCH.\n'
+           '\n'
+           'Solution:\n'
+           '1. Since AB bisects angle CAG, then angle ACG = 60/2 = 30°.\n'
+           '2. Since line FG is parallel to line DE, then angles ACG and BCH are corresponding angles and are '
+           'equal.\n'
+           '3. Therefore, angle BCH = 30°.\n'
+           '\n'
+           'So the answer is (C).\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-56',
+  'gold': '6',
+  'options': None,
+  'reply': 'The perimeter of a rectangle is the total length of all its sides added together.\n'
+           '\n'
+           'The rectangle in the image has a width of 1 yard and a length of 2 yards. So, the perimeter is:\n'
+           '\n'
+           '```\n'
+           'perimeter = 2 * (width + length)\n'
+           'perimeter = 2 * (1 + 2)\n'
+           'perimeter = 2 * 3\n'
+           'perimeter = 6 yards\n'
+           '```\n'
+           '\n'
+           'Therefore, the perimeter of the rectangle in the image is **6 yards**.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-103',
+  'gold': '2',
+  'options': None,
+  'reply': 'I understand. Based on the image, there are 3 objects: a purple ball, a gray cylinder, and a brown '
+           'square.\n'
+           '\n'
+           'Following the instructions, we first subtract all small purple matte blocks. There are no small purple '
+           'matte blocks in the image, so the number of objects is still 3.\n'
+           '\n'
+           'We then subtract all blocks. There is 1 block in the image, so the number of objects is reduced to 2.\n'
+           '\n'
+           'Therefore, there are **2** objects left in the image after subtracting all small purple matte blocks '
+           'and all blocks.\n'
+           '\n'
+           'Is there anything else I can help you with?',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-120',
+  'gold': '3',
+  'options': None,
+  'reply': 'I see the image. The degree of a polynomial function is the highest power of the variable in the '
+           'function. In the image, the function appears to be of the form $y=ax^3+bx^2+cx+d$, where $a$, $b$, '
+           '$c$, and $d$ are constants. The highest power of $x$ is 3, so the degree of the function is '
+           '$\\boxed{3}$.\n'
+           '\n'
+           'To be more precise, we can count the number of turning points in the graph. There are 2 turning '
+           'points, so the degree of the function must be one less than the number of turning points, which is '
+           '$\\boxed{3}$.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-137',
+  'gold': 'No',
+  'options': ('Yes', 'No'),
+  'reply': 'The correct answer is **(B) No**.\n'
+           '\n'
+           'The function f(x) = x² is not injective because it takes two different inputs, -1 and 1, to the same '
+           'output, 1. This means that there is no one-to-one correspondence between the domain and the range of '
+           'the function.\n'
+           '\n'
+           'In the image, we can see that the graph of the function passes through the points (-1, 1) and (1, 1). '
+           'This means that f(-1) = f(1) = 1. So, if we have two different inputs, -1 and 1, they both map to the '
+           'same output, 1. This violates the definition of an injective function.\n'
+           '\n'
+           'Therefore, the answer is (B).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-143',
+  'gold': '3',
+  'options': ('1', '2', '3', '6'),
+  'reply': 'The answer is (C).\n'
+           '\n'
+           'Since CE bisects ∠BCD, ∠CEB = ∠ECD = ∠BCD/2.\n'
+           '\n'
+           'Triangle CEB is a right triangle with right angle at E, so ∠CEB + ∠ECD + ∠CEB = 90°.\n'
+           '\n'
+           'Hence, ∠CEB + ∠CEB = 90°\n'
+           '\n'
+           'or, 2∠CEB = 90°\n'
+           '\n'
+           'or, ∠CEB = 45°\n'
+           '\n'
+           'Triangle CEB is a 45-45-90 triangle, so EB = CE = 3.0.\n'
+           '\n'
+           'Since ABCD is a parallelogram, AB = DC.\n'
+           '\n'
+           'Also, AB = EB + BC = 3.0 + BC.\n'
+           '\n'
+           'But BC = EB = 3.0.\n'
+           '\n'
+           'Therefore, AB = 3.0 + 3.0 = 6.0.\n'
+           '\n'
+           'So the answer is (C).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-146',
+  'gold': '4',
+  'options': None,
+  'reply': 'The range of the numbers is the difference between the highest and lowest number. In this case, the '
+           'highest number is 9 and the lowest number is 5, so the range is 9 - 5 = **4**.\n'
+           '\n'
+           'To find the range, we can also subtract each number from the highest number. For example, 8 - 9 = -1, '
+           '6 - 9 = -3, and so on. The smallest of these differences is -3, so the range is 9 - (-3) = **4**.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-193',
+  'gold': '3',
+  'options': None,
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'If we subtract all red things and all cylinders from the image, there are 3 objects left.\n'
+           '\n'
+           'There are 2 blue balls and 1 green ball. None of these are cylinders, so they are all still there. The '
+           'red cylinder and the yellow cylinder are subtracted, leaving only the blue and green balls.\n'
+           '\n'
+           'So the answer is 3.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-196',
+  'gold': '0.5cm2',
+  'options': ('2cm2', '1cm2', '0.5cm2', '0.25cm2'),
+  'reply': 'The answer is (C).\n'
+           '\n'
+           'Since D and E are the midpoints of sides BC and AD respectively, then DE is parallel to AB and half of '
+           'its length.\n'
+           '[asy]\n'
+           'pair A,B,C,D,E,F;\n'
+           'A = (0,0);\n'
+           'B = (5,0);\n'
+           'C = (2.5,4);\n'
+           'D = (2.5,0);\n'
+           'E = (0,2);\n'
+           'F = (2.5,2);\n'
+           'draw(A--B--C--cycle);\n'
+           'draw(D--E--F--cycle);\n'
+           'label("$A$",A,SW);\n'
+           'label("$B$",B,SE);\n'
+           'label("$C$",C,NE);\n'
+           'label("$D$",D,S);\n'
+           'label("$E$",E,W);\n'
+           'label("$F$",F,N);\n'
+           '[/asy]\n'
+           '\n'
+           'Therefore, the ratio of the areas of △DEF and △ABC is 1:4.\n'
+           '\n'
+           'Since S△ABC=4cm2, then S△DEF=1cm2.\n'
+           '\n'
+           'So the answer is (C).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-215',
+  'gold': '8',
+  'options': None,
+  'reply': 'Sure. The range of a set of data is the difference between the highest and lowest values in the set. '
+           'In this case, the highest number of miles hiked is 10 and the lowest number is 2. So the range is 10 - '
+           '2 = **8 miles**.\n'
+           '\n'
+           'Here is the calculation in detail:\n'
+           '\n'
+           '1. Find the highest number of miles hiked: 10 miles\n'
+           '2. Find the lowest number of miles hiked: 2 miles\n'
+           '3. Subtract the lowest number from the highest number: 10 - 2 = **8 miles**\n'
+           '\n'
+           'Therefore, the range of the number of miles Layla hiked is 8 miles.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-3',
+  'gold': '145°',
+  'options': ('135°', '140°', '145°', '150°'),
+  'reply': 'The correct answer is **(C) 145°**.\n'
+           '\n'
+           'Since the angle bisectors of angles B and C intersect at point O, then ∠BOC = 90° + ∠A/2 = 90° + '
+           '110°/2 = **145°**.\n'
+           '\n'
+           'Here is the proof:\n'
+           '\n'
+           '```\n'
+           '[ABC]\n'
+           'O-----B\n'
+           '/   \\\n'
+           '/____\\\n'
+           'A     C\n'
+           '\n'
+           '∠BOC = ∠1 + ∠2\n'
+           '\n'
+           '∠1 = ∠A/2\n'
+           '\n'
+           '∠2 = 180° - ∠A - ∠1 = 180° - ∠A - ∠A/2 = 180° - 3∠A/2\n'
+           '\n'
+           '∠BOC = ∠1 + ∠2 = ∠A/2 + 180° - 3∠A/2 = 90° + ∠A/2\n'
+           '```\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-178',
+  'gold': '55°',
+  'options': ('35°', '45°', '55°', '65°'),
+  'reply': 'The correct answer is **(C)**, 55°.\n'
+           '\n'
+           '* Since BE bisects ∠FBD, ∠FBE = ∠BDE = 35/2 = 17.5°.\n'
+           '* Since CE bisects ∠ACD, ∠ACE = ∠ECD = 70°.\n'
+           '* ∠FAE = ∠ACE - ∠BEC = 70° - 35° = **55°**.\n'
+           '\n'
+           'Here is the detailed solution:\n'
+           '\n'
+           '```\n'
+           'Given:\n'
+           '* BE bisects ∠FBD\n'
+           '* CE bisects ∠ACD\n'
+           '* ∠BEC = 35°\n'
+           '\n'
+           'To find: ∠FAE\n'
+           '\n'
+           'Solution:\n'
+           '1. Since BE bisects ∠FBD, ∠FBE = ∠BDE = 35/2 = 17.5°.\n'
+           '2. Since CE bisects ∠ACD, ∠ACE = ∠ECD = 70°.\n'
+           '3. ∠FAE = ∠ACE - ∠BEC = 70° - 35° = 55°.\n'
+           '```',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-6',
+  'gold': '6cm',
+  'options': ('6cm', '7cm', '4cm', '5cm'),
+  'reply': 'The answer is (D).\n'
+           '\n'
+           'Since D is the midpoint of AC, then AD = DC = (AC/2).\n'
+           '\n'
+           'We know that CB = 4.0 and DB = 7.0, and that AD = DC. So we can write the equation:\n'
+           '\n'
+           '```\n'
+           'AD + DC = 4.0 + 7.0\n'
+           '```\n'
+           '\n'
+           '```\n'
+           '2AD = 11.0\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'AD = 5.5\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'AC = 2AD = 11.0 cm\n'
+           '```\n'
+           '\n'
+           'Therefore, the length of AC is 11.0 cm, which is answer choice (D).',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-8',
+  'gold': 'Yes',
+  'options': ('Yes', 'No'),
+  'reply': 'The correct answer is (B), No.\n'
+           '\n'
+           'There are zero tiny gray bicycles to the left of the brown metal sedan. There are one tiny green '
+           'bicycle, one motorcycle, and one car to the left of the tiny green bicycle.\n'
+           '\n'
+           'The code snippet you provided correctly outputs "No".\n'
+           '\n'
+           'I hope this answers your question!',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-22',
+  'gold': '0',
+  'options': None,
+  'reply': "Sorry, I can't help with images of people yet.",
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-24',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'Based on the image, the correct answer is **(A) yes**.\n'
+           '\n'
+           'The bar for Periwinkle is the tallest, which means it has the maximum value of 100 visitors. The other '
+           'two bars, Dark Salmon and Gray, have values of 80 and 60 visitors, respectively.\n'
+           '\n'
+           'So the answer to the question is yes, Periwinkle is the maximum.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-32',
+  'gold': '70°',
+  'options': ('40°', '50°', '60°', '70°'),
+  'reply': 'The answer is (C). 60°.\n'
+           '\n'
+           '```\n'
+           'Given:\n'
+           'AB=AC, ∠CAB=40°\n'
+           '\n'
+           'To find: ∠D\n'
+           '\n'
+           'Solution:\n'
+           'Since AB=AC, so ∆ABC is an isosceles triangle.\n'
+           'Hence, ∠ABC=∠ACB=40/2=20°\n'
+           'Also, ∠ACB+∠CAB+∠ACD=180°\n'
+           '=> 20°+40°+∠ACD=180°\n'
+           '=> ∠ACD=120°\n'
+           'But ∠ACD=∠D (angles in the same segment)\n'
+           '=> ∠D=120°\n'
+           '```\n'
+           'Therefore, the degree of ∠D is 60°.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-47',
+  'gold': '6',
+  'options': None,
+  'reply': 'I see the image. There are 7 objects in total.\n'
+           '\n'
+           'If we subtract all rubber balls, there are 5 objects left.\n'
+           '\n'
+           'If we subtract all yellow shiny things, there are 4 objects left.\n'
+           '\n'
+           'If we subtract all rubber balls and all yellow shiny things, there are **3 objects left**.\n'
+           '\n'
+           'The answer is 3.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-51',
+  'gold': 'Yes',
+  'options': ('Yes', 'No'),
+  'reply': 'The correct answer is **(B) No**.\n'
+           '\n'
+           'There are 10 gray rubber objects in front of the small yellow aeroplane. There are only 5 big cyan '
+           'matte fighters. Therefore, the number of gray rubber objects is not greater than the number of big '
+           'cyan matte fighters.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-54',
+  'gold': '10',
+  'options': ('8', '10', '15', '18', '20'),
+  'reply': 'The correct answer is **(C) 15**.\n'
+           '\n'
+           'The ratio of AB to AC is 2:5, which means AB = 2/7 * AC.\n'
+           '\n'
+           'Plugging in AC = 25, we get AB = 2/7 * 25 = 15.\n'
+           '\n'
+           'So the answer is (C).',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-58',
+  'gold': 'yes',
+  'options': ('yes', 'no'),
+  'reply': 'The answer is (B) no.\n'
+           '\n'
+           'The area under the curve is the total number of firebricks and oranges. In the graph, the area under '
+           'the curve is 66 + 65 = 131. The maximum number of firebricks is 68, so firebrick does not have the '
+           'maximum area under the curve.\n'
+           '\n'
+           'The correct answer is therefore (B).',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-72',
+  'gold': '1',
+  'options': None,
+  'reply': 'There are 2 blocks that have exactly 36 houses.\n'
+           '\n'
+           'The stem and leaf plot shows that the number of houses per block ranges from 0 to 99. The stem value 3 '
+           'represents the number 30, so the leaf values 6 and 2 represent the blocks with 36 houses.\n'
+           '\n'
+           'Therefore, there are 2 blocks that have exactly 36 houses.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-75',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'The correct answer is **(A)**, yes.\n'
+           '\n'
+           'According to the pie chart, sky blue has a percentage of 20%, while web maroon has a percentage of '
+           '30%. Therefore, sky blue is less than web maroon.\n'
+           '\n'
+           'I hope this answers your question. Let me know if you have any other questions.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-83',
+  'gold': 'Yes',
+  'options': ('Yes', 'No'),
+  'reply': 'The answer is (B) No.\n'
+           '\n'
+           'There are 2 shiny things in the image: the bus and the motorcycle. There are 4 matte things: the '
+           'bicycle, the person, the road, and the ground.\n'
+           '\n'
+           'So the number of shiny things is equal to the number of matte things.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-84',
+  'gold': '130.9',
+  'options': None,
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'Given that ABCD is a square inscribed in a circle with center O, we know that ∠AOB = 90°. Since ∠AMK '
+           'is an inscribed angle that intersects arc AMB, we know that ∠AMK = 1/2 * ∠AOB = 45°.\n'
+           '\n'
+           'The answer is 45.0.\n'
+           '\n'
+           'Do you have other questions for me?',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-96',
+  'gold': '3.9',
+  'options': None,
+  'reply': 'The dissatisfied people are 78%, which is 1.2 times more than the satisfied people (20%). So the '
+           'answer is 1.2.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-98',
+  'gold': '2',
+  'options': None,
+  'reply': 'The value of the square in the figure is **7**.\n'
+           '\n'
+           "Here's how to solve it:\n"
+           '\n'
+           '1. 5 + 8 = 13\n'
+           '2. 13 + 7 = 20\n'
+           '3. 20 / 2 = 10\n'
+           '\n'
+           'The answer is the **final** number, which is 10.\n'
+           '\n'
+           'Do you want to try other brain teasers?',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-99',
+  'gold': 'white one',
+  'options': ('white five', 'white three', 'white four', 'white one', 'white two'),
+  'reply': 'The answer must be the name of a cat in the image. There is no cat named white four, white three, '
+           'white one, white two, or white five in the image. So the answer is (E). There is no cat in the image.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-100',
+  'gold': '12',
+  'options': None,
+  'reply': 'The ruling group is the group of bars with the highest values. In the image, the ruling group is the '
+           'bars for 8 and 10. The sum of the values in the ruling group is 8 + 10 = **18**.\n'
+           '\n'
+           'Do you have other questions or requests?',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-102',
+  'gold': '6',
+  'options': None,
+  'reply': 'I see the image. There are 3 rows of 4 unit squares each. So the area of the shape is 3 x 4 = **12 '
+           'square units**.\n'
+           '\n'
+           'Is there anything else I can help you with?',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-106',
+  'gold': '0',
+  'options': None,
+  'reply': 'I see the image. There are 3 bars with values smaller than 1. They are:\n'
+           '\n'
+           '* bull (0.8)\n'
+           '* wish (0.5)\n'
+           '* heap (0.2)\n'
+           '\n'
+           'So the answer is 3.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-108',
+  'gold': '51.04',
+  'options': None,
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'The bottom two countries in the image are Mozambique and Madagascar, with 44% and 58.09% of scheduled '
+           'teaching time respectively. The average of these two values is (44 + 58.09)/2 = 51.045. Rounding to '
+           'two decimal places, the average is 51.05.\n'
+           '\n'
+           'So the answer to your question is 51.05.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-113',
+  'gold': '20',
+  'options': None,
+  'reply': 'I see the image. There are a total of 3 baseballs in the image.\n'
+           '\n'
+           'The first bucket on the left has 1 baseball.\n'
+           'The second bucket in the middle has 1 baseball.\n'
+           'The third bucket on the right has 1 baseball.\n'
+           '\n'
+           'So the total number of baseballs is 1 + 1 + 1 = 3.\n'
+           '\n'
+           'Is there anything else I can help you with?',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-133',
+  'gold': '4',
+  'options': None,
+  'reply': 'Based on the image, the merchandise exports are greater than 0.92% in 3 years: 2004, 2006, and 2008.\n'
+           '\n'
+           'In 2004, the merchandise exports were 1.02%.\n'
+           'In 2006, the merchandise exports were 1.12%.\n'
+           'In 2008, the merchandise exports were 1.22%.\n'
+           '\n'
+           'In all other years, the merchandise exports are less than 0.92%.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-141',
+  'gold': '4.40米',
+  'options': ('3.85米', '4.00米', '4.40米', '4.50米'),
+  'reply': 'The correct answer is (B).\n'
+           '\n'
+           'From the Pythagorean theorem, we have:\n'
+           '\n'
+           '```\n'
+           'AB^2 = AD^2 + BD^2\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'AB^2 = (1.6 + 1.4)^2 + 0.55^2\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'AB^2 = 4.04 + 0.3025\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'AB = 2.01\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'AB = 4.00 m (answer)\n'
+           '```\n'
+           '\n'
+           'In conclusion, the length of the ladder is 4.00 meters.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-142',
+  'gold': 'No',
+  'options': ('Yes', 'No'),
+  'reply': 'The correct answer is **(A) Yes**.\n'
+           '\n'
+           'The image shows a pizza sitting on top of a white plate. The pizza is split in half by a clean cut, '
+           'and the two halves are evenly spaced apart. There is no evidence that the pizza has been cut into any '
+           'other slices. Therefore, the pizza is split in half.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-149',
+  'gold': '55°',
+  'options': ('55°', '60°', '65°', '70°'),
+  'reply': 'The answer is (B).\n'
+           '\n'
+           'Given that l1∥l2, so ∠1 = ∠3 (内错角相等).\n'
+           '∠1 = 50° and ∠2 = 75°, so ∠3 = ∠1 = **60°**.\n'
+           '\n'
+           'Here is the explanation:\n'
+           '\n'
+           '* ∠1 and ∠3 are内错角(interior angles on the same side of transversal l), so ∠1 = ∠3.\n'
+           '* ∠1 = 50° and ∠2 = 75°, so ∠3 = ∠1 = **60°**.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-169',
+  'gold': '5',
+  'options': None,
+  'reply': 'The difference between two consecutive major ticks on the Y-axis in the image is **1**.\n'
+           '\n'
+           'The first major tick is at 20, and the second major tick is at 21. This means that the difference '
+           'between the two ticks is 1.\n'
+           '\n'
+           'The minor ticks are spaced every 0.5 units, so the difference between two consecutive minor ticks is '
+           '0.5.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-177',
+  'gold': 'Yes',
+  'options': ('Yes', 'No'),
+  'reply': 'The answer is (B). There are two brown tandem bikes to the left of the small blue matte car, and there '
+           'is only one tiny blue biplane. So the number of brown tandem bikes is not greater than the number of '
+           'tiny blue biplanes.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-190',
+  'gold': '2',
+  'options': None,
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'I see the image. The nail is about 3 inches long. The ruler is marked in inches, and the nail is just '
+           'past the 2-inch mark and not quite to the 3-inch mark. Therefore, the nail is about 3 inches long.\n'
+           '\n'
+           'Do you have any other questions?',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-201',
+  'gold': '19',
+  'options': None,
+  'reply': 'The border group is the group of values that are on the edges of the table. In this case, the border '
+           'group is 5, 0, and 20. The sum of these values is 25.\n'
+           '\n'
+           'So the answer to the question is **25**.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-228',
+  'gold': '50°',
+  'options': ('50°', '55°', '60°', '65°'),
+  'reply': 'The answer is (D).\n'
+           '\n'
+           '```\n'
+           'Given:\n'
+           '- AB is the diameter of circle O\n'
+           '- DB and DC are respectively tangent to circle O at points B and C\n'
+           '- ∠ACE = 25.0\n'
+           '\n'
+           'To find:\n'
+           '- ∠D\n'
+           '\n'
+           'Solution:\n'
+           '1. Since DB and DC are tangents to circle O, ∠DBC = 90°\n'
+           '2. ∠ACE = ∠CDB (Angles in the same segment)\n'
+           '3. ∠CDB = 90 - ∠ACE = 90 - 25 = 65°\n'
+           '4. ∠D = 180 - ∠CDB = 180 - 65 = 115°\n'
+           '```\n'
+           '\n'
+           'Therefore, the degree of ∠D is **115°**.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-59',
+  'gold': '64°',
+  'options': ('26°', '74°', '64°', '54°'),
+  'reply': 'The answer is (D).\n'
+           '\n'
+           '* Since AB is a diameter, ∠AOB = 90°.\n'
+           '* ∠ADC + ∠CAD = 180° (supplementary angles)\n'
+           '* ∠CAD = 180° - 26° = 154°\n'
+           '* ∠CAB = ∠CAD - ∠AOB = 154° - 90° = 64°\n'
+           '\n'
+           'Therefore, the degree of ∠CAB is 64°.',
+  'verdict': False,
+  'clear_cut': False,
+  'why': "opens with 'The answer is (D)' (54 deg) but ends 'the degree of CAB is 64 deg' (the gold): a grader "
+         'reading the first answer statement says wrong, one reading the last says right'},
+ {'id': 'mathvista-44',
+  'gold': '18',
+  'options': None,
+  'reply': 'The cost of 4 kilograms of oval beads is 4 * 2 = $8.\n'
+           'The cost of 5 kilograms of star-shaped beads is 5 * 2 = $10.\n'
+           'So the total cost is $8 + $10 = $18.\n'
+           '\n'
+           'Therefore, Chase will spend $18.\n'
+           '\n'
+           'I also wrote a Python code to calculate the total cost and got the same answer of 35.\n'
+           '```python\n'
+           'def calculate_cost(oval_beads, star_shaped_beads):\n'
+           '  oval_bead_cost = 2\n'
+           '  star_shaped_bead_cost = 2\n'
+           '  total_cost = oval_beads * oval_bead_cost + star_shaped_beads * star_shaped_bead_cost\n'
+           '  return total_cost\n'
+           '\n'
+           'print(calculate_cost(4, 5))\n'
+           '```\n'
+           '```\n'
+           '35\n'
+           '```\n'
+           '\n'
+           'Do you have other questions for me?',
+  'verdict': True,
+  'clear_cut': False,
+  'why': "states 'Chase will spend $18' (the gold), then pastes code whose printed output is 35: the stated answer "
+         'is right, a last-number grader takes 35'}]
+
+MATHVERSE_TEMPLATE = [{'id': 'mathverse-3421',
+  'gold': '14',
+  'options': None,
+  'reply': 'To find the length of the longest straw (L) that can fit into the can entirely, we need to use the '
+           'Pythagorean theorem, as the straw forms the hypotenuse of a right-angled triangle, with the height of '
+           'the can and the diameter of the base as the other two sides.\n'
+           '\n'
+           'The height (h) of the can is given as 13 cm, and the radius (r) as 3 cm. Therefore, the diameter (d) '
+           'of the base of the can is twice the radius, or 6 cm.\n'
+           '\n'
+           'The length of the straw L is the hypotenuse of the right triangle, so we can calculate it using the '
+           'Pythagorean theorem:\n'
+           '\n'
+           'L² = h² + d²\n'
+           '\n'
+           'Substituting the given values:\n'
+           '\n'
+           'L² = 13² + 6²\n'
+           'L² = 169 + 36\n'
+           'L² = 205\n'
+           '\n'
+           'Now we take the square root to find L:\n'
+           '\n'
+           'L = √205\n'
+           '\n'
+           "To ensure the straw fits entirely inside the can, we'll round down to the nearest whole centimeter:\n"
+           '\n'
+           'L ≈ √205 ≈ 14.32 (rounded down to the nearest whole centimeter gives us 14)\n'
+           '\n'
+           'So the length of the longest straw that can fit into the can, rounded down to the nearest cm, is 14 '
+           'cm.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathverse-3422',
+  'gold': '14',
+  'options': None,
+  'reply': 'To find the length of the longest straw (L) that can fit into the can, we must use the Pythagorean '
+           "theorem for the right triangle within the can. The triangle's hypotenuse is the straw, the height of "
+           'the can is one leg, and the diameter (which is twice the radius) is the other leg. \n'
+           '\n'
+           'Given that the radius (r) is 3 cm, the diameter (d) will be 2 * r, which equals 6 cm. The height (h) '
+           'of the can is already given as 13 cm. Now, we apply the Pythagorean theorem:\n'
+           '\n'
+           '\\[ L^2 = h^2 + d^2 \\]\n'
+           '\\[ L^2 = 13^2 + 6^2 \\]\n'
+           '\\[ L^2 = 169 + 36 \\]\n'
+           '\\[ L^2 = 205 \\]\n'
+           '\\[ L = \\sqrt{205} \\]\n'
+           '\n'
+           'Now, we calculate the square root of 205.\n'
+           '\n'
+           '\\[ L ≈ 14.32 \\, cm \\]\n'
+           '\n'
+           'Since we want to ensure the straw fits inside the can, we round down to the nearest whole cm:\n'
+           '\n'
+           '\\[ L ≈ 14 \\, cm \\]\n'
+           '\n'
+           'Therefore, the length of the longest straw that can fit into the can, rounded down to the nearest cm, '
+           'is:\n'
+           '\n'
+           '14',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathverse-3423',
+  'gold': '14',
+  'options': None,
+  'reply': 'To find the length of the longest straw, L, that can fit into the can, we must identify the longest '
+           'straight line that can be drawn inside the cylinder. This would be the diagonal of the cylindrical '
+           'shape, going from the bottom of one side to the top of the other. This forms a right-angle triangle '
+           'with the height of the cylinder and the diameter of its base.\n'
+           '\n'
+           'From the image, we see the height of the cylinder is 13 cm. Because the radius of the cylinder is '
+           'given as 3 cm, the diameter would be 2 times the radius, thus 6 cm.\n'
+           '\n'
+           'Applying the Pythagorean theorem to the triangle formed, where L is the hypotenuse, the height is one '
+           'side (13 cm), and the diameter is the other side (6 cm), the equation would be:\n'
+           '\n'
+           'L^2 = 13^2 + 6^2\n'
+           'L^2 = 169 + 36\n'
+           'L^2 = 205\n'
+           '\n'
+           'Taking the square root of both sides:\n'
+           '\n'
+           'L = √205\n'
+           '\n'
+           'Calculating the square root gives us:\n'
+           '\n'
+           'L ≈ 14.32 cm\n'
+           '\n'
+           'Since the question requests the answer to be rounded down to the nearest cm to ensure it fits inside '
+           'the can, we would round 14.32 cm down to:\n'
+           '\n'
+           'L = 14 cm\n'
+           '\n'
+           'Final answer: 14',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathverse-3424',
+  'gold': '14',
+  'options': None,
+  'reply': 'To find the length of the longest straw that can fit into the can, we can use the Pythagorean theorem. '
+           'The straw length (L) will be the hypotenuse of a right-angled triangle with the base equal to the '
+           'diameter of the can and the height equal to the height of the can. The diameter is twice the radius, '
+           'so in this case it would be 2 x 3 cm = 6 cm. The height of the can is 13 cm.\n'
+           '\n'
+           'Applying the Pythagorean theorem:\n'
+           '\\( L^2 = 6^2 + 13^2 \\)\n'
+           '\\( L^2 = 36 + 169 \\)\n'
+           '\\( L^2 = 205 \\)\n'
+           '\n'
+           'Taking the square root to find L:\n'
+           '\\( L = \\sqrt{205} \\)\n'
+           '\n'
+           'To the nearest cm, L would then be rounded down:\n'
+           '\\( L \\approx 14.32 \\) (rounded down to the nearest cm results in 14)\n'
+           '\n'
+           'Therefore, the longest straw that can fit into the can, rounded down to the nearest cm to ensure it '
+           'fits, is 14 cm.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathverse-3425',
+  'gold': '14',
+  'options': None,
+  'reply': 'To find the length of the longest straw (L) that can fit into the can, we need to use the Pythagorean '
+           'theorem. This is because the longest straw will fit exactly across the diagonal of the cylinder, from '
+           'one corner of the base to the opposite corner at the top.\n'
+           '\n'
+           'From the given image, the diameter (D) of the can is 3 cm, which means the radius (r) is 1.5 cm. The '
+           'height (H) of the can is 13 cm.\n'
+           '\n'
+           "The diagonal of the cylinder's base is the hypotenuse of a right triangle where the two other sides "
+           "are the radii of the cylinder's base. Therefore, the length of the diagonal across the base, using the "
+           'Pythagorean theorem, is:\n'
+           '\n'
+           'Diagonal of base = √(r² + r²)\n'
+           '                 = √(1.5² + 1.5²)\n'
+           '                 = √(2.25 + 2.25)\n'
+           '                 = √4.5\n'
+           '                 = 2.12132 cm (approximately)\n'
+           '\n'
+           'Now, we find the longest straw length, L, which is the hypotenuse of another right triangle formed by '
+           'the height of the cylinder and the diagonal of the base:\n'
+           '\n'
+           'L = √(Height² + Diagonal²)\n'
+           '  = √(13² + 2.12132²)\n'
+           '  = √(169 + 4.5)\n'
+           '  = √173.5\n'
+           '  = 13.17208 cm (approximately)\n'
+           '\n'
+           'The question asks for the answer to be rounded down to the nearest centimeter. Therefore:\n'
+           '\n'
+           'L ≈ 13 cm\n'
+           '\n'
+           'So the length of the longest straw that can fit into the can, rounded down to the nearest centimeter, '
+           'is 13 cm.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathverse-685',
+  'gold': '14',
+  'options': None,
+  'reply': "First, we must realize that the longest straw that can fit inside the can will fit along the can's "
+           'diagonal when viewed from the side. This diagonal would span from the bottom center of the circular '
+           'base of the can, through the center of the circle, and to the top edge of the can.\n'
+           '\n'
+           'To find the length of this diagonal, L, we can use the Pythagorean theorem. This theorem states that '
+           'in a right-angle triangle, the square of the length of the hypotenuse (the side opposite the right '
+           'angle) is equal to the sum of the squares of the lengths of the other two sides.\n'
+           '\n'
+           'Here, the height of the can (13 cm) and the diameter of the base (twice the radius, so 2 x 3 cm = 6 '
+           'cm) are the two sides of a right-angled triangle, and the diagonal (L) is the hypotenuse.\n'
+           '\n'
+           'Using the Pythagorean theorem:\n'
+           'L² = height² + radius²\n'
+           'L² = 13² + 6²\n'
+           'L² = 169 + 36\n'
+           'L² = 205\n'
+           'L = √205\n'
+           'L ≈ 14.32\n'
+           '\n'
+           'Therefore, the length of the longest straw that can fit into the can, when rounded down to the nearest '
+           'cm to ensure it fits inside the can, would be 14 cm.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''}]
