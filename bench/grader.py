@@ -379,33 +379,56 @@ def foreign_report(split: str) -> dict[str, float]:
             "fp_math_verify": sum(theirs[i] and not intended[i] for i in clear)}
 
 
-def mv_suite_report() -> tuple[float, float]:
+def mv_suite_report() -> tuple[float, float, float, float]:
     """Run math-verify's own test cases (``eval/grader_sets/math_verify_suite.py``) through ours
-    and math-verify; return each one's accuracy against the suite's expected verdicts."""
+    and math-verify; return each one's accuracy against the suite's expected verdicts, on
+    all cases and on the undisputed ones.
+
+    math-verify runs as its test runs it (the test's extraction targets and precision); ours
+    grades a span as is and extracts a side that is a whole reply with ``last_expression``.
+    """
     from vlcohort.answers.extract import STYLES
-    from vlcohort.eval.grader_sets.math_verify_suite import UPSTREAM_COMMIT, suite_cases
+    from vlcohort.eval.grader_sets.math_verify_suite import UPSTREAM_COMMIT, math_verify_verdict, suite_cases
 
     cases = suite_cases()
-    style_le = "last_expression" if "last_expression" in STYLES else "auto"
-    if style_le != "last_expression":
-        print("  note: extract_answer has no 'last_expression' style yet; its cases run with 'auto'")
+    style = "last_expression" if "last_expression" in STYLES else "auto"
+    if style != "last_expression":
+        print("  note: extract_answer has no 'last_expression' style yet; the extraction cases run with 'auto'")
     grading.clear_caches()
     ours = []
     for c in cases:
-        if c.extraction:
-            ours.append(_ours_verdict(c.pred, c.gold, None, True, style_le))
-        else:
-            ours.append(_ours_verdict(c.pred, c.gold, None, False, "auto"))
-    theirs = [_mv_verdict(c.gold, c.pred, c.extraction) for c in cases]
+        gold = extract_answer(c.gold, style) if c.gold_is_reply else c.gold
+        ours.append(gold is not None and _ours_verdict(c.pred, gold, None, c.pred_is_reply, style))
+    theirs = []
+    for c in cases:
+        try:
+            theirs.append(math_verify_verdict(c))
+        except Exception:  # a crash of the baseline is its "no", not ours to debug
+            theirs.append(False)
     intended = [c.expected for c in cases]
     print(f"math-verify's own test suite (upstream {UPSTREAM_COMMIT[:12]}): {len(cases)} cases, "
-          f"{sum(c.extraction for c in cases)} relying on its last-expression extraction")
+          f"{sum(c.extraction for c in cases)} relying on extraction from a reply (ours: {style!r})")
     tests = sorted({c.test for c in cases})
-    _table("upstream test", [(t, [i for i, c in enumerate(cases) if c.test == t]) for t in tests]
+    _table("upstream test", [(t.split("::")[1], [i for i, c in enumerate(cases) if c.test == t]) for t in tests]
            + [("extraction cases", [i for i, c in enumerate(cases) if c.extraction]),
+              ("span cases", [i for i, c in enumerate(cases) if not c.extraction]),
               ("all", list(range(len(cases))))], intended, ours, theirs)
-    n = max(len(cases), 1)
-    return (sum(o == e for o, e in zip(ours, intended)) / n, sum(t == e for t, e in zip(theirs, intended)) / n)
+    wrong = [i for i in range(len(cases)) if ours[i] != intended[i]]
+    print(f"  ours wrong on {len(wrong)} cases:")
+    for i in wrong:
+        c = cases[i]
+        g = c.gold if len(c.gold) <= 100 else c.gold[:40] + " ... " + c.gold[-50:]
+        p = c.pred if len(c.pred) <= 100 else c.pred[:40] + " ... " + c.pred[-50:]
+        tag = (", extraction" if c.extraction else "") + (", disputed" if c.disputed else "")
+        print(f"  ours wrong [{c.test.split('::')[1]}{tag}]: gold={g!r} "
+              f"pred={p!r} ours={ours[i]} expected={c.expected}")
+    undisputed = [i for i, c in enumerate(cases) if not c.disputed]
+    _table("upstream verdict", [("undisputed", undisputed),
+                                ("disputed", [i for i, c in enumerate(cases) if c.disputed])],
+           intended, ours, theirs)
+    n, m = max(len(cases), 1), max(len(undisputed), 1)
+    return (sum(o == e for o, e in zip(ours, intended)) / n, sum(t == e for t, e in zip(theirs, intended)) / n,
+            sum(ours[i] == intended[i] for i in undisputed) / m, sum(theirs[i] == intended[i] for i in undisputed) / m)
 
 
 SETS = ("gold", "hard", "foreign", "mvsuite")
@@ -447,8 +470,10 @@ def main() -> None:
         summary.append(f"foreign_false_positives_ours={dev['fp_ours'] + held['fp_ours']} "
                        f"foreign_false_positives_math_verify={dev['fp_math_verify'] + held['fp_math_verify']}")
     if "mvsuite" in chosen:
-        acc_ours, acc_mv = mv_suite_report()
+        acc_ours, acc_mv, und_ours, und_mv = mv_suite_report()
         summary.append(f"mv_suite_accuracy_ours={acc_ours:.3f} mv_suite_accuracy_math_verify={acc_mv:.3f}")
+        summary.append(f"mv_suite_undisputed_accuracy_ours={und_ours:.3f} "
+                       f"mv_suite_undisputed_accuracy_math_verify={und_mv:.3f}")
     for line in summary:
         print(line)
 

@@ -119,3 +119,43 @@ def test_foreign_real_replies_are_the_published_ones(foreign, benchmark_dir):
                  for rec in bard.values()}
     for c in real:
         assert (c.reply, c.gold, c.options) in published, c
+
+
+# ------------------------------------------------------------------ math-verify's own suite
+
+
+@pytest.fixture(scope="module")
+def mv_suite():
+    from vlcohort.eval.grader_sets import math_verify_suite
+
+    return math_verify_suite
+
+
+def test_mv_suite_loads_with_its_provenance(mv_suite):
+    import re
+
+    cases = mv_suite.suite_cases()
+    assert len(cases) >= 250
+    assert re.fullmatch(r"[0-9a-f]{40}", mv_suite.UPSTREAM_COMMIT) and mv_suite.LICENSE == "Apache-2.0"
+    assert mv_suite.UPSTREAM_COMMIT in (ROOT / "eval" / "grader_sets" / "math_verify_suite_data.py").read_text()
+    verdicts = Counter(c.expected for c in cases)
+    assert verdicts[True] >= 150 and verdicts[False] >= 30
+    assert all(c.gold.strip() and c.pred.strip() and c.test.count("::") == 1 for c in cases)
+    extraction = [c for c in cases if c.extraction]
+    assert 60 <= len(extraction) < len(cases)  # whole replies are marked, plain spans are not
+    # every disputed entry names a real row, so a typo cannot silently drop one
+    assert len([c for c in cases if c.disputed]) == len(mv_suite.DISPUTED)
+
+
+def test_mv_suite_rows_are_upstream_verbatim(mv_suite):
+    """math-verify, called as each upstream test calls it, reproduces every upstream verdict:
+    a row mangled in the copy (an escape, a config) would not."""
+    import logging
+
+    pytest.importorskip("math_verify")
+    logging.disable(logging.WARNING)
+    try:
+        wrong = [c for c in mv_suite.suite_cases() if mv_suite.math_verify_verdict(c) != c.expected]
+    finally:
+        logging.disable(logging.NOTSET)
+    assert not wrong, wrong[:3]
