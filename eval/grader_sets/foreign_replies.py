@@ -486,7 +486,9 @@ def _in_sentence() -> list[ForeignCase]:
         ("y \\ge -1", "Therefore the range of the function is $y \\geq -1$.", True),
         ("y \\ge -1", "Therefore the range of the function is $y \\geq 1$.", False),
     ]
-    out = [_w("in_sentence", g, r, ok) for g, r, ok in rows]
+    out = [_w("in_sentence", g, r, ok) for g, r, ok in rows if g != "[-2, 3]" or not ok]
+    out.append(_w("in_sentence", "[-2, 3]", "The solution is $-2 \\le x \\le 3$.", True, clear_cut=False,
+                  why="an inequality for an interval gold: the same set in another notation"))
     out.append(_w("in_sentence", "x \\le 3", "So we need $x \\le 3$. The answer is $(-\\infty, 3]$.", True,
                   clear_cut=False, why="the interval for an inequality gold: the same set in another notation"))
     return out

@@ -971,6 +971,582 @@ BARD_MATHVISTA = [{'id': 'mathvista-20',
   'verdict': False,
   'clear_cut': True,
   'why': ''},
+ {'id': 'mathvista-234',
+  'gold': '6',
+  'options': ('3', '5', '6', '7', 'It cannot be determined from the information given'),
+  'reply': 'The answer is (C).\n'
+           '\n'
+           'The triangle in the figure is an equilateral triangle. In an equilateral triangle, all three sides are '
+           'equal. Since AC = 6, then AB = 6.\n'
+           '\n'
+           'Choice (A) is incorrect because the length of AB is greater than 3.\n'
+           '\n'
+           'Choice (B) is incorrect because the length of AB is greater than 5.\n'
+           '\n'
+           'Choice (D) is incorrect because the length of AB is not equal to 7.\n'
+           '\n'
+           'Choice (E) is incorrect because the length of AB can be determined from the information given.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-245',
+  'gold': '24',
+  'options': None,
+  'reply': 'Based on the image, the grilled steak costs $13 and the mushroom pizza costs $11. So Damon needs $13 + '
+           '$11 = $24 to buy both items.\n'
+           '\n'
+           'So the answer is 24',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-248',
+  'gold': 'No',
+  'options': ('Yes', 'No'),
+  'reply': 'The answer is (B). There are no green matte choppers in the image. There is only one large yellow '
+           'shiny motorbike. So the number of large yellow shiny motorbikes is greater than the number of green '
+           'matte choppers.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-268',
+  'gold': '10.4',
+  'options': None,
+  'reply': 'Sure. I can help you with that.\n'
+           '\n'
+           'The price of English muffins is $8 per kilogram. Colton wants to buy 1+3/10 = 13/10 kilograms of '
+           'English muffins.\n'
+           '\n'
+           'So he will spend 13/10*$8 = $10.40.\n'
+           '\n'
+           'In one decimal place, the amount he needs to spend is 10.4.\n'
+           '\n'
+           'So the answer is 10.4',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-280',
+  'gold': '60',
+  'options': ('80', '60', '40', '30', '20'),
+  'reply': 'The answer is (B). 60 degrees.\n'
+           '\n'
+           'A regular hexagon has 6 equal sides and 6 equal angles. So, each angle of a regular hexagon is equal '
+           'to 180(6-2)/6 = 120 degrees.\n'
+           '\n'
+           'Angle AOC is an exterior angle of triangle AOB. Therefore, angle AOC = 180 - angle AOB = 180 - 120 = '
+           '60 degrees.\n'
+           '\n'
+           'The answer is (B). 60 degrees.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-289',
+  'gold': '2',
+  'options': None,
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'If the model has 4 dots divided into 2 equal groups, then there are **2** dots in each group.\n'
+           '\n'
+           'This is because 4 divided by 2 is 2. So, the total number of groups is 2, and the number of dots in '
+           'each group is 4 divided by the number of groups, which is 2.\n'
+           '\n'
+           'Therefore, the answer to the question is 2.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-295',
+  'gold': '3',
+  'options': None,
+  'reply': 'Sure. I can help you with that.\r\n'
+           '\r\n'
+           'The model has 9 dots divided into 3 equal groups. There are **3** dots in each group.\r\n'
+           '\r\n'
+           'To solve this, we can divide the total number of dots (9) by the number of groups (3). 9 ÷ 3 = 3. '
+           'Therefore, there are 3 dots in each group.\r\n'
+           '\r\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-306',
+  'gold': 'Yes',
+  'options': ('Yes', 'No'),
+  'reply': 'Based on the image you sent me, the bed is much larger than the kitten. The kitten is about the size '
+           "of the woman's hand, while the bed is at least twice as long. So the answer is (A).",
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-314',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'Based on the image, the correct answer is **(B) no**.\n'
+           '\n'
+           'The bar with the lowest value is the pale green bar, which has a value of 0. The crimson bar has a '
+           'value of 20, which is higher than the value of the pale green bar. Therefore, crimson is not the '
+           'minimum value.\n'
+           '\n'
+           'Here is a table of the values for each color:\n'
+           '\n'
+           'Color | Value\n'
+           '------- | --------\n'
+           'Pale Green | 0\n'
+           'Crimson | 20\n'
+           'Purple | 40\n'
+           'Dark Red | 60\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-321',
+  'gold': 'surplus',
+  'options': ('shortage', 'surplus'),
+  'reply': 'The correct answer is **(B)**, surplus.\n'
+           '\n'
+           'At a price of $330, the quantity supplied is 15,400 units while the quantity demanded is 11,000 '
+           'units. \n'
+           '\n'
+           'Since the quantity supplied is more than the quantity demanded, there is a surplus of 4,400 units at a '
+           'price of $330.\n'
+           '\n'
+           'So the answer is (B), surplus.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-332',
+  'gold': '7873',
+  'options': None,
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'The taxi cab driver drove 5,936 miles in January and 1,937 miles in April. The total number of miles '
+           'driven in January and April is 5,936 + 1,937 = **7,873 miles**.\n'
+           '\n'
+           'So the answer is 7873',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-338',
+  'gold': '8',
+  'options': ('6', '8', '2*x', '4*x', '4*x^2'),
+  'reply': 'The answer is (B). 8.\n'
+           '\n'
+           'Since E is the midpoint of AB, we know that BE = EA = x.\n'
+           'Since D is the midpoint of AC, we know that CD = AD = 4.\n'
+           'Triangle AED is a 45-45-90 triangle, so we know that DE = AD = CD = 4.\n'
+           'Thus, BC = BE + CE = x + 4 = 8.\n'
+           '\n'
+           'I hope this helps!',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-341',
+  'gold': "o'clock",
+  'options': ('half', 'quarter', "o'clock", 'quarter to', 'quarter past'),
+  'reply': "The time shown in the image is 6:00. So the answer is **(C) o'clock**.\n"
+           '\n'
+           "The hour hand is pointing to the 6, which means it is 6 o'clock. There are no other numbers between "
+           'the hour hand and the minute hand, so it is not quarter to or quarter past any hour.\n'
+           '\n'
+           'The answer choices (A), (B), and (E) are not correct because they do not describe the time shown in '
+           'the image.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-347',
+  'gold': 'No',
+  'options': ('Yes', 'No'),
+  'reply': 'The correct answer is **(B) No**.\n'
+           '\n'
+           'There is only 1 green metallic double bus in the image, and there are 3 big purple rubber cruisers. '
+           'Therefore, the number of green metallic double busses is not less than the number of big purple rubber '
+           'cruisers.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-349',
+  'gold': 'Rec',
+  'options': ('Rec', 'OCR', 'Know', 'Gen', 'Spat', 'Math'),
+  'reply': 'The answer is **(A) Rec**.\n'
+           '\n'
+           'According to the image, the proportion of **Rec** (recognition) is 68.8%, which is the highest among '
+           'all the capabilities.\n'
+           '\n'
+           'The other capabilities and their corresponding proportions are:\n'
+           '\n'
+           '* OCR (optical character recognition): 44.0%\n'
+           '* Know (knowledge): 38.5%\n'
+           '* Gen (language generation): 34.4%\n'
+           '* Spat (spatial awareness): 20.0%\n'
+           '* Math (mathematics): 11.9%\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-357',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'The answer is (B), no. The graph shows the amount of turquoise in different foods, not the roughness '
+           'of the fish. Salmon is not even on the graph, so it cannot be the roughest fish. The roughest fish in '
+           'the world is the tigerfish, which is found in Africa. It has sharp teeth and a powerful bite.\r\n'
+           '\r\n'
+           'The image you sent me is not relevant to the question. It shows a graph of the amount of turquoise in '
+           'different foods.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-358',
+  'gold': 'A',
+  'options': ('A', 'B', 'C', 'D', 'E'),
+  'reply': 'The answer is **(A)**.\n'
+           '\n'
+           'The unfolded cube shows 6 squares, each with 4 edges and 4 corners. Option A is the only cube that has '
+           '6 square faces, each with 4 edges and 4 corners.\n'
+           '\n'
+           'Option B has a square face with 5 edges.\n'
+           'Option C has a square face with 3 corners.\n'
+           'Option D is a mirror image of Option A.\n'
+           'Option E is not a cube.\n'
+           '\n'
+           'Therefore, the only cube that can be formed by folding the unfolded cube is Option A.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-232',
+  'gold': 'Solution B',
+  'options': ('neither; their concentrations are the same', 'Solution B', 'Solution A'),
+  'reply': 'The answer is **(C) Solution A**.\n'
+           '\n'
+           'In Solution A, there are 4 pink particles in a volume of 25 mL. So the concentration of pink particles '
+           'in Solution A is 4/25 = 0.16.\n'
+           '\n'
+           'In Solution B, there are 3 pink particles in a volume of 25 mL. So the concentration of pink particles '
+           'in Solution B is 3/25 = 0.12.\n'
+           '\n'
+           'Therefore, Solution A has a higher concentration of pink particles than Solution B.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-239',
+  'gold': 'yes',
+  'options': ('yes', 'no'),
+  'reply': 'Based on the image, the correct answer is **(B) no**.\n'
+           '\n'
+           'The minimum value in the graph is 20, which is the value for the **Light Salmon** fish. The **Sky '
+           'Blue** fish has an average life of 40 years, which is higher than the minimum value.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-262',
+  'gold': '39',
+  'options': None,
+  'reply': 'The highest percentage of female viewers watch cooking shows (41%), while the lowest percentage watch '
+           'dating shows (11%). So the difference is 41 - 11 = **30** percentage points.\n'
+           '\n'
+           'To be more specific, 41% of females watch cooking shows, while only 11% watch dating shows. This means '
+           'that there is a 30 percentage point difference between the two genres.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-283',
+  'gold': '5',
+  'options': ('2', '4', '5', '10'),
+  'reply': 'The correct answer is (B), 4.\n'
+           '\n'
+           '$\\overline{WTY}$ and $\\overline{TWY}$ are congruent chords of the same circle, so they have the same '
+           'length. Therefore, $4x = -2x + 10$.\n'
+           '\n'
+           'Adding $2x$ to both sides gives $6x = 10$.\n'
+           '\n'
+           'Dividing both sides by 6 gives $x = \\boxed{4}$.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-285',
+  'gold': '25°',
+  'options': ('50°', '40°', '30°', '25°'),
+  'reply': 'The answer is (C).\n'
+           '\n'
+           '* Given that AB is the diameter of ⊙O, so ∠BOC = 2∠BAC (angle at the center is twice the angle on the '
+           'circumference)\n'
+           '* ∠BOC = 50°, so ∠BAC = 50°/2 = 25°\n'
+           '* In triangle OAB, ∠A = 180° - ∠BOC - ∠BAC = 180° - 50° - 25° = 105°\n'
+           '\n'
+           'Therefore, the degree of ∠A is 105°. So the correct choice is (C).',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-290',
+  'gold': '75°',
+  'options': ('75°', '85°', '95°', '105°'),
+  'reply': 'The correct answer is **(B)**.\n'
+           '\n'
+           '```\n'
+           'Given: ∠1 = 105°\n'
+           'AB || CD\n'
+           '```\n'
+           '\n'
+           '* **Corresponding angles:** Angles that are in corresponding positions when two lines are cut by a '
+           'transversal are equal.\n'
+           '* **Alternate exterior angles:** Angles that are on opposite sides of the transversal and are outside '
+           'the two lines are equal.\n'
+           '\n'
+           'In the figure, ∠1 and ∠2 are corresponding angles, so ∠2 = ∠1 = 105°.\n'
+           '\n'
+           'Therefore, the degree of ∠2 is **105°**.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-291',
+  'gold': "May '21",
+  'options': ("Jul '21", "Jun '21", "Mar '21", "May '21", "Apr '21"),
+  'reply': "The answer is (E) Jun '21.\n"
+           '\n'
+           "The maximum number of full-time employees is 128 million in Jun '21, as shown by the highest point of "
+           'the line graph in that month. The number of full-time employees decreases in the following months. So '
+           'the answer is (E).',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-292',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'The correct answer is **(A) yes**.\n'
+           '\n'
+           'In the image, Rebecca Purple has a bar value of 80, while Olive Drab has a bar value of 60. Therefore, '
+           'Rebecca Purple is greater than Olive Drab.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-296',
+  'gold': 'equal to',
+  'options': ('larger than', 'equal to', 'smaller than'),
+  'reply': 'The correct answer is (C). The value of f(-3) is **smaller than** the value of f(2).\n'
+           '\n'
+           'In the graph, the line is a horizontal line at y = 3. This means that the function f(x) always outputs '
+           'the value 3, regardless of the input x. Therefore, f(-3) = f(2) = 3. However, since -3 is less than 2, '
+           'we can say that f(-3) is **smaller than** f(2).\n'
+           '\n'
+           'So the answer is (C).',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-297',
+  'gold': 'Yes',
+  'options': ('Yes', 'No'),
+  'reply': 'The answer is **(B) No**.\n'
+           '\n'
+           'There is no green school bus in the image. The only school bus in the image is blue. So the number of '
+           'blue school buses is greater than the number of green school buses, which is 0.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-312',
+  'gold': 'apples',
+  'options': ('potatoes', 'peas', 'apples', 'canola'),
+  'reply': 'The answer is (A). Potatoes cost $9 per cwt in 2003, which is more than the price of peas ($7), apples '
+           '($20), and canola ($10).\n'
+           '\n'
+           'Here is the table with the prices of the crops in 2003:\n'
+           '\n'
+           'Crop | Price per cwt\n'
+           '------- | --------\n'
+           'Peas | $7\n'
+           'Potatoes | $9\n'
+           'Apples | $20\n'
+           'Canola | $10\n'
+           '\n'
+           'So the answer is (A). Potatoes cost the most per cwt in 2003.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-318',
+  'gold': '2256',
+  'options': ('191.5', '1128', '2256', '4512'),
+  'reply': 'The correct answer is (B), 1128.\n'
+           '\n'
+           'The area of a trapezoid is given by the formula:\n'
+           '\n'
+           '```\n'
+           'Area = (1/2) × (Base 1 + Base 2) × (Height)\n'
+           '```\n'
+           '\n'
+           'In this case, the bases are 41 ft and 53 ft, and the height is 48 ft. Plugging these values into the '
+           'formula, we get:\n'
+           '\n'
+           '```\n'
+           'Area = (1/2) × (41 ft + 53 ft) × (48 ft) = 1128 ft²\n'
+           '```\n'
+           '\n'
+           'To the nearest tenth, the area is 1128 ft².',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-324',
+  'gold': '53',
+  'options': None,
+  'reply': 'The highest value of the dark blue bar is 81%, and the lowest value is 35%. So the difference between '
+           'the highest and lowest value of the dark blue bar is 81 - 35 = **46%**.\n'
+           '\n'
+           'Do you have other questions or requests?',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-326',
+  'gold': '3',
+  'options': None,
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'I see the image. The pencil is about 5 inches long. The end of the pencil is aligned with the 5-inch '
+           'mark on the ruler.\n'
+           '\n'
+           'So the answer is 5',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-331',
+  'gold': '64',
+  'options': None,
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'The mean is the average of a set of numbers. To find the mean, you add all the numbers and then divide '
+           'by the number of numbers.\n'
+           '\n'
+           'In this case, there are 9 people and their number of web pages visited are: 84, 56, 70, 68, 60, 47, '
+           '75, 52.\n'
+           '\n'
+           'The mean is: (84 + 56 + 70 + 68 + 60 + 47 + 75 + 52) / 9 = 63\n'
+           '\n'
+           'So the answer is 63',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-337',
+  'gold': 'quarter',
+  'options': ('half', 'quarter', "o'clock", 'quarter to', 'quarter past'),
+  'reply': 'The time shown is 7:45. It is **quarter to eight**. So the answer is (D).\n'
+           '\n'
+           'The hour is 7. There are 15 minutes left before the next hour, which is 8. 15 minutes is a quarter of '
+           'an hour. Therefore, it is quarter to eight.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-344',
+  'gold': 'Yes',
+  'options': ('Yes', 'No'),
+  'reply': 'The answer is (B) No.\n'
+           '\n'
+           'There are 3 metal cars to the left of the tiny matte school bus. There are 2 tiny cyan double buses.\n'
+           '\n'
+           'So the number of metal cars is less than the number of tiny cyan double buses.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-359',
+  'gold': '-7',
+  'options': None,
+  'reply': 'The rate of change between Thursday and Friday is the difference in the number of shells found divided '
+           'by the number of days between the two days. In this case, the difference is 7 - 0 = 7 shells. \r\n'
+           '\r\n'
+           'The number of days between Thursday and Friday is 1 day. \r\n'
+           '\r\n'
+           'Therefore, the rate of change is 7/1 = 7 shells per day.\r\n'
+           '\r\n'
+           'So the answer is 7',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-258',
+  'gold': '2',
+  'options': None,
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'Looking at the image, there are 6 bags that have at least 60 red buttons but fewer than 81 red '
+           'buttons. They are the bags with 60, 61, 62, 63, 64, 65, and 66 red buttons.\n'
+           '\n'
+           'So the answer is 7',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-230',
+  'gold': '0',
+  'options': None,
+  'reply': 'I see the image. There are 3 algorithms that have accuracy higher than 9 in at least one dataset. They '
+           'are:\n'
+           '\n'
+           '* niece (accuracy of 9.5 on dataset 1)\n'
+           '* pie (accuracy of 10 on dataset 2)\n'
+           '* clergy (accuracy of 9.2 on dataset 3)\n'
+           '\n'
+           'So the answer to your question is 3.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-270',
+  'gold': '100°',
+  'options': ('50°', '65°', '100°', '130°'),
+  'reply': 'The answer is (C). 100°.\n'
+           '\n'
+           'Given that AB = AC, so ∆ABC is an isosceles triangle.\n'
+           'The angle bisector of an isosceles triangle divides the angle into two angles with equal measures.\n'
+           'Therefore, ∠BAO = ∠CAO = 65/2 = 32.5°.\n'
+           'Also, ∠BOC = ∠BAO + ∠CAO = 32.5° + 32.5° = 65°.\n'
+           '\n'
+           'Hence, the degree of ∠BOC is 65°. So the correct choice is (C).',
+  'verdict': True,
+  'clear_cut': False,
+  'why': "'The answer is (C). 100 deg' (the gold) and 'the correct choice is (C)', but the working ends 'the "
+         "degree of BOC is 65 deg': the option is right, the stated value is not"},
+ {'id': 'mathvista-229',
+  'gold': '0.30%',
+  'options': ('0.33%', '0.31%', '0.29%', '0.32%', '0.30%'),
+  'reply': 'The highest lysine level given is **0.30%** (A).\n'
+           '\n'
+           'The image shows the following text:\n'
+           '\n'
+           '```\n'
+           'Lysine Levels (as examples only)\n'
+           'Threonine Levels (as examples only)\n'
+           '0.05%\n'
+           '0.10%\n'
+           '0.15%\n'
+           '0.10%\n'
+           '0.20%\n'
+           '9 animals\n'
+           '9 animals\n'
+           '9 animals\n'
+           '9 animals\n'
+           '9 animals\n'
+           '9 animals\n'
+           '0.30%\n'
+           '9 animals\n'
+           '9 animals 9 animals\n'
+           '```\n'
+           '\n'
+           'The only lysine level that is 0.30% is the third one, so the answer is (A).',
+  'verdict': False,
+  'clear_cut': False,
+  'why': 'names the right value (0.30%) but the letter (A), which is 0.33%, twice: a grader reading the letter '
+         'says wrong, one reading the value says right'},
+ {'id': 'mathvista-333',
+  'gold': '\\frac { 5 } { 12 }',
+  'options': ('\\frac { 5 } { 12 }', '\\frac { 12 } { 13 }', '\\frac { 17 } { 12 }', '\\frac { 12 } { 5 }'),
+  'reply': 'The correct answer is (D).\n'
+           '\n'
+           'In the triangle, the opposite side is 5 and the adjacent side is 12. Therefore, the tangent of the '
+           'angle is 5/12.\n'
+           '\n'
+           '```\n'
+           'tan X = \\frac{opposite}{adjacent} = \\frac{5}{12}\n'
+           '```\n'
+           '\n'
+           'Choice (A), (B), and (C) are incorrect because they are not the tangent of the angle.',
+  'verdict': False,
+  'clear_cut': False,
+  'why': "'The correct answer is (D)' (12/5), while the working gives 5/12 (the gold, option A)"},
  {'id': 'mathvista-59',
   'gold': '64°',
   'options': ('26°', '74°', '64°', '54°'),
