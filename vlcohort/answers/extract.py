@@ -9,16 +9,28 @@ default order only trusts explicit markers:
    the last box, with the boxes right before it that only a connector separates
    (``\\boxed{3} and \\boxed{7}`` is the answer ``3, 7``, see :func:`_final_boxes`);
 3. else an explicit phrase: "the answer is X", "Answer: X", "**Answer:** X",
-   "the correct option is X", "<Answer>: <<X>>" (the template We-Math's official prompt
-   asks for) (X on the next line when the phrase ends its line);
-4. else, when the *whole* completion is one short answer-shaped token (``A``, ``(C)``,
-   ``60``, ``12 cm``, ``$\\frac{1}{2}$``), that token: a direct-answer prompt's reply.
+   "the correct option is X", "i.e. option X", "<Answer>: <<X>>" (the template We-Math's
+   official prompt asks for), and the same in other languages ("答案是 X", "答案：X",
+   "故选 X", "La réponse est X", "Die Antwort ist X", "La respuesta es X", "Ответ: X",
+   a full-width colon) (X on the next line when the phrase ends its line). X stops at the
+   sentence's end ("." before a capital, "。") and at a reason ("because", ", since",
+   " as ", "; this ...", "，因为");
+4. else, when the *whole* completion is one short answer (``A``, ``(C)``, ``（C）``, ``60``,
+   ``12 cm``, ``$\\frac{1}{2}$``, a marked letter with one option's text ``(C) 24`` /
+   ``B. circle``, or bare LaTeX ``\\frac{5}{12}`` / ``2\\sqrt{3}``), that answer: a
+   direct-answer prompt's reply.
+
+A span that is prose around exactly one math segment ("Hence $y \\leq 7$ holds.") is
+reduced to that segment's content, unless the prose negates or hedges it or holds a
+number or option letter of its own (see :func:`_math_in_prose`); with two or more
+segments the span stays whole: picking one would guess.
 
 It never falls back to "the last capital letter" or "the last number": in
 "D is the midpoint of AC, so the answer follows" those heuristics would invent an answer.
 Styles that do so exist (``last_letter``, ``last_number``) but only when asked by name, as
-do ``direct`` (a short one-line reply of any shape) and ``last_line`` (a short last line
-after reasoning), for direct-answer prompts and evaluation outputs.
+do ``direct`` (a short one-line reply of any shape), ``last_line`` (a short last line
+after reasoning) and ``last_expression`` (the last math segment or last-line number, as
+math-verify reads an unmarked reply), for direct-answer prompts and evaluation outputs.
 
 An unclosed box (``the answer is \\boxed{12``: a truncated completion) is no answer,
 never the raw ``\\boxed{12``.
@@ -54,8 +66,8 @@ import re
 __all__ = ["STYLES", "extract_answer"]
 
 #: Extraction styles accepted by :func:`extract_answer`.
-STYLES = ("auto", "answer_tag", "boxed", "phrase", "direct", "last_line", "last_letter",
-          "last_number")
+STYLES = ("auto", "answer_tag", "boxed", "phrase", "direct", "last_line", "last_expression",
+          "last_letter", "last_number")
 
 _BOX_START = re.compile(r"\\(?:boxed|fbox)\s*\{")
 # "\boxed 5" (no braces) is valid LaTeX for a one-token box.
@@ -72,10 +84,29 @@ _CONNECTOR_CHARS = 48
 # so "x = \boxed{3}, y = \boxed{4}" stays "x = 3, y = 4" (the order of the names matters).
 _LHS_BEFORE = re.compile(r"(?<![A-Za-z\\])([A-Za-z]{1,2}(?:_\{?\w{1,3}\}?)?)\s*=\s*\$?\s*$")
 _PHRASE = re.compile(
-    r"(?:\banswer(?:\s*\*\*|>)?\s*(?:is\b|:)|\bcorrect\s+(?:option|choice)\s+is\b)"
-    r"[ \t]*:?[ \t]*(?:\*\*)?[ \t]*",
+    r"(?:\banswer(?:\s*\*\*|>)?\s*(?:is\b|[:：])|\bcorrect\s+(?:option|choice)\s+is\b)"
+    r"[ \t]*[:：]?[ \t]*(?:\*\*)?[ \t]*",
     re.IGNORECASE,
 )
+# Rarer phrases: "i.e. option (B)" (only before "option" / "choice", never a bare "i.e. 3"),
+# and the phrase in French, German, Spanish, Russian and Chinese (答案是 / 答案为 / 答案： /
+# 正确选项为 / 故选, never 选项 "option" or 选择题 "choice question" alone). A separate pattern,
+# searched only when the text could hold one (see _FOREIGN_HINTS), so English replies do not
+# pay for its alternatives on every rollout.
+_PHRASE_FOREIGN = re.compile(
+    r"(?:\bi\.\s?e\.,?(?=[ \t]+(?:option|choice)\b)"
+    r"|\br[ée]ponse(?:\s+(?:finale|correcte))?\s*(?:est\b|[:：])"
+    r"|\bantwort\s*(?:ist\b|lautet\b|[:：])"
+    r"|\brespuesta(?:\s+(?:final|correcta))?\s*(?:es\b|[:：])"
+    r"|\bответ\s*[:：]"
+    r"|答案\s*(?:(?:应该?|應該?|应当|應當|就|即|也)\s*)?(?:是|为|為|[:：])"
+    r"|(?:正确|正確)的?(?:选项|選項)\s*(?:是|为|為|[:：])"
+    r"|(?:故|应|應|所以|因此|因而|则|則)\s*(?:选|選)(?![项項择擇])"
+    r")[ \t]*[:：]?[ \t]*(?:\*\*)?[ \t]*",
+    re.IGNORECASE,
+)
+# ASCII pieces of those phrases (as usually capitalised); any non-ASCII text is searched too.
+_FOREIGN_HINTS = ("i.e", "i. e", "I.e", "ponse", "ntwort", "espuesta")
 #: An answer span after a phrase is at most this long; bounding it keeps extraction
 #: linear when a text repeats "the answer is" thousands of times.
 _PHRASE_SPAN_CHARS = 300
@@ -84,7 +115,18 @@ _TEMPLATE_SLOT = re.compile(r"\s*<<\s*([^<>\n]{1,200}?)\s*>>")
 _PHRASE_CANDIDATES = 16
 # A sentence ends at ". " before a capital or a command ("3.5. Thus", "4. \boxed");
 # "3.5" and "C. 45°" do not end one.
-_SENTENCE_END = re.compile(r"\.\s+(?=[A-Z\\])")
+_SENTENCE_END = re.compile(r"\.\s+(?=[A-Z\\])|。")
+# Where a phrase's answer stops and its reason starts: "D because ...", "D, since ...",
+# "B as the ...", "12; this follows ...", "C, so ...", "12，因为 ...". A ";" before a number
+# or a short word ("1; 2") is a list, not a reason, so it stays.
+_REASON = re.compile(
+    r"[,，]?\s+(?:because|since)\b|[,，]\s*as\b|\s+as\s+(?=[a-z])"
+    r"|;\s+(?=[a-z]{3,}\b)|,\s+(?:so|which|hence|thus|therefore)\b|[,，]?\s*(?:因为|因為|由于|由於)",
+    re.IGNORECASE,
+)
+# Full-width punctuation and letters a CJK reply writes: "（C）", "Ｃ：": read as ASCII for
+# the shape checks (the span itself is returned as written; the grader folds them).
+_FULLWIDTH = str.maketrans("（）：．ＡＢＣＤＥＦＧＨ", "():.ABCDEFGH")
 _LAST_LETTER = re.compile(r"(?<![A-Za-z])([A-H])(?![A-Za-z])")
 _LAST_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?|-?\.\d+")
 #: ``direct`` / ``last_line`` take a line of at most this many characters: a bare answer
@@ -99,6 +141,51 @@ _ANSWER_SHAPED = re.compile(
     r"|\$[^$\n]{1,38}\$|\\\([^\n]{1,38}\\\))(?:\*\*)?\.?"
 )
 _BARE_CHARS = 40
+# A direct multiple-choice reply: a marked letter and a short text ("(C) 24", "B. circle",
+# "A: 3 cm"). The marks matter: "D is the midpoint of AC" is a sentence, not option D.
+_LETTER_WITH_TEXT = re.compile(r"(?:\*\*)?(?:\(\s*[A-H]\s*\)|[A-H][.:)])(?:\*\*)?[ \t]+(\S[^\n]{0,39})")
+# What makes the text after a letter a list of options or a hedge, not one option's text:
+# another standalone letter ("A. 3 B. 4"), "or" / "and", a question, a hedge ("maybe",
+# "I don't know"). "B. No" and "C. not parallel" are option texts and stay.
+_NOT_ONE_OPTION = re.compile(
+    r"(?<![A-Za-z])[A-H](?![A-Za-z])|[?？]|n't"
+    r"|(?i:\b(?:or|and|maybe|perhaps|either|neither|unsure|sure|know|guess|probably)\b)|或|和|可能"
+)
+# A reply of bare LaTeX ("\frac{5}{12}", "2\sqrt{3}", "x = \dfrac{\pi}{4}"): math characters
+# only, at least one command, no \text-like command (prose hides in it), no word of three or
+# more letters outside a command, no "or", no standalone option letter.
+_LATEX_CHARS = re.compile(r"[0-9A-Za-z\\{}^_+\-*/()\[\]|.,;=<>!' \t°π√−·×÷]+")
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+_LATEX_TEXTLIKE = re.compile(r"\\(?:text|mbox|operatorname|mathrm|mathbf|textbf|emph)(?![A-Za-z])")
+_LATEX_PROSE = re.compile(r"[A-Za-z]{3}|\bor\b|(?<![A-Za-z])[A-H](?![A-Za-z])")
+# Math segments: $...$, $$...$$, \(...\), \[...\]. "\\" (a line break) and "\$" (a
+# dollar sign) are read first, so "\\[2pt]" and "\$5" open nothing.
+_MATH_DELIM = re.compile(r"\\\\|\\\$|\\[()\[\]]|\$\$|\$")
+_MATH_CLOSER = {"$": "$", "$$": "$$", "\\(": "\\)", "\\[": "\\]"}
+# Prose around one math segment that must not be dropped: a negation or hedge, a number or
+# an option letter outside it, another command or dollar sign. The span is then kept whole.
+_PROSE_HEDGE = re.compile(
+    r"(?i:\b(?:not|no|never|or|nor|either|neither|maybe|perhaps|possibly|probably|unless|if|except|but"
+    r"|than|instead|wrong|incorrect|false|guess|might|could|least|most|twice|half|double|times"
+    r"|minus|plus|squared|cubed|percent)\b|n't)|[?？\d\\$%]"
+    r"|(?<![A-Za-z])[A-H](?![A-Za-z])|或|不|非|可能|也许|也許|约|約|至少|至多|倍",
+)
+# A word right before the segment that makes it an argument, not the value: "the inverse
+# of $A$", "the square root of $9$", "divided by $2$", "from $1$ to ...".
+_PROSE_OPERAND = re.compile(r"(?i:\b(?:of|by|from|to|over|under|per|with|without)\s*)$|的\s*$")
+_HAS_LETTER = re.compile(r"[^\W\d_]")
+# What may join two math segments of one answer in ``last_expression``: "$3$ or $-3$".
+_SEGMENT_CONNECTOR = re.compile(r"\s*(?:,|;|\band\b|\bor\b|\\text\s*\{\s*(?:and|or)\s*\})?\s*", re.IGNORECASE)
+# The last line's mathematical tokens for ``last_expression``: a fraction or root command, a
+# number with an optional fraction or percent sign.
+_MATH_TOKEN = re.compile(
+    r"\d*\\d?frac\{[^{}\n]{1,24}\}\{[^{}\n]{1,24}\}|\d*\\sqrt\{[^{}\n]{1,24}\}"
+    r"|(?<![A-Za-z_\d])-?(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:/\d+)?(?:\s?%)?"
+)
+# A line or context that hedges between values: ``last_expression`` reads no answer there.
+_HEDGE = re.compile(r"\b(?:or|nor|either|neither|maybe|perhaps|possibly|not)\b|[?？]|或|可能|也许|也許",
+                    re.IGNORECASE)
+_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def extract_answer(text: str | None, style: str = "auto") -> str | None:
@@ -115,6 +202,11 @@ def extract_answer(text: str | None, style: str = "auto") -> str | None:
       prompts that ask for the answer alone.
     - ``last_line``: ``auto``, else the last non-empty line when it is that short: for
       outputs that reason, then end on a bare answer line.
+    - ``last_expression``: ``auto``, else the reply's last mathematical expression (the
+      last ``$...$`` / ``\\(...\\)`` / ``\\[...\\]`` / ``$$...$$`` segment, or the last
+      number or fraction of the last line, whichever ends later), unless its line hedges
+      ("3 or 4", "maybe", a question): for evaluating foreign outputs the way math-verify
+      does. Never for rewards: it reads an answer into reasoning that marks none.
     - ``last_letter`` (last standalone A-H), ``last_number``: guesses, by name only.
 
     Empty spans count as "no answer", so ``<answer></answer>`` falls through in ``auto``;
@@ -154,6 +246,8 @@ def extract_answer(text: str | None, style: str = "auto") -> str | None:
     bare = _bare_answer(text)
     if bare is not None or style == "auto":
         return bare
+    if style == "last_expression":
+        return _last_expression(text)
     if style == "direct":
         return _short_line(text.strip()) if "\n" not in text.strip() else None
     return _short_line(_last_line(text))  # last_line
@@ -190,7 +284,61 @@ def _box_or_span(span: str) -> str | None:
         return boxed
     if _BOX_START.search(span):
         return None
-    return _nonempty(span)
+    span = _nonempty(span)
+    return _math_in_prose(span) if span is not None else None
+
+
+def _math_segments(text: str) -> list[tuple[int, int, int, int]]:
+    """Closed math segments as (start, end, content start, content end), in one pass.
+
+    ``$...$`` and ``\\(...\\)`` stay on one line (a ``$`` left open at a line break is
+    a dollar sign, and the next ``$`` opens afresh); ``$$...$$`` and ``\\[...\\]`` may span
+    lines. A delimiter of another kind inside an open segment is part of its content.
+    """
+    segments = []
+    opened: re.Match[str] | None = None
+    for m in _MATH_DELIM.finditer(text):
+        token = m.group()
+        if token in ("\\\\", "\\$"):
+            continue
+        if opened is None:
+            if token in _MATH_CLOSER:
+                opened = m
+            continue
+        if token != _MATH_CLOSER[opened.group()]:
+            continue
+        inline = opened.group() in ("$", "\\(")
+        if inline and "\n" in text[opened.end() : m.start()]:
+            opened = m if token == "$" else None
+            continue
+        segments.append((opened.start(), m.end(), opened.end(), m.start()))
+        opened = None
+    return segments
+
+
+def _math_in_prose(span: str) -> str:
+    """The one math segment of a sentence ("Hence $y \\leq 7$ holds." -> ``y \\leq 7``).
+
+    Only when the span holds exactly one segment and the words around it are plain prose:
+    with two segments ("$x = 2$ and $y = 3$") no one of them is the answer, and prose that
+    negates or hedges ("not $3$", "maybe $4$"), or holds a number, an option letter or more
+    LaTeX outside the segment, changes what the segment means, so the span stays whole (the
+    grader then reads no answer into it). A span that is the segment and punctuation only
+    ("$\\frac{1}{2}$") is returned as it is: the grader reads its delimiters.
+    """
+    if "$" not in span and "\\(" not in span and "\\[" not in span:
+        return span
+    segments = _math_segments(span)
+    if len(segments) != 1:
+        return span
+    start, end, inner_start, inner_end = segments[0]
+    outside = span[:start] + " " + span[end:]
+    inner = span[inner_start:inner_end].strip()
+    if not inner or not _HAS_LETTER.search(outside) or _PROSE_HEDGE.search(outside):
+        return span
+    if _PROSE_OPERAND.search(span, 0, start):
+        return span
+    return inner
 
 
 def _final_boxes(text: str) -> str | None:
@@ -284,6 +432,8 @@ def _from_phrase(text: str) -> str | None:
     "Answer:" over a paragraph of reasoning is no answer.
     """
     ends = [m.end() for m in _PHRASE.finditer(text)]
+    if not text.isascii() or any(hint in text for hint in _FOREIGN_HINTS):
+        ends = sorted(ends + [m.end() for m in _PHRASE_FOREIGN.finditer(text)])
     for end in reversed(ends[-_PHRASE_CANDIDATES:]):
         window = text[end : end + _PHRASE_SPAN_CHARS]
         line, _, rest = window.partition("\n")
@@ -291,7 +441,8 @@ def _from_phrase(text: str) -> str | None:
             span = _clean_phrase(line)
         else:
             nxt = rest.lstrip().split("\n", 1)[0].strip()
-            short = len(nxt) <= 24 and len(nxt.split()) <= 2 and not nxt.endswith(":")
+            short = (len(nxt) <= 24 and len(nxt.split()) + len(_CJK.findall(nxt)) // 3 <= 2
+                     and not nxt.endswith((":", "：")))
             span = _clean_phrase(nxt) if nxt and (short or _is_answer_shaped(nxt)) else None
         if span:
             return span
@@ -305,23 +456,100 @@ def _clean_phrase(span: str) -> str | None:
     end = _SENTENCE_END.search(span)
     if end:
         span = span[: end.start()]
+    span = _cut_reason(span)
     span = span.strip().strip("*").strip()
     if span.endswith(".") and not span.endswith(".."):
         span = span[:-1]
     return _box_or_span(span)
 
 
+def _cut_reason(span: str) -> str:
+    """The span up to its first reason ("D because the angles ..." -> "D"), unless that
+    word sits inside math or braces (``$a$ since``, ``\\text{ since }``)."""
+    for m in _REASON.finditer(span):
+        before = span[: m.start()]
+        if before.count("$") % 2 == 0 and before.count("{") <= before.count("}"):
+            return before
+    return span
+
+
 def _is_answer_shaped(span: str) -> bool:
-    return len(span) <= _BARE_CHARS and _ANSWER_SHAPED.fullmatch(span) is not None
+    """One short answer: a token ("(C)", "60", "$x^2$", also full-width "（C）"), a marked
+    letter with one option's text ("(C) 24", "B. circle."), or bare LaTeX ("\\frac{5}{12}")."""
+    if len(span) > SHORT_LINE_CHARS or "\n" in span:
+        return False
+    span = span.translate(_FULLWIDTH)
+    if len(span) <= _BARE_CHARS and _ANSWER_SHAPED.fullmatch(span) is not None:
+        return True
+    if span.endswith(".") and not span.endswith(".."):
+        span = span[:-1].rstrip()
+    return _is_letter_with_text(span) or _is_bare_latex(span)
+
+
+def _is_letter_with_text(span: str) -> bool:
+    """"(C) 24" / "B. circle": a marked letter and a text that names no other option and
+    does not hedge ("A. 3 B. 4", "(A) or (B)", "B. circle?" are not one option)."""
+    m = _LETTER_WITH_TEXT.fullmatch(span)
+    return m is not None and _NOT_ONE_OPTION.search(m.group(1)) is None
+
+
+def _is_bare_latex(span: str) -> bool:
+    """A short math expression written without ``$``: at least one command, math characters
+    only, balanced braces, no \\text-like command and no word outside the commands."""
+    if "\\" not in span or _LATEX_CHARS.fullmatch(span) is None or span.count("{") != span.count("}"):
+        return False
+    if _LATEX_TEXTLIKE.search(span):
+        return False
+    return _LATEX_PROSE.search(_LATEX_COMMAND.sub(" ", span)) is None
 
 
 def _bare_answer(text: str) -> str | None:
-    """The whole text, when it is one answer-shaped token ("(C)", "60", "$x^2$")."""
+    """The whole text, when it is one short answer ("(C)", "60", "$x^2$", "(C) 24",
+    "\\frac{5}{12}"): see :func:`_is_answer_shaped`."""
     span = text.strip()
-    if len(span) > _BARE_CHARS or not _is_answer_shaped(span):
+    if len(span) > SHORT_LINE_CHARS or not _is_answer_shaped(span):
         return None
     span = span.strip("*").strip()
-    return _nonempty(span[:-1] if span.endswith(".") else span)
+    span = _nonempty(span[:-1] if span.endswith(".") else span)
+    return _box_or_span(span) if span is not None else None
+
+
+def _last_expression(text: str) -> str | None:
+    """The reply's last mathematical expression, as math-verify reads an unmarked reply.
+
+    The candidates are the last math segment (``$...$``, ``$$...$$``, ``\\(...\\)``,
+    ``\\[...\\]``; with the segments right before it that only ``,``, ``;``, "and" or
+    "or" separate, joined by ", " as one collection) and the last number or fraction / root
+    command of the last line; the one that ends later wins. Its line, without it, must not
+    hedge ("3 or 4", "maybe", "not", a question): then there is no answer.
+    """
+    body = text.rstrip()
+    best: tuple[int, int, str] | None = None  # (start, end, span)
+    segments = _math_segments(body)
+    if segments:
+        run = [segments[-1]]
+        for prev in reversed(segments[:-1]):
+            gap_start, gap_end = prev[1], run[-1][0]
+            if gap_end - gap_start > _CONNECTOR_CHARS or not _SEGMENT_CONNECTOR.fullmatch(body, gap_start, gap_end):
+                break
+            run.append(prev)
+        run.reverse()
+        parts = list(dict.fromkeys(body[a:b].strip() for _, _, a, b in run if body[a:b].strip()))
+        if parts:
+            best = (run[0][0], run[-1][1], ", ".join(parts))
+    line_start = body.rfind("\n") + 1
+    token = _last_match_obj(_MATH_TOKEN, body, line_start)
+    if token is not None and (best is None or token.end() > best[1]):
+        best = (token.start(), token.end(), token.group().strip())
+    if best is None:
+        return None
+    start, end, span = best
+    context_start = body.rfind("\n", 0, start) + 1
+    context_end = body.find("\n", end)
+    context_end = len(body) if context_end < 0 else context_end
+    if _HEDGE.search(body[context_start:start]) or _HEDGE.search(body, end, context_end):
+        return None
+    return _nonempty(span)
 
 
 def _last_line(text: str) -> str:
@@ -341,7 +569,12 @@ def _short_line(line: str) -> str | None:
 
 
 def _last_match(pattern: re.Pattern[str], text: str) -> str | None:
-    last = None
-    for last in pattern.finditer(text):
-        pass
+    last = _last_match_obj(pattern, text)
     return last.group(0) if last else None
+
+
+def _last_match_obj(pattern: re.Pattern[str], text: str, start: int = 0) -> re.Match[str] | None:
+    last = None
+    for last in pattern.finditer(text, start):
+        pass
+    return last
