@@ -487,6 +487,8 @@ def _in_sentence() -> list[ForeignCase]:
         ("y \\ge -1", "Therefore the range of the function is $y \\geq 1$.", False),
     ]
     out = [_w("in_sentence", g, r, ok) for g, r, ok in rows if g != "[-2, 3]" or not ok]
+    # the same replies under the style for prompts that let a model answer in a sentence
+    out += [_w("in_sentence", g, r, ok, style="last_expression") for g, r, ok in rows[::2] + rows[1::4]]
     out.append(_w("in_sentence", "[-2, 3]", "The solution is $-2 \\le x \\le 3$.", True, clear_cut=False,
                   why="an inequality for an interval gold: the same set in another notation"))
     out.append(_w("in_sentence", "x \\le 3", "So we need $x \\le 3$. The answer is $(-\\infty, 3]$.", True,
@@ -518,6 +520,15 @@ def _collections() -> list[ForeignCase]:
          "Therefore $x \\in \\{-\\frac{1}{2}, 1\\}$.\n\nThe answer is $\\{-\\frac12, 1\\}$.", False),
         ("\\{3, 7\\}", "$\\boxed{7, 3}$", True), ("\\{3, 7\\}", "$\\boxed{7, 3, 3}$", True),
         ("\\{3, 7\\}", "$\\boxed{7}$", False),
+        ("\\{1, -1\\}", "So $x^2 = 1$ and the answer is $\\pm 1$.", True),
+        ("\\{1, -1\\}", "So $x^2 = 1$ and the answer is $1$.", False),
+        ("(2, 3)", "The answer is $x = 2, y = 3$.", True), ("(2, 3)", "The answer is $x = 3, y = 2$.", False),
+        ("1, 3, 5", "The answer is 5, 3 and 1.", True), ("1, 3, 5", "The answer is 5 and 1.", False),
+        ("\\{\\frac12, 2\\}", "The answer is $2, 0.5$.", True),
+        ("\\{\\frac12, 2\\}", "The answer is $2, 0.2$.", False),
+        ("x = -1 \\text{ or } x = 4", "The answer is $\\{4, -1\\}$.", True),
+        ("x = -1 \\text{ or } x = 4", "The answer is $\\{4, 1\\}$.", False),
+        ("\\{p, p+1\\}", "The answer is p, p + 1", True), ("\\{p, p+1\\}", "The answer is p, p + 2", False),
     ]
     out = [_w("collections", g, r, ok) for g, r, ok in rows]
     out[-2] = _w("collections", "\\{3, 7\\}", "$\\boxed{7, 3, 3}$", True, clear_cut=False,
@@ -544,6 +555,11 @@ def _algebraic_forms() -> list[ForeignCase]:
         ("x^2-1", "The answer is $(x-1)^2$.", False), ("\\tan x", "The answer is $\\frac{\\sin x}{\\cos x}$.", True),
         ("\\tan x", "The answer is $\\frac{\\cos x}{\\sin x}$.", False), ("e^{i\\pi}", "The answer is $-1$.", True),
         ("e^{i\\pi}", "The answer is $1$.", False),
+        ("3+4i", "The answer is $(2+i)^2$.", True), ("3+4i", "The answer is $(2-i)^2$.", False),
+        ("\\frac{1}{2}", "The answer is $\\cos\\frac{\\pi}{3}$.", True),
+        ("\\frac{1}{2}", "The answer is $\\sin\\frac{\\pi}{3}$.", False),
+        ("2^{10}", "The answer is $1024$.", True), ("2^{10}", "The answer is $1000$.", False),
+        ("x(x+1)", "The answer is $x^2 + x$.", True), ("x(x+1)", "The answer is $x^2 + 1$.", False),
     ]
     out = [_w("algebraic_forms", g, r, ok) for g, r, ok in rows]
     out.append(_w("algebraic_forms", "2\\cdot 3^4", "The answer is $23^4$.", False, clear_cut=False,
