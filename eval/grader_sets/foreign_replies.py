@@ -14,12 +14,13 @@ Sources (``ForeignCase.source``)
     (published with MathVista), data in ``eval/grader_sets/foreign_replies_real.py``.
 ``mathverse_template``
     The example replies in MathVerse's ``mathverse_output_template_*.json``.
-``public_suites``
-    (gold, prediction) pairs taken as data from a public grader's test suite: NVIDIA
+``nemo_skills``, ``qwen25_math``
+    (gold, prediction) pairs taken as data from public graders' own tests: NVIDIA
     NeMo-Skills ``tests/test_math_equal.py`` (Apache-2.0, Copyright 2024 NVIDIA; commit
-    583b90a2d5df), both orders, a third of them wrapped in a one-line reply; the verdict is
-    set here, not taken from the suite. math-verify's own suite is a set of its own,
-    ``eval/grader_sets/math_verify_suite.py``.
+    583b90a2d5df; both orders) and Qwen2.5-Math ``evaluation/grader.py`` (Apache-2.0; commit
+    29a82a8802e0; the pairs of its ``TestMathEquality`` and ``_test_math_equal``), a third of
+    them wrapped in a one-line reply. The verdict is set here, not taken from the suite.
+    math-verify's own suite is a set of its own, ``eval/grader_sets/math_verify_suite.py``.
 ``written``
     Replies written for this set in the styles listed below, on real benchmark items
     (golds and options of MathVista, MATH-Vision, MathVerse, We-Math, copied into
@@ -65,7 +66,7 @@ __all__ = ["CLASSES", "SOURCES", "ForeignCase", "foreign_cases"]
 CLASSES = ("decimal_fraction", "close_numbers", "count_nouns", "foreign_markers", "mc_direct",
            "bare_latex", "in_sentence", "collections", "algebraic_forms", "control", "real_reply",
            "public_pair")
-SOURCES = ("mathvista_bard", "mathverse_template", "public_suites", "written")
+SOURCES = ("mathvista_bard", "mathverse_template", "nemo_skills", "qwen25_math", "written")
 SPLITS = ("dev", "heldout", "all")
 _SALT = "vlcohort-foreign-replies-v1"
 LETTERS = "ABCDEFGH"
@@ -230,6 +231,34 @@ _NEMO_NEAR_MISSES = [
      "\\begin{bmatrix} 1 & 0 & 0 \\\\ 0 & 1 & 0 \\\\ 0 & 0 & 1 \\end{bmatrix}"),
     ("918\\frac{1}{2}", "9\\frac{18}{2}"), ("x^2+2x+1", "x^2 + 2*x - 1"),
 ]
+_ROUNDED = "the prediction is the gold rounded to 3-4 digits: right to a tolerant grader, not to an exact one"
+# Qwen2.5-Math evaluation/grader.py: (gold, pred, verdict set here, why not clear-cut or "").
+_QWEN = [
+    ("10", "10", True, ""), ("0.1", "10%", True, "a percent for a decimal gold: equal as numbers, but a question "
+                                                   "asking a fraction may refuse a percent"),
+    ("[1, 2, 3]", "[1, 2, 3]", True, ""), ("20", "10", False, ""), ("x = z", "x = y", False, ""),
+    ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", True, ""),
+    ("x = y", "x = y", True, ""), ("0.2", "10%", False, ""), ("[1, 2, 4]", "[1, 2, 3]", False, ""),
+    ("\\begin{pmatrix}1&2\\\\3&5\\end{pmatrix}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", False, ""),
+    ("10", "x = 10", True, ""), ("x = 10", "10", True, ""),
+    ("\\frac{1}{12}", "0.0833333333333333", True, ""), ("(1,\\frac{9}{2})", "(1,4.5)", True, ""),
+    ("\\frac{x+2}{7}", "\\frac{x}{7}+\\frac{2}{7}", True, ""), ("\\tan^2(y)+1", "\\sec^2(y)", True, ""),
+    ("(\\begin{pmatrix}-\\frac{7}{4}&-2\\\\4&\\frac{1}{4}\\\\\\end{pmatrix})",
+     "\\begin{pmatrix}-\\frac{7}{4}&-2\\\\4&\\frac{1}{4}\\end{pmatrix}", True, ""),
+    ("(\\begin{pmatrix}\\frac{1}{3\\sqrt[3]{x}^2}&0&0\\\\0&1&0\\\\-\\sin(x)&0&0\\\\\\end{pmatrix})",
+     "\\begin{pmatrix}\\frac{1}{3x^{2/3}}&0&0\\\\0&1&0\\\\-\\sin(x)&0&0\\end{pmatrix}", True, ""),
+    ("-\\frac{2(x^2+6)}{9(x^2-2)\\sqrt[3]{x^2-2}^2}",
+     "-\\frac{8x^2}{9(x^2-2)^{5/3}}+\\frac{2}{3(x^2-2)^{2/3}}", True, ""),
+    ("34x+45y-20z+100=0", "-34x-45y+20z-100=0", True, ""), ("33.3", "\\frac{100}{3}", True, _ROUNDED),
+    ("(\\begin{pmatrix}0.29\\\\0.196\\\\-0.186\\\\\\end{pmatrix})",
+     "\\begin{pmatrix}0.290243531202435\\\\0.196008371385084\\\\-0.186381278538813\\end{pmatrix}", True,
+     _ROUNDED),
+    ("\\frac{\\sqrt{\\sqrt{11}+\\sqrt{194}}}{15+2\\sqrt{33}}",
+     "\\frac{\\sqrt{\\sqrt{11}+\\sqrt{194}}}{2\\sqrt{33}+15}", True, ""),
+    ("(a+5)(b+2)", "(+5)(b+2)", False, ""), ("2", "\\frac{1+\\sqrt{5}}{2}", False, ""),
+    ("4", "\\frac{34}{16}+\\frac{\\sqrt{1358}}{16}", False, ""), ("1\\\\sqrt{19}", "1", False, ""),
+    ("(\\frac{3}{5},\\frac{8}{3}]", "(0.6,2.6667]", True, _ROUNDED), ("x+2n+1", "x+1", False, ""),
+]
 _NOT_CLEAR = {
     "10": "a bare 10 for a 10% gold (or the reverse): most graders accept, strict unit graders refuse",
     "918.5": "a mixed number against its decimal: equal, but '918\\frac{1}{2}' also reads as 918 times 1/2",
@@ -238,17 +267,19 @@ _NOT_CLEAR = {
 
 def _public() -> list[ForeignCase]:
     out = []
-    rows = [(g, p, True, "public_suites") for a, b in _NEMO_EQUAL for g, p in ((a, b), (b, a))]
-    rows += [(g, p, False, "public_suites") for a, b in _NEMO_DIFFERENT for g, p in ((a, b), (b, a))]
-    rows += [(g, p, False, "written") for g, p in _NEMO_NEAR_MISSES]
-    for i, (gold, pred, ok, source) in enumerate(rows):
-        clear, why = True, ""
+    rows = [(g, p, True, "nemo_skills", "") for a, b in _NEMO_EQUAL for g, p in ((a, b), (b, a))]
+    rows += [(g, p, False, "nemo_skills", "") for a, b in _NEMO_DIFFERENT for g, p in ((a, b), (b, a))]
+    rows += [(g, p, False, "written", "") for g, p in _NEMO_NEAR_MISSES]
+    rows += [(g, p, ok, "qwen25_math", why) for g, p, ok, why in _QWEN]
+    for i, (gold, pred, ok, source, why) in enumerate(rows):
+        clear = not why
         for side in (gold, pred):
             if side in _NOT_CLEAR and ok and ("%" in gold + pred or "frac" in gold + pred):
                 clear, why = False, _NOT_CLEAR[side]
         # every third pair is wrapped in a one-line reply, the rest are answer spans
         if i % 3 == 0:
-            reply, response = f"Putting everything together, the final answer is ${pred}$.", True
+            math = pred if "%" in pred.replace("\\%", "") else f"${pred}$"  # a bare % would be a TeX comment
+            reply, response = f"Putting everything together, the final answer is {math}.", True
         else:
             reply, response = pred, False
         out.append(ForeignCase(source, "public_pair", gold, None, reply, ok, response=response,
