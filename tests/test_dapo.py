@@ -11,7 +11,8 @@ import torch
 
 from vlcohort.config import load_config
 from vlcohort.training.distributed import Layout
-from vlcohort.training.rewards import Scored, overlong_penalty, with_overlong_penalty
+from vlcohort.training.grpo import group_advantages
+from vlcohort.training.rewards import Reward, Scored, overlong_penalty, with_overlong_penalty
 from vlcohort.typed_yaml import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +77,7 @@ def test_overlong_penalty_reaches_the_reward(tmp_path):
     ("reward.overlong_buffer=-1", "reward.overlong_buffer"),
     ("reward.overlong_penalty=-0.5", "reward.overlong_penalty"),
     ("rollout.dynamic_sampling_max_rounds=-1", "rollout.dynamic_sampling_max_rounds"),
+    ("rollout.dynamic_sampling_metric=score", "rollout.dynamic_sampling_metric: 'score' is not one of"),
     ("reward.ring=clockwise", "reward.ring: 'clockwise' is not one of: previous, next"),
     ("reward.min_share_of=valid", "reward.min_share_of: 'valid' is not one of: all, parsed"),
 ])
@@ -108,10 +110,42 @@ def test_refill_decisions_use_every_ranks_signal():
         def gather(self, obj, what=""):
             return [obj, {1: [0, 3]}]
 
-    mine = Rewarded(selection=Selection(prompts=(0, 1, 2), rollouts=None, rendered=()), reward=None,
-                    advantages=torch.tensor([[0.0, 0.0], [1.0, -1.0], [0.0, 0.0]]))
+    correct = torch.tensor([[False, False], [True, False], [True, True]])
+    scored = Scored(rewards=correct.float(), valid=torch.ones(3, dtype=torch.bool), correct=correct)
+    mine = Rewarded(selection=Selection(prompts=(0, 1, 2), rollouts=None, rendered=()),
+                    reward=Reward([None] * 3, scored), advantages=group_advantages(scored.rewards))
     run = SimpleNamespace(local=[0], layout=TwoRanks())
     assert signal_groups(run, {0: mine}, 2) == [[1], [0, 3]]
+
+
+def test_a_group_of_one_outcome_is_dropped_whatever_its_shaped_rewards():
+    """DAPO keeps a group when 0 < correct < G. The overlong penalty splits the rewards of
+    an all-right group (so its advantages are not zero), yet it teaches nothing about the
+    task: the default metric (acc) drops it; seq_reward / seq_final_reward, verl's other
+    metrics, keep it, as filtering on the advantages did."""
+    from types import SimpleNamespace
+
+    from vlcohort.recipes.step import Rewarded, Selection, signal_groups
+
+    class OneRank:
+        def gather(self, obj, what=""):
+            return [obj]
+
+    # prompt 0 all right, 1 mixed, 2 all wrong, 3 no label; L_max = 8, L_cache = 4
+    correct = torch.tensor([[True, True], [True, False], [False, False], [False, False]])
+    valid = torch.tensor([True, True, True, False])
+    scored = with_overlong_penalty(Scored(correct.float(), valid, correct),
+                                   torch.tensor([4, 8, 4, 4, 5, 8, 8, 8]), 8, 4, 1.0)
+    assert scored.rewards.tolist() == [[1.0, 0.0], [1.0, 0.0], [-0.25, -1.0], [0.0, 0.0]]
+    adv = group_advantages(scored.rewards, valid=valid)  # groups 0, 1, 2 not zero
+    assert [bool((a != 0).any()) for a in adv] == [True, True, True, False]
+    mine = Rewarded(Selection(prompts=(0, 1, 2, 3), rollouts=None, rendered=()),
+                    Reward([None] * 4, scored), adv)
+    run = SimpleNamespace(local=[0], layout=OneRank())
+    assert signal_groups(run, {0: mine}, 1) == [[1]]  # default: acc
+    assert signal_groups(run, {0: mine}, 1, "acc") == [[1]]
+    assert signal_groups(run, {0: mine}, 1, "seq_reward") == [[0, 1, 2]]
+    assert signal_groups(run, {0: mine}, 1, "seq_final_reward") == [[0, 1, 2]]
 
 
 # -------------------------------------------------------------- dynamic sampling, end to end
@@ -120,8 +154,9 @@ def test_refill_decisions_use_every_ranks_signal():
 def test_dynamic_sampling_drops_flat_groups_and_refills_from_the_stream(tmp_path, monkeypatch):
     """Two peer-vote agents, B = 2 prompts, G = 4, at most 3 extra rounds. Spies record
     each round's prompts and advantages and what each update receives; the expected
-    rounds, kept groups and counts are then derived by hand from those records: the
-    update gets each agent's first B groups with a non-zero advantage, in stream order,
+    rounds, kept groups and counts are then derived by hand from those records: under
+    metric seq_final_reward the update gets each agent's first B groups with a non-zero
+    advantage, in stream order,
     and every agent generates on the same prompts in every round (a peer vote needs its
     teacher's votes there)."""
     import vlcohort.recipes.step as step_mod
@@ -136,6 +171,7 @@ def test_dynamic_sampling_drops_flat_groups_and_refills_from_the_stream(tmp_path
                              "rollout.rollouts_per_prompt=4", "rollout.max_new_tokens=16",
                              "reward.tie=first", "reward.format_weight=0.5",
                              "grpo.micro_batch_seqs=4", "rollout.dynamic_sampling=true",
+                             "rollout.dynamic_sampling_metric=seq_final_reward",
                              f"rollout.dynamic_sampling_max_rounds={cap}",
                              f"run.output_dir={tmp_path / 'run'}"])
     run = setup(cfg)
@@ -199,3 +235,65 @@ def test_dynamic_sampling_drops_flat_groups_and_refills_from_the_stream(tmp_path
             refilled_any |= record[p + "refilled"] > 0
         assert all(documented(k) for k in record), [k for k in record if not documented(k)]
     assert refilled_any and updated_any, "no refill or no update happened: weak test"
+
+
+def _spy_rounds(monkeypatch, step_mod):
+    """Record each round's prompt ids and every local agent's :class:`Rewarded`, and what
+    each update receives (prompt ids, advantages [n x G])."""
+    rounds: list[tuple[list[str], dict]] = []
+    updates: dict[str, tuple[list[str], torch.Tensor]] = {}
+    real_reward, real_update = step_mod.reward, step_mod.update_agent
+
+    def reward_spy(run_, generated, answered, problems, plan):
+        out = real_reward(run_, generated, answered, problems, plan)
+        rounds.append(([p.id for p in problems], dict(out)))
+        return out
+
+    def update_spy(agent, rendered, rollouts, advantages, *args, **kwargs):
+        updates[agent.name] = ([r.problem_id for r in rendered], advantages.clone())
+        return real_update(agent, rendered, rollouts, advantages, *args, **kwargs)
+
+    monkeypatch.setattr(step_mod, "reward", reward_spy)
+    monkeypatch.setattr(step_mod, "update_agent", update_spy)
+    return rounds, updates
+
+
+def test_dynamic_sampling_drops_all_right_or_all_wrong_groups_under_the_overlong_penalty(tmp_path, monkeypatch):
+    """Ground-truth rewards with L_cache = L_max: every completion is charged for its
+    length, so a group whose answers are all wrong (or all right) still has non-zero
+    advantages when its lengths differ. DAPO's filter (the default metric, acc) drops it
+    all the same: the update gets exactly the first round's groups of mixed correctness."""
+    import vlcohort.recipes.step as step_mod
+    from vlcohort.recipes.cohort import setup
+
+    cfg = load_config(None, ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2_5_vl'}]", *COMMON,
+                             "rollout.prompts_per_step=8", "rollout.rollouts_per_prompt=4",
+                             "rollout.max_new_tokens=16", "grpo.micro_batch_seqs=4",
+                             "reward.overlong_buffer=16", "reward.overlong_penalty=0.5",
+                             "rollout.dynamic_sampling=true", "rollout.dynamic_sampling_max_rounds=0",
+                             f"run.output_dir={tmp_path / 'run'}"])
+    run = setup(cfg)
+    rounds, updates = _spy_rounds(monkeypatch, step_mod)
+    shaped_but_flat, dropped_any = 0, False
+    for step in range(1, 7):
+        rounds.clear(), updates.clear()
+        record = step_mod.train_step(run, step)
+        [(ids, rewarded)] = rounds  # no refill rounds
+        r = rewarded[0]
+        correct = r.reward.scored.correct  # [B, G]
+        mixed = [k for k in range(len(ids)) if 0 < int(correct[k].sum()) < 4]
+        shaped_but_flat += sum(k not in mixed and bool((r.advantages[k] != 0).any())
+                               for k in range(len(ids)))
+        assert record["agent/A/dyn/dropped"] == len(ids) - len(mixed)
+        assert record["agent/A/dyn/groups"] == len(mixed)
+        # no mixed group at all: the first round's selection, as without dynamic sampling
+        kept = mixed or list(range(len(ids)))
+        if bool((r.advantages[kept] != 0).any()):
+            got_ids, got_adv = updates["A"]
+            assert got_ids == [ids[k] for k in kept]
+            assert torch.equal(got_adv, r.advantages[kept].reshape(-1))
+        else:
+            assert "A" not in updates  # no advantage and no KL term: no step
+        dropped_any |= bool(mixed) and len(mixed) < len(ids)
+    assert shaped_but_flat > 0 and dropped_any, "no group of one outcome had shaped advantages: weak test"
+

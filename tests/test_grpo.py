@@ -27,6 +27,7 @@ from vlcohort.training.grpo import (
     importance_weights,
     kl_penalty,
     policy_loss,
+    varied_groups,
 )
 
 LN = math.log
@@ -123,6 +124,19 @@ def test_batch_scale_is_group_mean_over_batch_std():
     adv = group_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]]), scale="batch",
                            eps=0.0, valid=valid)
     close(adv, [[0.912871, -0.912871, 0.0, 0.0], [0.608581, 0.608581, 0.0, -1.217161]])
+
+
+def test_varied_groups_are_those_of_more_than_one_value():
+    # DAPO keeps 0 < |correct| < G: [1, 0] yes, [1, 1] and [0, 0] no; a group without a
+    # reward (valid False) never; in float64 0.1 + 0.2 != 0.3, so that group varies
+    values = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [1.0, 0.0], [0.1 + 0.2, 0.3]],
+                          dtype=torch.float64)
+    assert varied_groups(values).tolist() == [True, False, False, True, True]
+    assert varied_groups(values, torch.tensor([True, True, True, False, True])).tolist() == [
+        True, False, False, False, True]
+    assert varied_groups(torch.tensor([[True, False], [True, True]])).tolist() == [True, False]
+    with pytest.raises(ValueError, match=r"\[B, G\]"):
+        varied_groups(torch.zeros(4))
 
 
 @pytest.mark.parametrize("scale", sorted(ADVANTAGE_SCALES))

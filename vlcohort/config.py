@@ -287,9 +287,19 @@ class RolloutConfig:
     on every weight is <= 1 (a warning at load says so)."""
     dynamic_sampling: bool = False
     """DAPO's dynamic sampling (arXiv 2503.14476, sec. 3.2): an agent's groups whose G
-    advantages are all zero are dropped from its update, and extra generation rounds (next
-    prompts, every agent generates, votes, rewards) refill it up to prompts_per_step groups
-    with a signal, so flat groups do not dilute the token denominator."""
+    rollouts all score alike on dynamic_sampling_metric (by default all right or all wrong)
+    are dropped from its update, and extra generation rounds (next prompts, every agent
+    generates, votes, rewards) refill it up to prompts_per_step groups with a signal, so
+    groups of one outcome do not dilute the token denominator."""
+    dynamic_sampling_metric: str = "acc"
+    """What dynamic_sampling compares within a group (verl's filter_groups.metric names):
+    acc: the reward source's verdict before any shaping, correct or not against the label
+    (an intrinsic source: its reward), so DAPO's 0 < correct < G rule holds even when the
+    overlong penalty, the format term or kl_in_reward split an all-right group |
+    seq_reward: the scored reward (verdict + reward.format_weight term + overlong
+    penalty) | seq_final_reward: the reward the advantages come from (seq_reward less
+    grpo.kl_in_reward's penalty); a group is dropped exactly when its advantages are all
+    zero."""
     dynamic_sampling_max_rounds: int = 9
     """Cap of extra generation rounds per step under dynamic_sampling (0: drop only, never
     refill; 9 = verl's DAPO recipe, max_num_gen_batches 10 batches in all). At the cap an

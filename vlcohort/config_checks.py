@@ -65,6 +65,8 @@ _OWN_CHOICES: dict[str, tuple[str, ...]] = {
     "agents.*.attn_implementation": ("eager", "sdpa", "flash_attention_2"),
     "data.source": ("synthetic", "file", "hub"),
     "optim.schedule": ("cosine", "constant"),
+    # recipes.step.FILTER_METRICS: the values each name filters on
+    "rollout.dynamic_sampling_metric": ("acc", "seq_reward", "seq_final_reward"),
     "rollout.vllm.dtype": ("auto", "bfloat16", "float16", "float32"),
     "distributed.backend": ("auto", "nccl", "gloo"),
     "self_play.band_rule": ("value", "quantile"),
@@ -375,6 +377,7 @@ def check_rollout(r: RolloutConfig) -> None:
         raise ConfigError("rollout.temperature: must be > 0 (sampling is needed for groups)")
     if not 0 < r.top_p <= 1:
         raise ConfigError(f"rollout.top_p: must be in (0, 1], got {r.top_p}")
+    _check_choice("rollout.dynamic_sampling_metric", r.dynamic_sampling_metric)
     if r.dynamic_sampling_max_rounds < 0:
         raise ConfigError(f"rollout.dynamic_sampling_max_rounds: must be >= 0 (0: drop flat "
                           f"groups, never refill), got {r.dynamic_sampling_max_rounds}")

@@ -39,8 +39,9 @@ METRIC_DOCS: dict[str, str] = {
     "agent/<a>/truncated": "share of completions cut at max_new_tokens",
     "agent/<a>/zero_adv_groups": "share of prompts whose G advantages are all zero",
     "agent/<a>/dyn/dropped": "rollout.dynamic_sampling: the agent's groups of the step's "
-                             "first B whose G advantages were all zero, dropped from its "
-                             "update",
+                             "first B whose G rollouts all score alike on "
+                             "rollout.dynamic_sampling_metric (acc: all right or all "
+                             "wrong), dropped from its update",
     "agent/<a>/dyn/refilled": "rollout.dynamic_sampling: groups with a signal from the "
                               "step's extra generation rounds taken into the update",
     "agent/<a>/dyn/groups": "rollout.dynamic_sampling: groups with a signal in the update "

@@ -7,8 +7,8 @@ and the :class:`Run` state it reads (built by ``cohort.setup``).
     exchange_answers  answers cross between agents (one all-gather)              answers [P][G]
     vote              every agent's own plurality vote, on every rank           votes [P]
     reward            local agents: teacher labels / intrinsic rewards, GRPO    rewards, advantages [P, G]
-    dynamic_sampling  (rollout.dynamic_sampling) flat groups dropped; rounds    P grows by P per round
-                      of the five stages above refill each agent up to B groups
+    dynamic_sampling  (rollout.dynamic_sampling) groups of one outcome dropped;  P grows by P per round
+                      rounds of the five stages above refill each agent up to B groups
     update            local agents: one GRPO update each, then the LR schedule  update metrics
     step_record       per-agent and cohort metrics, one record on every rank
 
@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -45,6 +45,7 @@ from vlcohort.training import grpo
 from vlcohort.training.agent import Agent
 from vlcohort.training.distributed import Layout, StepPlan, step_plan
 from vlcohort.training.rewards import (
+    INTRINSIC_SOURCES,
     AnswerKind,
     Reward,
     RewardInputs,
@@ -155,17 +156,36 @@ class Rewarded:
     """A local agent's rewards of a round: what it trains on, its reward source's
     :class:`~vlcohort.training.rewards.Reward` (labels [P], scored rewards [P, G], the old
     log-probs an earlier pass made for ``selection``, metrics), the group-normalised
-    advantages [P, G], and the seconds of an intrinsic source's no-grad pass (None: none)."""
+    advantages [P, G], the seconds of an intrinsic source's no-grad pass (None: none), and
+    the two other rewards dynamic sampling can filter on: ``shaped`` [P, G], the rewards the
+    advantages were normalised from (scored, less a reward-side KL penalty; None: the
+    scored rewards), and ``task`` [P, G], the source's own verdict before any shaping
+    (correctness against the label; an intrinsic source's reward; None: correctness)."""
 
     selection: Selection
     reward: Reward
     advantages: torch.Tensor  # [P, G]
     pass_s: float | None = None
+    shaped: torch.Tensor | None = None  # [P, G]
+    task: torch.Tensor | None = None  # [P, G]
+
+    @property
+    def final_rewards(self) -> torch.Tensor:
+        """[P, G] the rewards the advantages come from (verl's ``seq_final_reward``)."""
+        return self.reward.scored.rewards if self.shaped is None else self.shaped
+
+    @property
+    def task_rewards(self) -> torch.Tensor:
+        """[P, G] the source's verdict before the format term, the overlong penalty and a
+        reward-side KL (verl's ``acc``)."""
+        return self.reward.scored.correct.float() if self.task is None else self.task
 
     def concat(self, other: Rewarded, offset: int) -> Rewarded:
         return Rewarded(self.selection.concat(other.selection, offset),
                         self.reward.concat(other.reward),
-                        torch.cat([self.advantages, other.advantages]), self.pass_s)
+                        torch.cat([self.advantages, other.advantages]), self.pass_s,
+                        torch.cat([self.final_rewards, other.final_rewards]),
+                        torch.cat([self.task_rewards, other.task_rewards]))
 
 
 @dataclass(frozen=True, eq=False)
@@ -356,6 +376,7 @@ def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[
     """Local agent ``i``'s :class:`Rewarded`: the source's rewards (plus DAPO's soft
     overlong penalty and the reward-side KL, where set), then the advantages."""
     cfg, kind = run.cfg, run.answer_kind
+    source = agent_reward_source(cfg, i)
     sel = Selection.of(gen, plan, plan.trained(i))
     spent: list[float] = []
 
@@ -366,13 +387,15 @@ def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[
         spent.append(time.perf_counter() - t0)
         return out
 
-    got = reward_of(agent_reward_source(cfg, i), RewardInputs(
+    got = reward_of(source, RewardInputs(
         agent=i, answers=answered[i].answers, votes=[a.votes for a in answered],
         problems=problems, trained=list(sel.prompts), token_stats=stats,
         group_size=cfg.rollout.rollouts_per_prompt, grader=kind.grader(run.grader),
         topology=cfg.reward.topology, tie=cfg.reward.tie,
         format_weight=cfg.reward.format_weight, ring=cfg.reward.ring, answer_kind=kind.name,
         trained_texts=kind.texts_for_reward(sel.rollouts), code_workers=cfg.reward.code_workers or None))
+    # the verdict before shaping: an intrinsic source has no correctness, its reward is its verdict
+    task = got.scored.rewards.float() if source in INTRINSIC_SOURCES else got.scored.correct.float()  # [P, G]
     if cfg.reward.overlong_buffer:  # DAPO's soft overlong penalty, before normalisation
         got = replace(got, scored=with_overlong_penalty(
             got.scored, answered[i].lengths, cfg.rollout.max_new_tokens,
@@ -382,7 +405,7 @@ def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[
         rewards, got = kl_penalised(agent, sel, got, cfg)
     advantages = grpo.group_advantages(rewards, scale=cfg.grpo.adv_scale,
                                        valid=got.scored.valid)  # [P, G]
-    return Rewarded(sel, got, advantages, sum(spent) if spent else None)
+    return Rewarded(sel, got, advantages, sum(spent) if spent else None, rewards.float(), task)
 
 
 def kl_penalised(agent: Agent, sel: Selection, got: Reward, cfg: Config) -> tuple[torch.Tensor, Reward]:
@@ -406,11 +429,14 @@ def kl_penalised(agent: Agent, sel: Selection, got: Reward, cfg: Config) -> tupl
 def dynamic_sampling(run: Run, step: int, batch: Round,
                      timing: dict[str, float]) -> tuple[Round, dict[int, dict[str, int]]]:
     """DAPO's dynamic sampling (Yu et al., arXiv 2503.14476, sec. 3.2; verl's
-    ``filter_groups``), ``rollout.dynamic_sampling``: each agent's groups whose G
-    advantages are all zero are dropped from its update, and extra rounds refill it until
-    it holds B groups with a signal or ``rollout.dynamic_sampling_max_rounds`` extra rounds
-    have run. A flat group adds no gradient, but its tokens count in the loss's
-    denominator (and in a KL term), so it dilutes every other group's step.
+    ``filter_groups``), ``rollout.dynamic_sampling``: each agent's groups whose G values of
+    ``rollout.dynamic_sampling_metric`` are all equal (:func:`filter_values`; by default
+    the task verdict: all right or all wrong) are dropped from its update, and extra
+    rounds refill it until it holds B groups with a signal or
+    ``rollout.dynamic_sampling_max_rounds`` extra rounds have run. A group of one outcome
+    teaches nothing about the task, but its tokens count in the loss's denominator (and
+    in a KL term), so it dilutes every other group's step; filtering on the shaped reward
+    instead would keep it whenever the overlong penalty or a reward-side KL splits it.
 
     A refill round is the step's pipeline again on the stream's next prompts
     (:func:`sample_round`, seeds offset by ``seeds.ROUND_SEED_STRIDE`` x round). Every
@@ -435,13 +461,14 @@ def dynamic_sampling(run: Run, step: int, batch: Round,
     """
     first = batch
     target = [len(own) for own in first.plan.owned]  # [A] B groups each (its block under decouple)
-    signal = signal_groups(run, batch.rewarded, len(run.names))
+    metric = run.cfg.rollout.dynamic_sampling_metric
+    signal = signal_groups(run, batch.rewarded, len(run.names), metric)
     rounds = 0
     while rounds < run.cfg.rollout.dynamic_sampling_max_rounds and any(
             len(found) < want for found, want in zip(signal, target)):
         rounds += 1
         batch = batch.concat(sample_round(run, step, rounds, timing))
-        signal = signal_groups(run, batch.rewarded, len(run.names))
+        signal = signal_groups(run, batch.rewarded, len(run.names), metric)
     generated = set(batch.plan.generated)
     rewarded, dyn = {}, {}
     for i, grown in batch.rewarded.items():
@@ -460,11 +487,33 @@ def dynamic_sampling(run: Run, step: int, batch: Round,
     return replace(batch, rewarded=rewarded), dyn
 
 
-def signal_groups(run: Run, rewarded: dict[int, Rewarded], n_agents: int) -> list[list[int]]:
-    """[A] each agent's trained prompts whose group has a signal (some advantage non-zero),
-    in prompt order, gathered from every rank, so each rank decides on refills alike."""
-    local = {i: [b for b in r.selection.prompts if bool((r.advantages[b] != 0).any())]
-             for i, r in rewarded.items()}
+#: ``rollout.dynamic_sampling_metric`` -> the values [P, G] of a :class:`Rewarded` whose
+#: spread within a group decides whether it is kept, named as verl's ``filter_groups.metric``.
+FILTER_METRICS: dict[str, Callable[[Rewarded], torch.Tensor]] = {
+    "acc": lambda r: r.task_rewards,  # the verdict: correct or not (an intrinsic reward)
+    "seq_reward": lambda r: r.reward.scored.rewards,  # + format term + overlong penalty
+    "seq_final_reward": lambda r: r.final_rewards,  # + reward-side KL: what the advantages see
+}
+
+
+def filter_values(r: Rewarded, metric: str) -> torch.Tensor:
+    """The values [P, G] of ``r`` that dynamic-sampling metric ``metric`` filters on."""
+    try:
+        return FILTER_METRICS[metric](r)
+    except KeyError:
+        raise ValueError(f"unknown dynamic-sampling metric {metric!r}; allowed: "
+                         + ", ".join(FILTER_METRICS)) from None
+
+
+def signal_groups(run: Run, rewarded: dict[int, Rewarded], n_agents: int,
+                  metric: str = "acc") -> list[list[int]]:
+    """[A] each agent's trained prompts whose group has a signal (a reward and G values of
+    ``metric`` not all equal: :func:`~vlcohort.training.grpo.varied_groups`), in prompt
+    order, gathered from every rank, so each rank decides on refills alike."""
+    local = {}
+    for i, r in rewarded.items():
+        varied = grpo.varied_groups(filter_values(r, metric), r.reward.scored.valid)  # [P]
+        local[i] = [b for b in r.selection.prompts if bool(varied[b])]
     found: list[set[int]] = [set() for _ in range(n_agents)]
     for piece in run.layout.gather(local, "the groups with a learning signal"):
         for i, prompts in piece.items():

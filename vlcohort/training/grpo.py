@@ -50,6 +50,7 @@ __all__ = [
     "importance_weights",
     "kl_penalty",
     "policy_loss",
+    "varied_groups",
 ]
 
 #: Log-ratios are clamped to [-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP] before ``exp`` so that two
@@ -195,6 +196,28 @@ def group_advantages(
     lo = torch.where(v, r, torch.full_like(r, math.inf)).amin(dim=1, keepdim=True)  # [B, 1]
     informative = (hi > lo) & v  # [B, G]; an all-invalid group has hi=-inf < lo=inf
     return torch.where(informative, adv, torch.zeros_like(adv))
+
+
+def varied_groups(values: Tensor, valid: Tensor | None = None) -> Tensor:
+    """bool [B]: the groups whose G values are not all equal, DAPO's dynamic-sampling
+    filter (Yu et al., arXiv 2503.14476, eq. 11: keep 0 < |correct| < G; verl's
+    ``filter_groups`` keeps a group when the std of its metric is > 0).
+
+    values: [B, G] one number per rollout (correctness, a reward; bool is cast to float).
+    valid:  optional bool [B]; a group without a reward (False) is never varied.
+
+    Exact comparison (max > min), not a std against a tolerance: 0.1 + 0.2 and 0.3 differ.
+
+    >>> varied_groups(torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]]))
+    tensor([ True, False, False])
+    """
+    if values.dim() != 2:
+        raise ValueError(f"values must be [B, G] (prompts x rollouts), got {tuple(values.shape)}")
+    v = _as_float(values.detach())
+    varied = v.amax(dim=1) > v.amin(dim=1)  # [B]
+    if valid is not None:
+        varied &= valid.to(device=v.device, dtype=torch.bool)
+    return varied
 
 
 # --------------------------------------------------------------------------------------
