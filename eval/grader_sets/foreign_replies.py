@@ -16,15 +16,18 @@ Sources (``ForeignCase.source``)
     The example replies in MathVerse's ``mathverse_output_template_*.json``.
 ``nemo_skills``, ``qwen25_math``
     (gold, prediction) pairs taken as data from public graders' own tests: NVIDIA
-    NeMo-Skills ``tests/test_math_equal.py`` (Apache-2.0, Copyright 2024 NVIDIA; commit
-    583b90a2d5df; both orders) and Qwen2.5-Math ``evaluation/grader.py`` (Apache-2.0; commit
-    29a82a8802e0; the pairs of its ``TestMathEquality`` and ``_test_math_equal``), a third of
-    them wrapped in a one-line reply. The verdict is set here, not taken from the suite.
+    NeMo-Skills tests/test_math_equal.py (Apache-2.0, Copyright 2024 NVIDIA; commit
+    583b90a2d5df; both orders) and QwenLM/Qwen2.5-Math evaluation/grader.py (commit
+    29a82a8802e0, the pairs of its ``TestMathEquality`` and ``_test_math_equal``; the
+    repository states no licence, so only these short expression pairs are cited, as test
+    data, with this attribution), a third of them wrapped in a one-line reply. The verdict
+    is set here, not taken from the suite.
     math-verify's own suite is a set of its own, ``eval/grader_sets/math_verify_suite.py``.
 ``written``
     Replies written for this set in the styles listed below, on real benchmark items
-    (golds and options of MathVista, MATH-Vision, MathVerse, We-Math, copied into
-    ``_ITEMS``) or on golds of the shapes those benchmarks and math training data use.
+    (golds and options of MathVista (CC BY-SA 4.0), MATH-Vision (MIT), MathVerse (MIT) and
+    We-Math (CC BY-NC 4.0), copied into ``_MC_ITEMS`` / ``_FREE_ITEMS`` with their ids) or on
+    golds of the shapes those benchmarks and math training data use.
 
 Classes (``ForeignCase.klass``), each with right and wrong replies (about 35-50% wrong;
 the wrong ones are near misses: another option, off by one, a sign, a dropped element):
@@ -232,7 +235,7 @@ _NEMO_NEAR_MISSES = [
     ("918\\frac{1}{2}", "9\\frac{18}{2}"), ("x^2+2x+1", "x^2 + 2*x - 1"),
 ]
 _ROUNDED = "the prediction is the gold rounded to 3-4 digits: right to a tolerant grader, not to an exact one"
-# Qwen2.5-Math evaluation/grader.py: (gold, pred, verdict set here, why not clear-cut or "").
+# QwenLM/Qwen2.5-Math evaluation/grader.py at 29a82a8802e0: (gold, pred, verdict set here, why not clear-cut or "").
 _QWEN = [
     ("10", "10", True, ""), ("0.1", "10%", True, "a percent for a decimal gold: equal as numbers, but a question "
                                                    "asking a fraction may refuse a percent"),

@@ -1,10 +1,12 @@
 """Real model replies for ``foreign_replies``: data only, see that module.
 
-``BARD_MATHVISTA``: Bard's replies on MathVista testmini (``mathvista_testmini_output_bard.json``, published
-with MathVista, MIT licence), chosen among the short ones and keyed ``mathvista-<pid>``; ``MATHVERSE_TEMPLATE``:
-the example replies of MathVerse's output templates (``mathverse_output_template_*.json``). The
-verdict of each reply was set by reading it against the gold, not taken from either benchmark's own
-judgement (MathVista's ``true_false`` disagrees on some: pid 228 ends at 115 deg, not an option).
+``BARD_MATHVISTA``: Bard's replies on MathVista testmini, chosen among the short ones and keyed
+``mathvista-<pid>``, from lupantech/MathVista @ 53d5258, results/bard/output_bard.json (the shared
+copy is ``mathvista_testmini_output_bard.json``; CC BY-SA 4.0, by the MathVista authors; these
+replies stay under that licence). ``MATHVERSE_TEMPLATE``: the example replies of
+ZrrSkywalker/MathVerse @ 937b090, output_templates/ (MIT). The verdict of each reply was set by
+reading it against the gold, not taken from either benchmark's own judgement (MathVista's
+``true_false`` disagrees on some: pid 228 ends at 115 deg, not an option).
 """
 
 BARD_MATHVISTA = [{'id': 'mathvista-20',
