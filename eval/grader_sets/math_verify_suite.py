@@ -1,8 +1,9 @@
 """math-verify's own regression tests, as a second measuring set for our grader.
 
 math-verify (huggingface/Math-Verify, Copyright 2024 The HuggingFace Team; the repository's
-LICENCE is the Apache License 2.0, while tests/test_all.py carries an MIT header) is the grader ``bench/grader.py`` compares ours with; its test suite holds the
-(gold, prediction, expected verdict) pairs its authors found in model outputs: thousands
+LICENCE is the Apache License 2.0, while tests/test_all.py carries an MIT header) is the
+grader ``bench/grader.py`` compares ours with; its test suite holds the (gold, prediction,
+expected verdict) pairs its authors found in model outputs: thousands
 separators, decimal commas, percent, intervals against inequalities, matrices, several
 boxes, whole MATH / NuminaMath / OpenThoughts solutions. Passing its suite is a floor for a
 grader that claims to read what math-verify reads.
