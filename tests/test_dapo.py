@@ -297,3 +297,44 @@ def test_dynamic_sampling_drops_all_right_or_all_wrong_groups_under_the_overlong
         dropped_any |= bool(mixed) and len(mixed) < len(ids)
     assert shaped_but_flat > 0 and dropped_any, "no group of one outcome had shaped advantages: weak test"
 
+
+def test_batch_scale_normalises_over_the_groups_each_agent_trains_on(tmp_path, monkeypatch):
+    """grpo.adv_scale=batch under data.decouple and dynamic sampling: each agent's update
+    gets (r - group mean) / (std of the rewards of the groups it trains on + eps), not a
+    std over the step's other shard or the groups it dropped (TRL's scale_rewards="batch"
+    over the batch it updates on)."""
+    import vlcohort.recipes.step as step_mod
+    from vlcohort.recipes.cohort import setup
+
+    B, G = 2, 4
+    cfg = load_config(None, ["method=gt_reward", *COMMON,
+                             "agents=[{name: A, path: 'tiny:qwen2_5_vl'}, {name: B, path: 'tiny:qwen2_5_vl'}]",
+                             "data.decouple=true", f"rollout.rollouts_per_prompt={G}",
+                             "rollout.max_new_tokens=16", "grpo.micro_batch_seqs=4",
+                             "reward.format_weight=0.5", "grpo.adv_scale=batch",
+                             "rollout.dynamic_sampling=true", "rollout.dynamic_sampling_metric=seq_reward",
+                             "rollout.dynamic_sampling_max_rounds=1", f"run.output_dir={tmp_path / 'run'}"])
+    run = setup(cfg)
+    rounds, updates = _spy_rounds(monkeypatch, step_mod)
+    checked = widened = 0
+    for step in (1, 2, 3, 4):
+        rounds.clear(), updates.clear()
+        step_mod.train_step(run, step)
+        for i, name in enumerate(("A", "B")):
+            if name not in updates:
+                continue
+            by_id = {pid: r[i].final_rewards[k] for ids, r in rounds for k, pid in enumerate(ids)}
+            got_ids, got_adv = updates[name]
+            first_ids = rounds[0][0]
+            assert set(got_ids) <= {pid for ids, _ in rounds for pid in ids[i * B:(i + 1) * B]}  # own shard
+            rewards = torch.stack([by_id[pid] for pid in got_ids])  # [n, G]
+            centered = rewards - rewards.mean(dim=1, keepdim=True)
+            expected = centered / (rewards.std() + 1e-6)  # unbiased, as TRL
+            flat = (rewards.amax(dim=1) == rewards.amin(dim=1))[:, None]
+            expected = torch.where(flat, torch.zeros_like(expected), expected)
+            torch.testing.assert_close(got_adv, expected.reshape(-1), atol=1e-5, rtol=1e-5)
+            checked += 1
+            # the std the step's first round would have given (both shards, dropped groups in)
+            everything = torch.stack([by_id[pid] for pid in first_ids])
+            widened += not torch.isclose(everything.std(), rewards.std(), atol=1e-4)
+    assert checked and widened, "no update, or no step where the batch mattered: weak test"

@@ -126,6 +126,27 @@ def test_batch_scale_is_group_mean_over_batch_std():
     close(adv, [[0.912871, -0.912871, 0.0, 0.0], [0.608581, 0.608581, 0.0, -1.217161]])
 
 
+def test_batch_scale_std_is_over_the_batch_groups_only():
+    # groups 0 and 1 as above (batch std 0.534522); group 2, [5, 5, 0, 0], is carried along
+    # (another agent's shard, a dropped group): it keeps its own centring, +-2.5, but not
+    # its rewards in the std: 2.5 / 0.534522 = 4.677072
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0], [5.0, 5.0, 0.0, 0.0]])
+    adv = group_advantages(rewards, scale="batch", eps=0.0, batch=torch.tensor([True, True, False]))
+    close(adv, [[1.403122, -0.467707, -0.467707, -0.467707], [0.467707, 0.467707, 0.467707, -1.403122],
+                [4.677072, 4.677072, -4.677072, -4.677072]])
+    # all three in the batch: 12 rewards, mean 14 / 12, a different std
+    everything = group_advantages(rewards, scale="batch", eps=0.0)
+    assert not torch.allclose(everything[:2], adv[:2])
+    assert torch.equal(group_advantages(rewards, scale="batch", batch=torch.ones(3, dtype=torch.bool)),
+                       group_advantages(rewards, scale="batch"))
+    # the batch rows only change scale=batch
+    for scale in ("group", "none"):
+        assert torch.equal(group_advantages(rewards, scale=scale, batch=torch.tensor([True, False, False])),
+                           group_advantages(rewards, scale=scale))
+    with pytest.raises(ValueError, match="batch must be"):
+        group_advantages(rewards, scale="batch", batch=torch.ones(2, dtype=torch.bool))
+
+
 def test_varied_groups_are_those_of_more_than_one_value():
     # DAPO keeps 0 < |correct| < G: [1, 0] yes, [1, 1] and [0, 0] no; a group without a
     # reward (valid False) never; in float64 0.1 + 0.2 != 0.3, so that group varies

@@ -366,8 +366,9 @@ class GRPOConfig:
 
     adv_scale: str = "group"
     """group: (r - mean) / (std + eps) over the G rollouts | none: r - mean (Dr.GRPO) |
-    batch: r - group mean, divided by the std of all the step's rewards (TRL's
-    scale_rewards="batch")."""
+    batch: r - group mean, divided by the std of the rewards of the batch the agent is
+    updated on (TRL's scale_rewards="batch"): its own prompts only, not the other shards
+    of data.decouple nor the groups rollout.dynamic_sampling drops."""
     policy_loss: str = "ppo"
     """ppo: clipped surrogate on the token ratio | gspo: ratio and clip per completion,
     exp(mean log-ratio) (GSPO, arXiv 2507.18071; use small clips, the paper's 3e-4 / 4e-4) |

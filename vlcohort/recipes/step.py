@@ -374,7 +374,9 @@ def reward(run: Run, generated: list[Generated], answered: list[Answered],
 def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[Answered],
                  problems: list[Problem], plan: StepPlan) -> Rewarded:
     """Local agent ``i``'s :class:`Rewarded`: the source's rewards (plus DAPO's soft
-    overlong penalty and the reward-side KL, where set), then the advantages."""
+    overlong penalty and the reward-side KL, where set), then the advantages. The batch
+    std of ``grpo.adv_scale=batch`` is over the agent's own prompts (``plan.owned``), not
+    the step's other shards under ``data.decouple``: the batch it is updated on."""
     cfg, kind = run.cfg, run.answer_kind
     source = agent_reward_source(cfg, i)
     sel = Selection.of(gen, plan, plan.trained(i))
@@ -403,9 +405,16 @@ def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[
     rewards = got.scored.rewards
     if cfg.grpo.kl_in_reward:
         rewards, got = kl_penalised(agent, sel, got, cfg)
-    advantages = grpo.group_advantages(rewards, scale=cfg.grpo.adv_scale,
-                                       valid=got.scored.valid)  # [P, G]
+    advantages = grpo.group_advantages(rewards, scale=cfg.grpo.adv_scale, valid=got.scored.valid,
+                                       batch=prompt_mask(plan.n_prompts, plan.owned[i]))  # [P, G]
     return Rewarded(sel, got, advantages, sum(spent) if spent else None, rewards.float(), task)
+
+
+def prompt_mask(n_prompts: int, prompts) -> torch.Tensor:
+    """bool [n_prompts]: True at ``prompts``."""
+    mask = torch.zeros(n_prompts, dtype=torch.bool)
+    mask[torch.tensor(list(prompts), dtype=torch.long)] = True
+    return mask
 
 
 def kl_penalised(agent: Agent, sel: Selection, got: Reward, cfg: Config) -> tuple[torch.Tensor, Reward]:
@@ -449,7 +458,8 @@ def dynamic_sampling(run: Run, step: int, batch: Round,
     then skips, or takes a KL-only step). Returns the grown round and each local agent's
     ``dyn/*`` counts; the refill rounds' seconds are added to ``timing``'s rollout and
     grading. Old log-probs are not reused once the groups change (the update recomputes
-    them where it needs them).
+    them where it needs them). Under ``grpo.adv_scale=batch`` the advantages are
+    normalised again over the groups each agent keeps, the batch it is updated on.
 
     Agent groups (distributed): another round is run when any agent of the cohort, by the
     signal counts gathered from every rank, still lacks groups, so every rank runs the
@@ -481,10 +491,23 @@ def dynamic_sampling(run: Run, step: int, batch: Round,
         kept = [b for b in kept if b in generated] or trained  # this rank's rows
         if kept == trained:  # nothing dropped: the first round's selection as it was
             sel, old = first.rewarded[i].selection, first.rewarded[i].reward.old
+            advantages = grown.advantages
         else:
             sel, old = Selection.of(batch.generated[i], batch.plan, kept), None  # [n x G]
-        rewarded[i] = replace(grown, selection=sel, reward=replace(grown.reward, old=old))
+            advantages = kept_advantages(grown, kept, run.cfg.grpo.adv_scale)
+        rewarded[i] = replace(grown, selection=sel, reward=replace(grown.reward, old=old),
+                              advantages=advantages)
     return replace(batch, rewarded=rewarded), dyn
+
+
+def kept_advantages(r: Rewarded, kept: list[int], scale: str) -> torch.Tensor:
+    """The advantages [P, G] once ``kept`` are the groups an agent trains on: as they were
+    for a scale within each group; for ``scale=batch`` the batch std is taken again over
+    ``kept`` alone (each round's was over that round's prompts)."""
+    if scale != "batch":
+        return r.advantages
+    return grpo.group_advantages(r.final_rewards, scale=scale, valid=r.reward.scored.valid,
+                                 batch=prompt_mask(r.advantages.shape[0], kept))
 
 
 #: ``rollout.dynamic_sampling_metric`` -> the values [P, G] of a :class:`Rewarded` whose

@@ -119,7 +119,8 @@ def _no_scale(centered: Tensor, std: Tensor, batch_std: Tensor, eps: float) -> T
 
 
 def _scale_by_batch_std(centered: Tensor, std: Tensor, batch_std: Tensor, eps: float) -> Tensor:
-    """Group mean, batch std: (r - group mean) / (std of all the batch's rewards + eps).
+    """Group mean, batch std: (r - group mean) / (std of the batch's rewards + eps), the
+    batch being the groups the policy is updated on (``group_advantages``'s ``batch``).
 
     TRL's ``scale_rewards="batch"`` (``rewards.std()`` over the whole batch, unbiased), the
     "group mean, batch std" of Liu et al. 2025 (Tricks or Traps, arXiv 2508.08221): every
@@ -143,6 +144,7 @@ def group_advantages(
     scale: str = "group",
     eps: float = 1e-6,
     valid: Tensor | None = None,
+    batch: Tensor | None = None,
 ) -> Tensor:
     """Outcome advantages normalised within each prompt's group of G rollouts.
 
@@ -151,6 +153,11 @@ def group_advantages(
              [B, G] (per rollout). Statistics use only valid rollouts and invalid ones get
              exactly 0: an abstaining teacher must give no learning signal, not a
              made-up one.
+    batch:   optional bool [B]: the groups whose valid rollouts make up the batch std of
+             ``scale="batch"`` (default: all B). The std is the spread of the batch the
+             policy is updated on, so rows that are only carried along (another agent's
+             prompts, groups dynamic sampling drops) stay out of it; the per-group
+             centring is unchanged.
     returns: [B, G] advantages, no gradient to anything upstream (rewards are data).
 
     A group whose valid rewards are all equal (all right, all wrong, or a single valid
@@ -186,9 +193,15 @@ def group_advantages(
     mean = (r * vf).sum(dim=1, keepdim=True) / n.clamp(min=1)  # [B, 1]
     centered = (r - mean) * vf  # [B, G]
     var = (centered**2).sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)  # [B, 1] unbiased
-    n_all = vf.sum()  # valid rollouts in the batch
-    batch_mean = (r * vf).sum() / n_all.clamp(min=1)  # []
-    batch_var = (((r - batch_mean) * vf) ** 2).sum() / (n_all - 1).clamp(min=1)  # [] unbiased
+    if batch is None:
+        bf = vf  # [B, G]
+    else:
+        if batch.shape != (B,):
+            raise ValueError(f"batch must be [B]={B} (one flag per group), got {tuple(batch.shape)}")
+        bf = vf * batch.to(device=r.device, dtype=r.dtype)[:, None]  # [B, G]
+    n_all = bf.sum()  # valid rollouts in the batch
+    batch_mean = (r * bf).sum() / n_all.clamp(min=1)  # []
+    batch_var = (((r - batch_mean) * bf) ** 2).sum() / (n_all - 1).clamp(min=1)  # [] unbiased
     adv = scale_fn(centered, var.sqrt(), batch_var.sqrt(), eps)  # [B, G]
 
     # a constant group: max == min over its valid rewards (exact, unlike a float mean)
