@@ -1487,6 +1487,561 @@ BARD_MATHVISTA = [{'id': 'mathvista-20',
   'verdict': False,
   'clear_cut': True,
   'why': ''},
+ {'id': 'mathvista-368',
+  'gold': 'No',
+  'options': ('Yes', 'No'),
+  'reply': 'The answer is **(B) No**.\n'
+           '\n'
+           'There is only 1 yellow matte school bus in the image, while there are 2 big yellow metal cars.\n'
+           '\n'
+           'I cannot see any other yellow matte school buses in the image, so the number of yellow matte school '
+           'buses cannot be greater than the number of big yellow metal cars.\n'
+           '\n'
+           'Is there anything else I can help you with?',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-369',
+  'gold': 'Yes',
+  'options': ('Yes', 'No'),
+  'reply': 'The correct answer is **(A) Yes**.\n'
+           '\n'
+           'A function is surjective if for every element in the codomain, there exists at least one element in '
+           'the domain that maps to it. In this case, the codomain is all real numbers, and the function maps '
+           'every real number to a real number. Therefore, the function is surjective.\n'
+           '\n'
+           'The graph of the function shows that it passes through all real numbers except for the origin. '
+           'However, the origin is not in the codomain, so the function does not need to map to it in order to be '
+           'surjective.\n'
+           '\n'
+           'Therefore, the answer is (A).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-377',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'The answer is **(B) no**.\n'
+           '\n'
+           'The median is the middle value in a sorted distribution. In this line graph, the values are sorted '
+           'from lowest to highest, and there are 7 values. Therefore, the median is the 4th value. The 4th value '
+           'is Medium Aqua, which is not Orange Red.\n'
+           '\n'
+           'Here is the sorted list of values in the line graph:\n'
+           '\n'
+           '* Medium Seafoam\n'
+           '* Gray\n'
+           '* Forest Green\n'
+           '* Orchid\n'
+           '* Khaki\n'
+           '* Medium Aqua\n'
+           '* Tomato\n'
+           '* Orange Red\n'
+           '\n'
+           'Therefore, the answer is (B).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-386',
+  'gold': '10 \\sqrt { 3 }',
+  'options': ('5', '10', '10 \\sqrt { 3 }', '20'),
+  'reply': 'The correct answer is (C).\n'
+           '\n'
+           'The triangle is a right triangle, where the hypotenuse is 20 and one of the shorter sides is 10. We '
+           'can use the Pythagorean theorem to find the length of the other shorter side, which is x.\n'
+           '\n'
+           '```\n'
+           'a^2 + b^2 = c^2\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'x^2 + 10^2 = 20^2\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'x^2 = 20^2 - 10^2\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'x^2 = 400 - 100\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'x^2 = 300\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'x = \\sqrt{300} = 10\\sqrt{3}\n'
+           '```\n'
+           '\n'
+           'Therefore, the value of x is 10√3. So the answer is (C).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-388',
+  'gold': '0.42',
+  'options': ('0.38', '0.42', '0.92', '2.40'),
+  'reply': 'The tangent of angle M is the ratio of the opposite side to the adjacent side. In this triangle, the '
+           'opposite side is 15 and the adjacent side is 36. Therefore, the tan M = 15/36 = 0.42. So the answer is '
+           '(B).\n'
+           '\n'
+           'Here is the calculation in detail:\n'
+           '\n'
+           '```\n'
+           'tan M = (opposite side)/(adjacent side) = 15/36 = 0.42\n'
+           '```\n'
+           '\n'
+           'The nearest hundredth of 0.42 is 0.42. Therefore, the answer is (B).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-396',
+  'gold': 'decrease',
+  'options': ('remains the same', 'decrease', 'increase', 'NA'),
+  'reply': 'The answer is (B). If all the algae dies, then the water flea population will **decrease**.\n'
+           '\n'
+           'The water flea is a herbivore, which means it eats algae. If there is no algae, then the water flea '
+           'will have no food to eat and its population will decline.\n'
+           '\n'
+           'The other options are incorrect. Option (A) is incorrect because the water flea population will not '
+           'remain the same if there is no algae to eat. Option (C) is incorrect because the water flea population '
+           'will not increase if there is no algae to eat. Option (D) is incorrect because the question is asking '
+           'about the water flea population, not the food web as a whole.\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-397',
+  'gold': '2',
+  'options': ('1', '2', '2.2', '2.5'),
+  'reply': 'The answer is (B).\n'
+           '\n'
+           'From the diagram, we can see that ∠ACB is an inscribed angle that intercepts arc AB. Since arc AB is a '
+           'semicircle, ∠ACB = 180°/2 = 90°.\n'
+           '\n'
+           'Also, ∠ACB is an angle in a semicircle, so it is a right angle. Therefore, triangle ACB is a right '
+           'triangle.\n'
+           '\n'
+           'Since ∠ACB = 90°, then ∠CAB = 90° - 30° = 60°.\n'
+           '\n'
+           'Triangle ACB is a 30-60-90 triangle, so the ratio of the lengths of its sides is 1:√3:2.\n'
+           '\n'
+           'Let x be the length of side AC. Then, x = 1, so the length of side AB is 2x = 2.\n'
+           '\n'
+           'So the answer is (B).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-412',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'The answer is (B) no.\n'
+           '\n'
+           'The black jacket costs $26 and the pair of shorts costs $11, for a total of $26 + $11 = $37. Tanner '
+           'has $35, so he does not have enough money to buy both items.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-423',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'The answer is **(B) no**.\n'
+           '\n'
+           'The image you sent me is a line graph showing the modulation transfer function (MTF) of various shades '
+           'of pink. The MTF is a measure of the ability of a system to reproduce fine detail. A higher MTF means '
+           'that the system can reproduce finer detail.\n'
+           '\n'
+           'The dark gray line in the graph has a higher MTF than the deep pink line. This means that dark gray '
+           'can reproduce finer detail than deep pink. Therefore, deep pink is not less than dark gray.\n'
+           '\n'
+           'The correct option is therefore (B).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-430',
+  'gold': 'smaller than',
+  'options': ('larger than', 'equal to', 'smaller than'),
+  'reply': 'The correct answer is (C). The derivative of f(x) at x=0 is smaller than that at x=5.\n'
+           '\n'
+           "The derivative of a function at a point gives the slope of the line tangent to the function's graph at "
+           'that point. In the graph, the line tangent to the graph of f(x) at x=0 is flatter than the line '
+           'tangent to the graph of f(x) at x=5. This means that the derivative of f(x) is smaller at x=0 than it '
+           'is at x=5.\n'
+           '\n'
+           'In other words, the function is increasing more slowly at x=0 than it is at x=5. This is because the '
+           'function is starting to level off at x=0, but it is still increasing at a significant rate at x=5.\n'
+           '\n'
+           'So the answer is (C).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-434',
+  'gold': '60-k',
+  'options': ('60-k', 'k', '60+k', '120-k', '120-2*k'),
+  'reply': 'The correct answer is (A).\n'
+           '\n'
+           'Given that AC lies on line l, so angle BAC = 180 - (120 - k) = 60 + k.\n'
+           'Also, angle BCA = 180 - 120 = 60.\n'
+           'Hence, x + 60 + 60 + k = 180 --> x = 60 - k.\n'
+           'So the answer is (A).',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-442',
+  'gold': '3',
+  'options': None,
+  'reply': 'There are 3 objects that are preferred by more than 7 people in at least one category.\n'
+           '\n'
+           '* The object "satire" is preferred by 10 people in the "patch" category.\n'
+           '* The object "dash" is preferred by 8 people in the "saloon" category.\n'
+           '* The object "horn" is preferred by 9 people in the "racing" category.\n'
+           '\n'
+           'No other object is preferred by more than 7 people in any category. So the answer is 3.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-447',
+  'gold': 'no',
+  'options': ('yes', 'no'),
+  'reply': 'The correct answer is (B). Midnight Blue does not intersect Purple in the scatter plot. The two colors '
+           'are clearly separated by the Coral color.\r\n'
+           '\r\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-375',
+  'gold': '7',
+  'options': ('1.5', '7', '11', '12.5'),
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'The triangle is isosceles, so $AB=AC$. We are given that $AB=9x-1$ and $AC=5x-0.5$. Since these two '
+           'lengths are equal, we can set them equal to each other and solve for $x$.\n'
+           '\n'
+           '```\n'
+           '9x-1 = 5x-0.5\n'
+           '```\n'
+           '\n'
+           '```\n'
+           '4x = 0.5\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'x = 0.125\n'
+           '```\n'
+           '\n'
+           'Therefore, the length of $AC$ is $5x-0.5 = 5(0.125)-0.5 = \\boxed{1.25}$.\n'
+           '\n'
+           'Here is a step-by-step solution:\n'
+           '\n'
+           '1. Since the triangle is isosceles, we know that $AB=AC$.\n'
+           '2. We are given that $AB=9x-1$ and $AC=5x-0.5$.\n'
+           '3. Setting these two equations equal to each other, we get $9x-1=5x-0.5$.\n'
+           '4. Solving for $x$, we get $x=0.125$.\n'
+           '5. Plugging this value of $x$ into the equation $AC=5x-0.5$, we get $AC=5(0.125)-0.5=\\boxed{1.25}$.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-378',
+  'gold': '8',
+  'options': ('5', '6', '7', '8'),
+  'reply': 'The answer is (B).\n'
+           '\n'
+           'Since E is the midpoint of AD, which is the median of triangle ABC, then triangle ABE is equal in area '
+           'to triangle ACD.\n'
+           '\n'
+           '* Area of triangle ABE = 2\n'
+           '* Area of triangle ACD = 2\n'
+           '\n'
+           'The total area of triangle ABC is the sum of the areas of triangle ABE and triangle ACD.\n'
+           '\n'
+           '* Area of triangle ABC = 2 + 2 = 4\n'
+           '\n'
+           'So the answer is (B).',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-383',
+  'gold': '131253.5',
+  'options': None,
+  'reply': 'The largest bar value in the image is 262,507 thousand euros. If we divide this value by 2, we get '
+           '131,253.5 thousand euros. Rounding to one decimal place, the answer is 131.3 thousand euros.\n'
+           '\n'
+           'So the answer is 131.3',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-389',
+  'gold': 'shortage',
+  'options': ('shortage', 'surplus'),
+  'reply': 'The correct answer is **(B)**, surplus.\n'
+           '\n'
+           'At a price of $320, the quantity supplied is 12,500 units, while the quantity demanded is 20,000 '
+           'units. This means that there are 7,500 more units supplied than demanded. So the answer is surplus.\n'
+           '\n'
+           'Here is a table summarizing the supply and demand at each price:\n'
+           '\n'
+           'Price | Quantity Supplied | Quantity Demanded | Surplus/Shortage\n'
+           '------- | -------- | -------- | --------\n'
+           '$270 | 10,600 | 20,200 | Shortage of 9,600\n'
+           '$320 | 12,500 | 20,000 | Surplus of 7,500\n'
+           '$370 | 14,400 | 19,800 | Surplus of 5,400\n'
+           '$420 | 19,600 | 19,400 | No surplus or shortage\n'
+           '$470 | 18,200 | 16,300 | Shortage of 1,900\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-394',
+  'gold': 'LangRoom',
+  'options': ('HomeGrid', 'Msgr S1', 'Msgr S2', 'Msgr S3', 'VLN', 'LangRoom'),
+  'reply': 'The answer is **(B) Msgr S1**.\n'
+           '\n'
+           'According to the table, Msgr S1 has a training time of 16 GPU days, which is the least among all the '
+           'environments. The other environments have training times of 3.75 GPU days (HomeGrid), 24 GPU days '
+           '(Msgr S2), 24 GPU days (Msgr S3), 16 GPU days (VLN), and 2 GPU days (LangRoom).\n'
+           '\n'
+           'Here is a table summarizing the training time for each environment:\n'
+           '\n'
+           'Environment | Training time (GPU days)\n'
+           '---|---\n'
+           'HomeGrid | 3.75\n'
+           'Msgr S1 | 16\n'
+           'Msgr S2 | 24\n'
+           'Msgr S3 | 24\n'
+           'VLN | 16\n'
+           'LangRoom | 2\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-408',
+  'gold': '6 \\sqrt { 5 }',
+  'options': ('6', '6 \\sqrt { 2 }', '6 \\sqrt { 3 }', '6 \\sqrt { 5 }'),
+  'reply': 'The correct answer is **(B) 6√2**.\n'
+           '\n'
+           'The triangle is a right triangle with legs of length 3 and 12. The hypotenuse is z. We can use the '
+           'Pythagorean Theorem to find z:\n'
+           '\n'
+           '```\n'
+           '(hypotenuse)^2 = (leg 1)^2 + (leg 2)^2\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'z^2 = 3^2 + 12^2\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'z^2 = 9 + 144 = 153\n'
+           '```\n'
+           '\n'
+           '```\n'
+           'z = √153 = 6√2\n'
+           '```\n'
+           '\n'
+           'Therefore, the value of z is 6√2. So the answer is (B).',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-410',
+  'gold': '20.25',
+  'options': ('20.25', '21', '27', '36'),
+  'reply': 'Since $\\triangle DEF \\sim \\triangle CBF$, we have $\\frac{DE}{CB} = \\frac{DF}{FC}$. Since $DE = 6$ '
+           'and $FC = 8$, we have $\\frac{DE}{CB} = \\frac{6}{8} = \\frac{3}{4}$.\n'
+           '\n'
+           'The perimeter of $\\triangle CBF$ is $27$, so $CB + BF = 27$. Substituting $\\frac{3}{4}$ for '
+           '$\\frac{CB}{BF}$, we get $\\frac{3}{4}BF + BF = 27$. Solving for $BF$, we get $BF = 12$.\n'
+           '\n'
+           'The perimeter of $\\triangle DEF$ is $DE + EF + DF = 6 + EF + 6 = EF + 12$. Substituting '
+           '$\\frac{3}{4}$ for $\\frac{EF}{BF}$, we get $EF + 12 = \\frac{4}{3}EF$. Solving for $EF$, we get $EF = '
+           '9$.\n'
+           '\n'
+           'Therefore, the perimeter of $\\triangle DEF$ is $EF + DE + DF = 9 + 6 + 6 = \\boxed{21}$.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-421',
+  'gold': '-47',
+  'options': None,
+  'reply': 'The work done by the cable on the elevator is equal to the negative of the work done by gravity, since '
+           'the cable is pulling upwards while gravity is pulling downwards. The work done by gravity is:\n'
+           '\n'
+           '```\n'
+           'W_g = mgh = (500 \\mathrm{~kg})(9.8 \\mathrm{~m/s^2})(12 \\mathrm{~m}) = 5880 \\mathrm{~J}\n'
+           '```\n'
+           '\n'
+           'So, the work done by the cable is:\n'
+           '\n'
+           '```\n'
+           'W_T = -W_g = -5880 \\mathrm{~J} = \\boxed{-5880} \\mathrm{~J}\n'
+           '```\n'
+           '\n'
+           'The negative sign means that the cable is doing work to slow down the elevator.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-425',
+  'gold': '0.6',
+  'options': ('0.6', '0.8', '0.75', '\\frac{4}{3}'),
+  'reply': 'The correct answer is **(C) 0.75**.\n'
+           '\n'
+           '```\n'
+           'Given: ∆ABC is a right triangle with ∠C = 90°, AC = 6, BC = 8\n'
+           'AC is the opposite to ∠A, and BC is adjacent to ∠A.\n'
+           'Hence, cosA = AC/BC = 6/8 = 0.75\n'
+           '```\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-443',
+  'gold': '\\frac{4}{5}',
+  'options': ('\\frac{3}{5}', '\\frac{4}{5}', '\\frac{3}{4}', '\\frac{4}{3}'),
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'The correct answer is **(A) $\\frac{3}{5}$**.\n'
+           '\n'
+           'In a right triangle, the sine of an angle is equal to the ratio of the opposite side to the '
+           'hypotenuse. In this case, the opposite side is AC = 8 and the hypotenuse is AB = 10. Therefore, sinB = '
+           '8/10 = 3/5.\n'
+           '\n'
+           'Here is the detailed solution:\n'
+           '\n'
+           '```\n'
+           'Given:\n'
+           '* ∆ABC is a right triangle with right angle at C\n'
+           '* AC = 8\n'
+           '* AB = 10\n'
+           '\n'
+           'To find: sinB\n'
+           '\n'
+           'sinB = opposite/hypotenuse = AC/AB = 8/10 = 3/5\n'
+           '```\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-455',
+  'gold': '16*\\pi/5',
+  'options': ('16*\\pi/5', '32*\\pi/5', '36*\\pi', '288*\\pi/5', '576*\\pi'),
+  'reply': 'The correct answer is (B).\n'
+           '\n'
+           'The formula for the arc length of a circle is:\n'
+           '\n'
+           '```\n'
+           'arc length = (theta)*r*pi\n'
+           '```\n'
+           '\n'
+           'where:\n'
+           '\n'
+           '* `theta` is the central angle in radians\n'
+           '* `r` is the radius of the circle\n'
+           '* `pi` is the mathematical constant pi (approximately equal to 3.14)\n'
+           '\n'
+           'In this case, `theta` is equal to `x/2r`, which is equal to `32/(2*18) = 8/9` radians.\n'
+           '\n'
+           'Therefore, the arc length is equal to:\n'
+           '\n'
+           '```\n'
+           '(8/9)*18*pi = 32*pi/5\n'
+           '```\n'
+           '\n'
+           'So the answer is (B).',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-464',
+  'gold': '4',
+  'options': ('1', '2', '3', '4', '5', '6'),
+  'reply': 'The answer is (F).\n'
+           '\n'
+           'The image shows 6 equal fractions of a circle. The missing picture should also have 6 equal fractions. '
+           'Of the choices, only option (F) has 6 equal fractions.\n'
+           '\n'
+           'The other choices have different number of fractions. Option (A) has 1 fraction, option (B) has 2 '
+           'fractions, option (C) has 3 fractions, option (D) has 4 fractions, and option (E) has 5 fractions.\n'
+           '\n'
+           'Therefore, the correct answer is option (F).',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-459',
+  'gold': '1',
+  'options': None,
+  'reply': 'There are 7 objects in the image.\n'
+           '\n'
+           'We need to subtract all large cyan matte balls and all tiny shiny objects.\n'
+           '\n'
+           'There are 3 large cyan matte balls.\n'
+           'There are 2 tiny shiny objects.\n'
+           '\n'
+           'Therefore, we need to subtract 3 + 2 = 5 objects.\n'
+           '\n'
+           'Hence, there are 7 - 5 = 2 objects left.\n'
+           '\n'
+           'So the answer is 2',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-379',
+  'gold': 'horses',
+  'options': ('horses', 'cats', 'nothing', 'bears'),
+  'reply': 'The answer is (D), bears.\n'
+           '\n'
+           'In the food web, the trees are the producers. The deer, rabbits, and horses are the primary consumers. '
+           'The bears are the secondary consumers. If the trees are lost, the deer, rabbits, and horses will have '
+           'no food to eat. This will lead to a decline in the population of these animals. The bears will also be '
+           'affected, as they will have less food to eat.\n'
+           '\n'
+           'The cats are tertiary consumers, and they are not directly affected by the loss of the trees. However, '
+           'they may be indirectly affected, as the decline in the population of deer, rabbits, and horses will '
+           'lead to a decline in the population of their prey.\n'
+           '\n'
+           'So the answer is (D), bears.',
+  'verdict': False,
+  'clear_cut': True,
+  'why': ''},
+ {'id': 'mathvista-364',
+  'gold': '40°',
+  'options': ('30°', '35°', '40°', '45°'),
+  'reply': 'The correct answer is **(C)**.\n'
+           '\n'
+           'Angle ABD is inscribed in the circle, so its central angle is twice its measure. Therefore, the '
+           'central angle ∠AOB is 2 * 50.0° = 100.0°.\n'
+           '\n'
+           'Since AB is a diameter, ∠AOB is a straight angle, so ∠BCD is 180.0° - 100.0° = 80.0°.\n'
+           '\n'
+           'Therefore, the degree of ∠BCD is **80°**.',
+  'verdict': True,
+  'clear_cut': False,
+  'why': 'the answer statement names the right option (C), but the working ends on another value (80 deg / 105 '
+         'deg): a grader reading the option says right, one reading the last value wrong'},
+ {'id': 'mathvista-413',
+  'gold': '40°',
+  'options': ('25°', '35°', '40°', '45°'),
+  'reply': 'Sure, I can help you with that.\n'
+           '\n'
+           'The answer is (C).\n'
+           '\n'
+           'Given that AB=AC, so triangle ABC is an isosceles triangle.\n'
+           '\n'
+           'Since BD is the bisector of ∠ABC, then ∠BDC = ∠DCB = 75/2 = 37.5°.\n'
+           '\n'
+           'The sum of the angles in triangle ABC is 180°, so ∠A = 180° - ∠BDC - ∠DCB = 180° - 37.5° - 37.5° = '
+           '105°.\n'
+           '\n'
+           'Therefore, the degree of ∠A is 105°. So the answer is (C).\n'
+           '\n'
+           'I hope this helps! Let me know if you have any other questions.',
+  'verdict': True,
+  'clear_cut': False,
+  'why': 'the answer statement names the right option (C), but the working ends on another value (80 deg / 105 '
+         'deg): a grader reading the option says right, one reading the last value wrong'},
  {'id': 'mathvista-270',
   'gold': '100°',
   'options': ('50°', '65°', '100°', '130°'),
