@@ -127,7 +127,9 @@ def _all_cases() -> list[ForeignCase]:
             cases += make()
         seen: dict[str, ForeignCase] = {}
         for c in cases:
-            seen.setdefault(c.key, c)
+            first = seen.setdefault(c.key, c)
+            if (first.verdict, first.clear_cut) != (c.verdict, c.clear_cut):
+                raise ValueError(f"one case written twice with different verdicts: {c}")
         _CACHE.extend(seen.values())
     return list(_CACHE)
 
@@ -564,9 +566,10 @@ def _collections() -> list[ForeignCase]:
         ("x = -1 \\text{ or } x = 4", "The answer is $\\{4, 1\\}$.", False),
         ("\\{p, p+1\\}", "The answer is p, p + 1", True), ("\\{p, p+1\\}", "The answer is p, p + 2", False),
     ]
-    out = [_w("collections", g, r, ok) for g, r, ok in rows]
-    out[-2] = _w("collections", "\\{3, 7\\}", "$\\boxed{7, 3, 3}$", True, clear_cut=False,
-                 why="a repeated element: the same set, but as a list of roots it has a wrong multiplicity")
+    repeated = "$\\boxed{7, 3, 3}$"
+    out = [_w("collections", g, r, ok) for g, r, ok in rows if r != repeated]
+    out.append(_w("collections", "\\{3, 7\\}", repeated, True, clear_cut=False,
+                  why="a repeated element: the same set, but as a list of roots it has a wrong multiplicity"))
     return out
 
 
