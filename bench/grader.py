@@ -57,6 +57,7 @@ A benchmark prints ratios against a peer; it is not a timed test.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -69,6 +70,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+import vlcohort  # noqa: E402 - sys.path is set first
+
+if importlib.util.find_spec("vlcohort.eval") is None:  # a checkout without an install of it
+    vlcohort.__path__.append(str(ROOT))  # eval/ installs as vlcohort.eval (pyproject's package-dir)
 
 from vlcohort.answers import grading  # noqa: E402 - sys.path is set first
 from vlcohort.answers.extract import extract_answer  # noqa: E402 - sys.path is set first
