@@ -36,6 +36,10 @@ OTHER_LANGUAGES = [
     ("Ответ: 24", "24"),
     ("（C）", "（C）"),
     ("答案是 12，因为两边相等。", "12"),
+    ("解：设共有 x 个，则 x = 12。\n答：共有 12 个。", "12"),  # 答： the school form of 答案：
+    ("答：面积为12平方厘米。", "12"),
+    ("答：大约 12 个。", "大约 12 个"),  # "about 12": the sentence stays whole
+    ("答：12 或 13 个。", "12 或 13 个"),
     # no marker, or a marker with nothing committed after it
     ("我们先求出三角形的面积，再比较两个选项。", None),
     ("选择题：下列哪个是正确的？", None),
@@ -62,6 +66,12 @@ DIRECT_CHOICE = [
     ("Correct answer: (B)", "(B)"),
     ("**Answer:** C", "C"),
     ("the correct choice is (D)", "(D)"),
+    ("The answer is (B) No.\n\nSo the correct answer is therefore choice (B).", "choice (B)"),
+    ("Therefore, the answer to the question is 2.", "2"),
+    # after a phrase, an option's own text may say "or"; another letter still ends it
+    ("So the correct option is:\n\nD. either $R$ or $S$, but no others", "D. either $R$ or $S$, but no others"),
+    ("The correct option is:\nA. 3 B. 4", None),
+    ("The answer is:\nA. or B", None),
     # a listed set stays a set: "1; 2" is not cut at the semicolon
     ("The answer is 1; 2", "1; 2"),
     # listing or hedging between options commits to none
@@ -73,6 +83,11 @@ DIRECT_CHOICE = [
     ("(B) maybe", None),
     ("D is the midpoint of AC", None),
     ("so the correct option is:\n\nA. 3 cm B. 4 cm", None),
+    # a span that starts with one option and names another is a list, wherever it comes from
+    ("The answer is A. 3 or B. 4", None),
+    ("The answer is (A) 3 or (B) 4", None),
+    ("The answer is A. 3 B. 4 C. 5 D. 6", None),
+    ("<answer>A. 3 B. 4</answer>", None),
 ]
 
 
@@ -109,6 +124,12 @@ BARE_LATEX = [
     ("  \\frac{\\sqrt{3}}{2}.\n", "\\frac{\\sqrt{3}}{2}"),
     ("x = \\frac{1}{2}", "x = \\frac{1}{2}"),
     ("\\{1, 2\\}", "\\{1, 2\\}"),
+    ("2^{16}", "2^{16}"),
+    ("$$\\frac{\\pi}{6}$$", "\\frac{\\pi}{6}"),
+    ("\\[ 4\\pi \\]", "4\\pi"),
+    ("$$\n2\\sqrt{3}\n$$", "2\\sqrt{3}"),
+    ("$$x \\text{ or } y$$", None),
+    ("A^2", None),
     # not one short math expression
     ("\\frac{1}{2} or \\frac{1}{3}", None),
     ("\\text{A or B}", None),
@@ -149,6 +170,34 @@ IN_A_SENTENCE = [
     ("The answer is the square root of $9$.", "the square root of $9$"),
     ("答案可能是 $4$ 或 $5$", None),  # "the answer may be": no marker
 ]
+
+
+ONE_SENTENCE = [
+    # a whole reply that is one sentence around one math segment states that result
+    ("Hence $y \\leq 7$ holds.", "y \\leq 7"),
+    ("The equation of the circle is $(x+3)^2 + (y+3)^2 = 9$.", "(x+3)^2 + (y+3)^2 = 9"),
+    ("So the distance from A to B is $8$ units, which is the answer.", "8"),
+    ("The inequality reduces to $2 < x$, which is our answer.", "2 < x"),
+    ("The roots are $3, 1, 2$.", "3, 1, 2"),
+    # setting up, asking, hedging, two segments, two sentences, no segment: no answer
+    ("Let $x$ be the side.", None),
+    ("Consider $f(x)$.", None),
+    ("We use $\\pi$ here.", None),
+    ("Is it $5$?", None),
+    ("So it is $5$ or $6$.", None),
+    ("So $x$:", None),
+    ("Option B gives $3$.", None),
+    ("Thus the value of $k$ is $5$ and we are done.", None),
+    ("We compute $x$ first. Then it is done.", None),
+    ("so it must be 42", None),
+    ("Hence $y \\leq 7$ holds.\nBut we check it again.", None),
+    ("Answer: $\\boxed{\\frac{1}{2}$", None),
+]
+
+
+@pytest.mark.parametrize("text, expected", ONE_SENTENCE)
+def test_a_reply_of_one_sentence_around_one_math_segment(text, expected):
+    assert extract_answer(text) == expected
 
 
 @pytest.mark.parametrize("text, expected", IN_A_SENTENCE)

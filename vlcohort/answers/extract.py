@@ -9,16 +9,22 @@ default order only trusts explicit markers:
    the last box, with the boxes right before it that only a connector separates
    (``\\boxed{3} and \\boxed{7}`` is the answer ``3, 7``, see :func:`_final_boxes`);
 3. else an explicit phrase: "the answer is X", "Answer: X", "**Answer:** X",
-   "the correct option is X", "i.e. option X", "<Answer>: <<X>>" (the template We-Math's
-   official prompt asks for), and the same in other languages ("答案是 X", "答案：X",
-   "故选 X", "La réponse est X", "Die Antwort ist X", "La respuesta es X", "Ответ: X",
-   a full-width colon) (X on the next line when the phrase ends its line). X stops at the
-   sentence's end ("." before a capital, "。") and at a reason ("because", ", since",
-   " as ", "; this ...", "，因为");
+   "the correct option is X", "i.e. option X", "the answer to the question is X",
+   "<Answer>: <<X>>" (the template We-Math's official prompt asks for), and the same in
+   other languages ("答案是 X", "答案：X", "答：X", "故选 X", "La réponse est X",
+   "Die Antwort ist X", "La respuesta es X", "Ответ: X", a full-width colon) (X on the
+   next line when the phrase ends its line). X stops at the sentence's end ("." before a
+   capital, "。") and at a reason ("because", ", since", " as ", "; this ...", "，因为");
+   a lead-in ("therefore choice (B)") is dropped;
 4. else, when the *whole* completion is one short answer (``A``, ``(C)``, ``（C）``, ``60``,
    ``12 cm``, ``$\\frac{1}{2}$``, a marked letter with one option's text ``(C) 24`` /
-   ``B. circle``, or bare LaTeX ``\\frac{5}{12}`` / ``2\\sqrt{3}``), that answer: a
-   direct-answer prompt's reply.
+   ``B. circle``, bare LaTeX ``\\frac{5}{12}`` / ``2\\sqrt{3}`` / ``2^{16}``, one display
+   segment ``$$\\frac{\\pi}{6}$$``), that answer: a direct-answer prompt's reply; or, when
+   it is one sentence around one math segment ("Hence $y \\leq 7$ holds."), that segment.
+
+A span that starts with one option and names another ("A. 3 or B. 4", "(A) 3 (B) 4") is
+a list of options, so no answer, wherever it was found. A CJK sentence around one
+number ("共有 12 个") is that number.
 
 A span that is prose around exactly one math segment ("Hence $y \\leq 7$ holds.") is
 reduced to that segment's content, unless the prose negates or hedges it or holds a
@@ -84,7 +90,8 @@ _CONNECTOR_CHARS = 48
 # so "x = \boxed{3}, y = \boxed{4}" stays "x = 3, y = 4" (the order of the names matters).
 _LHS_BEFORE = re.compile(r"(?<![A-Za-z\\])([A-Za-z]{1,2}(?:_\{?\w{1,3}\}?)?)\s*=\s*\$?\s*$")
 _PHRASE = re.compile(
-    r"(?:\banswer(?:\s*\*\*|>)?\s*(?:is\b|[:：])|\bcorrect\s+(?:option|choice)\s+is\b)"
+    r"(?:\banswer(?:\s+to\s+(?:the|this)\s+(?:question|problem))?(?:\s*\*\*|>)?\s*(?:is\b|[:：])"
+    r"|\bcorrect\s+(?:option|choice)\s+is\b)"
     r"[ \t]*[:：]?[ \t]*(?:\*\*)?[ \t]*",
     re.IGNORECASE,
 )
@@ -101,6 +108,7 @@ _PHRASE_FOREIGN = re.compile(
     r"|\bответ\s*[:：]"
     r"|答案\s*(?:(?:应该?|應該?|应当|應當|就|即|也)\s*)?(?:是|为|為|[:：])"
     r"|(?:正确|正確)的?(?:选项|選項)\s*(?:是|为|為|[:：])"
+    r"|(?:^|(?<=\n))[ \t]*答\s*[:：]"
     r"|(?:故|应|應|所以|因此|因而|则|則)\s*(?:选|選)(?![项項择擇])"
     r")[ \t]*[:：]?[ \t]*(?:\*\*)?[ \t]*",
     re.IGNORECASE,
@@ -147,6 +155,7 @@ _LETTER_WITH_TEXT = re.compile(r"(?:\*\*)?(?:\(\s*[A-H]\s*\)|[A-H][.:)])(?:\*\*)
 # What makes the text after a letter a list of options or a hedge, not one option's text:
 # another standalone letter ("A. 3 B. 4"), "or" / "and", a question, a hedge ("maybe",
 # "I don't know"). "B. No" and "C. not parallel" are option texts and stay.
+_OTHER_LETTER = re.compile(r"(?<![A-Za-z\\])[A-H](?![A-Za-z])")
 _NOT_ONE_OPTION = re.compile(
     r"(?<![A-Za-z])[A-H](?![A-Za-z])|[?？]|n't"
     r"|(?i:\b(?:or|and|maybe|perhaps|either|neither|unsure|sure|know|guess|probably)\b)|或|和|可能"
@@ -168,11 +177,11 @@ _PROSE_HEDGE = re.compile(
     r"(?i:\b(?:not|no|never|or|nor|either|neither|maybe|perhaps|possibly|probably|unless|if|except|but"
     r"|than|instead|wrong|incorrect|false|guess|might|could|least|most|twice|half|double|times"
     r"|minus|plus|squared|cubed|percent)\b|n't)|[?？\d\\$%]"
-    r"|(?<![A-Za-z])[A-H](?![A-Za-z])|或|不|非|可能|也许|也許|约|約|至少|至多|倍",
+    r"|\(\s*[A-H]\s*\)|(?<![A-Za-z(])[A-H]\)|(?i:\b(?:options?|choices?)\b)|或|不|非|可能|也许|也許|约|約|至少|至多|倍",
 )
 # A word right before the segment that makes it an argument, not the value: "the inverse
 # of $A$", "the square root of $9$", "divided by $2$", "from $1$ to ...".
-_PROSE_OPERAND = re.compile(r"(?i:\b(?:of|by|from|to|over|under|per|with|without)\s*)$|的\s*$")
+_PROSE_OPERAND = re.compile(r"(?i:\b(?:of|by|from|over|under|per|with|without)\s*)$|的\s*$")
 _HAS_LETTER = re.compile(r"[^\W\d_]")
 # What may join two math segments of one answer in ``last_expression``: "$3$ or $-3$".
 _SEGMENT_CONNECTOR = re.compile(r"\s*(?:,|;|\band\b|\bor\b|\\text\s*\{\s*(?:and|or)\s*\})?\s*", re.IGNORECASE)
@@ -186,6 +195,26 @@ _MATH_TOKEN = re.compile(
 _HEDGE = re.compile(r"\b(?:or|nor|either|neither|maybe|perhaps|possibly|not)\b|[?？]|或|可能|也许|也許",
                     re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u9fff]")
+# Words that only lead into the answer after a phrase ("The correct answer is therefore
+# choice (B)"): dropped from the span's start.
+_LEAD_IN = re.compile(r"(?i:(?:therefore|thus|hence|so|clearly|then|indeed|simply|obviously)\b[,:]?\s*)+")
+# A span that begins with one option and names another ("A. 3 or B. 4", "(A) 3 (B) 4"):
+# a list of options, which the grader would read as the first.
+_FIRST_OPTION = re.compile(r"\s*(?:\*\*)?\(?\s*[A-H]\s*(?:[.):]|\))")
+_ANOTHER_OPTION = re.compile(r"\(\s*[A-H]\s*\)|(?<![A-Za-z\\])[A-H](?:[.):])(?=\s|$)|(?i:\bor\s+\(?[A-H]\b)")
+# A CJK sentence around one number ("共有 12 个", "面积为12平方厘米"): that number, unless
+# the sentence hedges or bounds it (或 "or", 不 "not", 约 "about", 至少 "at least", ...).
+_CJK_NUMBER = re.compile(r"[-−]?\d+(?:\.\d+)?(?:/\d+)?")
+_CJK_PROSE = re.compile(r"[\u3400-\u9fff\s，。、：:；,.%％]+")
+_CJK_HEDGE = re.compile(r"或|不|非|可能|也许|也許|约|約|大概|左右|至少|至多|多于|少于|以上|以下|超过|倍|分之")
+# A whole reply that is one sentence: its first word must not set up reasoning ("Let $x$
+# be ...", "Consider $f$"), and it must not introduce something (a trailing colon).
+_ONE_SENTENCE_CHARS = 120
+_SETUP_WORD = re.compile(
+    r"(?i:(?:let|suppose|assume|consider|if|when|given|since|because|to|first|note|recall|using|use|find"
+    r"|compute|calculate|solve|is|are|does|do|what|how|why|which|where"
+    r"|we\s+(?:use|need|want|have\s+to|must|can|know|start|begin|first))\b)"
+)
 
 
 def extract_answer(text: str | None, style: str = "auto") -> str | None:
@@ -285,7 +314,26 @@ def _box_or_span(span: str) -> str | None:
     if _BOX_START.search(span):
         return None
     span = _nonempty(span)
-    return _math_in_prose(span) if span is not None else None
+    if span is None or _is_option_list(span):
+        return None
+    return _cjk_number(_math_in_prose(span))
+
+
+def _is_option_list(span: str) -> bool:
+    """Whether the span starts with one option and names another ("A. 3 or B. 4")."""
+    first = _FIRST_OPTION.match(span)
+    return first is not None and _ANOTHER_OPTION.search(span, first.end()) is not None
+
+
+def _cjk_number(span: str) -> str:
+    """The one number of a CJK sentence ("共有 12 个" -> "12"); any other span as it is."""
+    if span.isascii() or not _CJK.search(span):
+        return span
+    numbers = _CJK_NUMBER.findall(span)
+    if len(numbers) != 1 or _CJK_HEDGE.search(span):
+        return span
+    rest = _CJK_NUMBER.sub(" ", span)
+    return numbers[0] if _CJK_PROSE.fullmatch(rest) else span
 
 
 def _math_segments(text: str) -> list[tuple[int, int, int, int]]:
@@ -428,8 +476,10 @@ def _from_phrase(text: str) -> str | None:
     """The X of the last "the answer is X" / "Answer: X", cut at the line or sentence end.
 
     When the phrase ends its line ("The answer is:\nA"), X is the next non-empty line, if
-    that line is a bare answer (answer-shaped, or at most two words in 24 characters):
-    "Answer:" over a paragraph of reasoning is no answer.
+    that line is a bare answer (answer-shaped, at most two words in 24 characters, or a
+    marked letter with a text that names no other letter: "D. either $R$ or $S$", since
+    the phrase already commits and an option's text may say "or"): "Answer:" over a
+    paragraph of reasoning is no answer.
     """
     ends = [m.end() for m in _PHRASE.finditer(text)]
     if not text.isascii() or any(hint in text for hint in _FOREIGN_HINTS):
@@ -443,7 +493,9 @@ def _from_phrase(text: str) -> str | None:
             nxt = rest.lstrip().split("\n", 1)[0].strip()
             short = (len(nxt) <= 24 and len(nxt.split()) + len(_CJK.findall(nxt)) // 3 <= 2
                      and not nxt.endswith((":", "：")))
-            span = _clean_phrase(nxt) if nxt and (short or _is_answer_shaped(nxt)) else None
+            marked = _LETTER_WITH_TEXT.fullmatch(nxt.rstrip("."))
+            option = marked is not None and _OTHER_LETTER.search(marked.group(1)) is None
+            span = _clean_phrase(nxt) if nxt and (short or option or _is_answer_shaped(nxt)) else None
         if span:
             return span
     return None
@@ -458,6 +510,9 @@ def _clean_phrase(span: str) -> str | None:
         span = span[: end.start()]
     span = _cut_reason(span)
     span = span.strip().strip("*").strip()
+    lead_in = _LEAD_IN.match(span)
+    if lead_in and lead_in.end() < len(span):
+        span = span[lead_in.end() :]
     if span.endswith(".") and not span.endswith(".."):
         span = span[:-1]
     return _box_or_span(span)
@@ -496,7 +551,9 @@ def _is_letter_with_text(span: str) -> bool:
 def _is_bare_latex(span: str) -> bool:
     """A short math expression written without ``$``: at least one command, math characters
     only, balanced braces, no \\text-like command and no word outside the commands."""
-    if "\\" not in span or _LATEX_CHARS.fullmatch(span) is None or span.count("{") != span.count("}"):
+    if not any(c in span for c in "\\^{") or _LATEX_CHARS.fullmatch(span) is None:
+        return False
+    if span.count("{") != span.count("}"):
         return False
     if _LATEX_TEXTLIKE.search(span):
         return False
@@ -505,13 +562,52 @@ def _is_bare_latex(span: str) -> bool:
 
 def _bare_answer(text: str) -> str | None:
     """The whole text, when it is one short answer ("(C)", "60", "$x^2$", "(C) 24",
-    "\\frac{5}{12}"): see :func:`_is_answer_shaped`."""
+    "\\frac{5}{12}"): see :func:`_is_answer_shaped`; or one display segment
+    ("$$\\frac{\\pi}{6}$$"); or one sentence around one math segment (see
+    :func:`_one_sentence`)."""
     span = text.strip()
-    if len(span) > SHORT_LINE_CHARS or not _is_answer_shaped(span):
+    if len(span) > _ONE_SENTENCE_CHARS or "\n" in span and not span.startswith(("$$", "\\[")):
         return None
+    display = _display_only(span)
+    if display is not None:
+        return display
+    if not _is_answer_shaped(span):
+        return _one_sentence(span)
     span = span.strip("*").strip()
     span = _nonempty(span[:-1] if span.endswith(".") else span)
     return _box_or_span(span) if span is not None else None
+
+
+def _display_only(span: str) -> str | None:
+    """The content of a reply that is one display segment, ``$$...$$`` or ``\\[...\\]``,
+    when that content is a short math expression (no prose, no "or")."""
+    if not span.startswith(("$$", "\\[")):
+        return None
+    segments = _math_segments(span)
+    if len(segments) != 1 or segments[0][0] != 0 or segments[0][1] != len(span.rstrip(".")):
+        return None
+    inner = span[segments[0][2] : segments[0][3]].strip()
+    if len(inner) > SHORT_LINE_CHARS or not (_is_bare_latex(inner) or _ANSWER_SHAPED.fullmatch(inner)):
+        return None
+    return _box_or_span(inner)
+
+
+def _one_sentence(span: str) -> str | None:
+    """A whole reply that is one short sentence around one math segment ("Hence $y \\leq 7$
+    holds.", "The equation of the circle is $(x+3)^2 + (y+3)^2 = 9$."): that segment.
+
+    It commits to the segment as a stated result. Not when the reply is longer than one
+    line of :data:`_ONE_SENTENCE_CHARS`, holds a second sentence or segment, sets up
+    reasoning ("Let $x$ be ...") or introduces something (ends in ":"), or when its prose
+    hedges, negates or adds a number or option (:func:`_math_in_prose` keeps such a span).
+    A sentence with no math segment ("so it must be 42") stays no answer.
+    """
+    if "\n" in span or len(span) > _ONE_SENTENCE_CHARS or span.rstrip().endswith((":", "：")):
+        return None
+    if _SETUP_WORD.match(span) or _SENTENCE_END.search(span.rstrip(". ")):
+        return None
+    reduced = _math_in_prose(span.rstrip("."))
+    return _box_or_span(reduced) if reduced != span.rstrip(".") else None
 
 
 def _last_expression(text: str) -> str | None:
