@@ -325,7 +325,8 @@ def _ours_verdict(reply: str, gold: str, options, is_reply: bool, style: str) ->
 def _table(title: str, groups: list[tuple[str, list[int]]], intended: list[bool], ours: list[bool],
            theirs: list[bool]) -> None:
     """Per group: n, each side's accuracy, each side's false positives (True where False was meant)."""
-    print(f"  {title:<22} {'n':>4} {'ours':>7} {'math-verify':>12} {'FP ours':>8} {'FP mv':>6}")
+    width = max([22, len(title)] + [len(name) for name, _ in groups])
+    print(f"  {title:<{width}} {'n':>4} {'ours':>7} {'math-verify':>12} {'FP ours':>8} {'FP mv':>6}")
     for name, idx in groups:
         if not idx:
             continue
@@ -333,7 +334,7 @@ def _table(title: str, groups: list[tuple[str, list[int]]], intended: list[bool]
         b = sum(theirs[i] == intended[i] for i in idx) / len(idx)
         fp_a = sum(ours[i] and not intended[i] for i in idx)
         fp_b = sum(theirs[i] and not intended[i] for i in idx)
-        print(f"  {name:<22} {len(idx):>4} {a:>7.3f} {b:>12.3f} {fp_a:>8} {fp_b:>6}")
+        print(f"  {name:<{width}} {len(idx):>4} {a:>7.3f} {b:>12.3f} {fp_a:>8} {fp_b:>6}")
 
 
 def foreign_report(split: str) -> dict[str, float]:
