@@ -42,6 +42,8 @@ bare_latex             a reply that is only ``\\frac{5}{12}`` (or ``$...$`` of i
 in_sentence            ``Hence $y \\leq 7$ holds.``, ``The inverse is $\\begin{pmatrix}..$.``
 collections            ``{p+1, p}`` vs ``{p, p+1}``, ``(a, b) = ...`` vs braces, unordered
 algebraic_forms        ``3^2 5^3`` vs ``3^2 \\cdot 5^3``, ``i(3-i)`` vs ``1+3i``, trig identities
+hedges                 ``The answer is A or C.``, ``12 (or 13)`` (wrong: no commitment) vs
+                       ``not B; it is D`` (right: one answer, others named)
 control                plain ``\\boxed{..}`` / "The answer is .." replies
 real_reply             the real replies of the first two sources
 public_pair            the public suites' pairs
@@ -67,7 +69,7 @@ from dataclasses import dataclass
 __all__ = ["CLASSES", "SOURCES", "ForeignCase", "foreign_cases"]
 
 CLASSES = ("decimal_fraction", "close_numbers", "count_nouns", "foreign_markers", "mc_direct",
-           "bare_latex", "in_sentence", "collections", "algebraic_forms", "control", "real_reply",
+           "bare_latex", "in_sentence", "collections", "algebraic_forms", "hedges", "control", "real_reply",
            "public_pair")
 SOURCES = ("mathvista_bard", "mathverse_template", "nemo_skills", "qwen25_math", "written")
 SPLITS = ("dev", "heldout", "all")
@@ -123,7 +125,7 @@ def _all_cases() -> list[ForeignCase]:
     if not _CACHE:
         cases: list[ForeignCase] = []
         for make in (_real, _public, _decimal_fraction, _close_numbers, _count_nouns, _foreign_markers,
-                     _mc_direct, _bare_latex, _in_sentence, _collections, _algebraic_forms, _control):
+                     _mc_direct, _bare_latex, _in_sentence, _collections, _algebraic_forms, _hedges, _control):
             cases += make()
         seen: dict[str, ForeignCase] = {}
         for c in cases:
@@ -602,6 +604,38 @@ def _algebraic_forms() -> list[ForeignCase]:
     out.append(_w("algebraic_forms", "2\\cdot 3^4", "The answer is $23^4$.", False, clear_cut=False,
                   why="'23^4' without a space is the number 23 to the 4th: a near-miss only by typography"))
     return out
+
+
+def _hedges() -> list[ForeignCase]:
+    """Replies that name other answers: right when they still commit to the gold, wrong when
+    they hedge over several (a reward that accepts a hedge pays a policy to list options)."""
+    o224 = ["30", "60", "90", "120"]  # mathverse-224, gold B
+    o132 = ["6", "4", "3", "2", "No correct answer"]  # wemath-3steps_132, gold C
+    o216 = ["3", "4", "6", "9"]  # mathverse-216, gold D
+    rows = [
+        ("B", o224, "It is not A, since the central angle of a hexagon is larger; the answer is B.", True),
+        ("B", o224, "The answer is A or B.", False), ("B", o224, "$\\boxed{A, B}$", False),
+        ("B", o224, "A. 30 B. 60 C. 90 D. 120", False), ("B", o224, "The answer is one of A, B, C, D.", False),
+        ("B", o224, "The answer is not B; it is D.", False),
+        ("B", o224, "Between (B) and (D), only (B) fits the figure. The answer is (B).", True),
+        ("C", o132, "Option B looks tempting, but the answer is C.", True),
+        ("C", o132, "The answer is (B) or (C).", False), ("C", o132, "$\\boxed{\\text{B or C}}$", False),
+        ("C", o132, "The answer is C. (A, B and D each miss one of the edges.)", True),
+        ("C", o132, "Not A: 6 is too many. Not B either. So the answer is C.", True),
+        ("13", None, "First I got 12, then rechecked the corners: the answer is $\\boxed{13}$.", True),
+        ("D", o216, "The answer is D, not C.", True), ("D", o216, "The answer is C or D.", False),
+        ("D", o216, "The answer is A, B, C or D.", False),
+        ("12", None, "Answer: 12 (I first got 13, but that counted the corner twice).", True),
+        ("12", None, "Answer: 12 (or 13)", False), ("12", None, "It could be 12 or 13.", False),
+        ("12", None, "The answer is between 10 and 14.", False), ("12", None, "$\\boxed{12}$ or $\\boxed{13}$", False),
+        ("13", None, "I considered both 12 and 13; the answer is 13.", True),
+        ("13", None, "The answer is 12 or 13.", False),
+        ("13", None, "$\\boxed{13}$\n\nNot 12, because the corner is shared.", True),
+        ("7", None, "The answer is 7, not 8.", True), ("7", None, "The answer is 8, not 7.", False),
+        ("7", None, "Final answer: 7. (An earlier guess of 8 was wrong.)", True),
+        ("7", None, "The answer is 7 or 8, depending on whether the endpoints count.", False),
+    ]
+    return [_w("hedges", g, r, ok, opts) for g, opts, r, ok in rows]
 
 
 def _control() -> list[ForeignCase]:
