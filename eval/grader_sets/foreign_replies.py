@@ -420,6 +420,14 @@ def _foreign_markers() -> list[ForeignCase]:
              ("\\frac{1}{2}", "综上，答案为 $\\frac{1}{3}$。", False)]
     for gold, reply, ok in extra:
         out.append(_w("foreign_markers", gold, reply, ok))
+    o224 = ["30", "60", "90", "120"]  # mathverse-224
+    for gold, reply, ok in [("C", "答案不是 C，而是 D。", False), ("D", "答案不是 C，而是 D。", True),
+                            ("B", "Die Antwort ist nicht A, sondern B.", True),
+                            ("A", "Die Antwort ist nicht A, sondern B.", False)]:
+        out.append(_w("foreign_markers", gold, reply, ok, o224))
+    for gold, reply, ok in [("12", "La réponse n'est pas 12, c'est 13.", False),
+                            ("13", "La réponse n'est pas 12, c'est 13.", True)]:
+        out.append(_w("foreign_markers", gold, reply, ok))
     return out
 
 
