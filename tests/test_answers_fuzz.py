@@ -119,6 +119,41 @@ def test_expensive_inputs_are_decided_in_time(a, b):
     assert (key is None or isinstance(key, str)) and took < CALL_LIMIT_S
 
 
+#: CPU-time bound for one whole decision: every symbolic call in it shares one limit
+#: (``shared_time_limit`` in vlcohort/answers/symbolic.py); the margin is the fast tiers
+#: and the time sympy takes to notice the limit's signal.
+DECISION_CPU_S = grading.DEFAULT_TIMEOUT_S + 0.35
+# Parts that only sympy can compare, several of them past its limit against each other
+# (2^{1/2^{1000}} against the spellings of 1), and cheap ones.
+SLOW_PARTS = ["2^{\\frac{1}{2^{1000}}}", "3^{\\frac{1}{3^{1000}}}", "1", "e^{0}", "\\binom{1}{1}", "[1]", "3", "x"]
+
+
+@fuzz(10)
+@given(pred=st.lists(st.sampled_from(SLOW_PARTS), min_size=1, max_size=3),
+       gold=st.lists(st.sampled_from(SLOW_PARTS), min_size=1, max_size=3),
+       form=st.sampled_from(["interval", "set", "options", "plain"]))
+@example(pred=["2^{\\frac{1}{2^{1000}}}", "3"], gold=["1", "3"], form="interval")
+@example(pred=["2^{\\frac{1}{2^{1000}}}"], gold=["1", "e^{0}", "\\binom{1}{1}", "[1]"], form="options")
+def test_one_decision_stays_within_one_time_limit(pred, gold, form):
+    """One ``is_equivalent`` call, however many symbolic comparisons it needs (interval
+    ends, set elements, one per option), takes at most one limit of CPU time."""
+    grading.symbolic_equal("x+1", "1+x", grading.DEFAULT_TIMEOUT_S)  # math-verify's one-time setup
+    grading.clear_caches()
+    if form == "options":
+        args = (pred[0], "A", gold)
+    elif form == "interval":
+        args = ("[" + ", ".join(pred[:2] * 2)[: 200] + ")", "[" + ", ".join(gold[:2] * 2) + ")", None)
+    elif form == "set":
+        args = ("\\{" + ", ".join(pred) + "\\}", "\\{" + ", ".join(gold) + "\\}", None)
+    else:
+        args = (" + ".join(pred), " + ".join(gold), None)
+    started = time.process_time()
+    verdict = grading.is_equivalent(*args)
+    took = time.process_time() - started
+    assert isinstance(verdict, bool)
+    assert took < DECISION_CPU_S, (args, took)
+
+
 @fuzz(80)
 @given(answers=st.lists(st.none() | ANSWERS, min_size=1, max_size=6), options=OPTIONS,
        probe=ANSWERS)

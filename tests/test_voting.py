@@ -165,9 +165,12 @@ def test_teacher_labels():
 
 # ----------------------------------------------------------- the vote and the reward are one decision
 
-# Equivalence within the grader's relative tolerance 1e-4 (checked below) is not
-# transitive: 0.99995 ~ 1.00005 ~ 1.00015 but 0.99995 !~ 1.00015 (they differ by 2e-4).
-CHAIN = ["0.99995", "1.00005", "1.00015", "1.00015", "1.00015"]
+# The grader's equivalence is not transitive: a decimal written to 4 places stands for
+# the reals that round to it, so 1.414 ~ sqrt(2) ~ 1.4142, but the two decimals are two
+# exact values, 1.414 !~ 1.4142 (checked below).
+CHAIN = ["1.414", "\\sqrt{2}", "1.4142", "1.4142", "1.4142"]
+# Two classes of 3 with one bridge: 50% reads as 50 or 0.5.
+TIED = ["50", "5 \\cdot 10", "50", "0.5", "50%", "0.5"]
 _CORRECTED = CorrectedGrader()
 
 
@@ -187,60 +190,57 @@ def _rewards(source, answers_by_agent, agent=0, problem=None, **kw):
 def test_the_grader_is_not_transitive_on_the_chain():
     from vlcohort.answers.grading import is_equivalent
 
-    assert is_equivalent("0.99995", "1.00005") and is_equivalent("1.00005", "1.00015")
-    assert not is_equivalent("0.99995", "1.00015")
+    assert is_equivalent("1.414", "\\sqrt{2}") and is_equivalent("\\sqrt{2}", "1.4142")
+    assert not is_equivalent("1.414", "1.4142")
 
 
 def test_self_vote_rewards_exactly_the_rollouts_counted_for_the_winner():
-    """On the non-transitive chain, 1.00005 is counted for the winner (not for the losing
-    class, which would give the label 1.00015 with counts {0.99995: 2, 1.00015: 3} and
+    """On the non-transitive chain, sqrt(2) is counted for the winner (not for the losing
+    class, which would give the label 1.4142 with counts {1.414: 2, 1.4142: 3} and
     reward 4 rollouts), and the reward is the count."""
     vote = majority_vote(CHAIN)
-    # seeding by hand: keys by (count desc, key): 1.00015 (3), 0.99995 (1), 1.00005 (1);
-    # 1.00015 seeds; 0.99995 !~ 1.00015 seeds; 1.00005 ~ 1.00015, the first seed: joins it
-    assert vote.classes == {"1.00015": ("1.00015", "1.00005"), "0.99995": ("0.99995",)}
-    assert vote.label == "1.00015" and vote.counts == {"0.99995": 1, "1.00015": 4}
-    assert vote.assignments == ("0.99995", "1.00015", "1.00015", "1.00015", "1.00015")
+    # seeding by hand: keys by (count desc, key): 1.4142 (3), 1.414 (1), \sqrt{2} (1);
+    # 1.4142 seeds; 1.414 !~ 1.4142 seeds; \sqrt{2} ~ 1.4142, the first seed: joins it
+    assert vote.classes == {"1.4142": ("1.4142", "\\sqrt{2}"), "1.414": ("1.414",)}
+    assert vote.label == "1.4142" and vote.counts == {"1.414": 1, "1.4142": 4}
+    assert vote.assignments == ("1.414", "1.4142", "1.4142", "1.4142", "1.4142")
     rewards = _rewards("self_vote", [CHAIN])
     assert rewards == [0.0, 1.0, 1.0, 1.0, 1.0]
     assert sum(rewards) == vote.counts[vote.label]
 
 
 def test_a_tie_broken_first_rewards_the_winning_class_only():
-    """Two classes of 3: {0.99995 x2, 1.00005} (seeded first: the smaller key among the
-    count-2 keys) and {1.00015 x2, 1.0002}; ``first`` picks the class of sample 0. 1.00005
-    is equivalent to the label 1.00015 but was counted for the other class: no reward
+    """Two classes of 3: {0.5 x2, 50%} (seeded first: the smaller key among the count-2
+    keys) and {50 x2, 5 \\cdot 10}; ``first`` picks the class of sample 0. 50% is
+    equivalent to the label 50 but was counted for the other class: no reward
     (``is_equivalent(answer, label)`` gave it one)."""
-    answers = ["1.00015", "1.0002", "1.00015", "0.99995", "1.00005", "0.99995"]
-    vote = majority_vote(answers, tie="first")
-    assert vote.classes == {"0.99995": ("0.99995", "1.00005"), "1.00015": ("1.00015", "1.0002")}
-    assert vote.counts == {"1.00015": 3, "0.99995": 3} and vote.label == "1.00015"
-    assert _rewards("self_vote", [answers], tie="first") == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    vote = majority_vote(TIED, tie="first")
+    assert vote.classes == {"0.5": ("0.5", "50%"), "50": ("50", "5\\cdot10")}
+    assert vote.counts == {"50": 3, "0.5": 3} and vote.label == "50"
+    assert _rewards("self_vote", [TIED], tie="first") == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
 
 
 def test_peer_vote_places_the_students_answers_in_the_teachers_classes():
     """Agent 0 is taught by agent 1 (ring of two). The teacher's classes, by hand:
-    {0.99995: (0.99995, 1.00005), 1.00015: (1.00015, 1.0002)}, tie broken first: winner
-    1.00015. Student answers: 1.00005 is a key of the teacher's losing class -> 0 (the
-    teacher's own 1.00005 counted there); 1.0002 a key of the winner -> 1; 1.0001 is no
-    teacher key: the first seed it equals is 1.00015 (1.0001 !~ 0.99995) -> 1; 0.9999
-    equals 0.99995 first -> 0; None -> 0."""
-    teacher = ["1.00015", "1.0002", "1.00015", "0.99995", "1.00005", "0.99995"]
-    student = ["1.00005", "1.0002", "1.0001", "0.9999", None, "7"]
-    rewards = _rewards("peer_vote", [student, teacher], agent=0, tie="first")
+    {0.5: (0.5, 50%), 50: (50, 5 \\cdot 10)}, tie broken first: winner 50. Student
+    answers: 50% is a key of the teacher's losing class -> 0 (the teacher's own 50%
+    counted there); 5 \\cdot 10 a key of the winner -> 1; 2 \\cdot 25 is no teacher key:
+    the first seed it equals is 50 (it is not 0.5) -> 1; 1 - 0.5 equals 0.5 -> 0;
+    None -> 0."""
+    student = ["50%", "5 \\cdot 10", "2 \\cdot 25", "1 - 0.5", None, "7"]
+    rewards = _rewards("peer_vote", [student, TIED], agent=0, tie="first")
     assert rewards == [0.0, 1.0, 1.0, 0.0, 0.0, 0.0]
     # the same decision as the teacher's own: each teacher sample against its own vote
-    vote = majority_vote(teacher, tie="first")
-    assert [in_winning_class(x, vote) for x in teacher] == [a == vote.label for a in vote.assignments]
+    vote = majority_vote(TIED, tie="first")
+    assert [in_winning_class(x, vote) for x in TIED] == [a == vote.label for a in vote.assignments]
 
 
-@pytest.mark.parametrize("answers", [CHAIN, ["50%", "50", "50", "0.5", "0.5", "0.5"],
-                                     ["1.00015", "1.0002", "1.00015", "0.99995", "1.00005", "0.99995"]])
+@pytest.mark.parametrize("answers", [CHAIN, ["50%", "50", "50", "0.5", "0.5", "0.5"], TIED])
 @pytest.mark.parametrize("tie", ["abstain", "canonical"])
 def test_classes_and_labels_do_not_depend_on_sample_order(answers, tie):
     """Every distinct order gives the same classes, label and counts (as a multiset), and
-    rewards the same answers. Before the fix CHAIN's order decided the classes: sorted as
-    given, 1.00005 joined 0.99995; with the 1.00015s first, it joined them."""
+    rewards the same answers: seeding, not first-seen clustering, where CHAIN's order
+    would decide whether sqrt(2) joins 1.414 or 1.4142."""
     reference = majority_vote(answers, tie=tie)
     for order in set(permutations(answers)):
         vote = majority_vote(list(order), tie=tie)

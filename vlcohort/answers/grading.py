@@ -77,8 +77,9 @@ from __future__ import annotations
 import functools
 import math
 import re
+from decimal import Decimal
 from fractions import Fraction
-from typing import Protocol, Sequence
+from typing import NamedTuple, Protocol, Sequence
 
 from vlcohort.answers.forms import (
     INFINITY,
@@ -92,14 +93,16 @@ from vlcohort.answers.forms import (
 )
 from vlcohort.answers.latex_eval import clear_caches as _clear_latex_eval_caches
 from vlcohort.answers.latex_eval import (
+    complex_value,
     exact_value,
     format_rational,
+    near,
     numeric_values,
     parse_rational,
     probe_decide,
 )
+from vlcohort.answers.symbolic import budget_cut, shared_time_limit, symbolic_equal
 from vlcohort.answers.symbolic import clear_caches as _clear_symbolic_caches
-from vlcohort.answers.symbolic import symbolic_equal
 
 __all__ = [
     "DEFAULT_REL_TOL",
@@ -118,8 +121,9 @@ __all__ = [
 
 #: Letters that can name an option, in order.
 LETTERS = "ABCDEFGH"
-#: Relative tolerance for numeric equality unless a benchmark sets its own.
-DEFAULT_REL_TOL = 1e-4
+#: A benchmark's own relative tolerance, added to the written-precision rule of
+#: :func:`_numbers_match` (SciBench: 0.05); 0, the default, adds none.
+DEFAULT_REL_TOL = 0.0
 #: Wall-clock limit for one symbolic comparison (main thread only, see :mod:`vlcohort.answers.symbolic`).
 DEFAULT_TIMEOUT_S = 1.0
 #: A longer "answer" is a dump, not an answer: it has no key and matches nothing.
@@ -351,7 +355,7 @@ def _math_key(s: str) -> str:
     ['1000', '3', '5', '45', 'yes']
     """
     if _PLAIN_NUMBER.match(s):
-        return format_rational(Fraction(s))
+        return _number_key(s, Fraction(s))
     if _PLAIN_TEXT.match(s):
         return s.lower() if len(s) > 1 else s
     if not _TRIG.search(s):  # "\sin 30^\circ" keeps its degrees
@@ -370,7 +374,7 @@ def _math_key(s: str) -> str:
     seq = _split_sequence(s)
     if seq is not None:
         opener, items, closer = seq
-        named = _named_tuple(items) if not opener else None
+        named = _named_tuple(items) if opener in ("", r"\{") else None
         if named is not None:
             return named
         atoms = [_key_atom(item) for item in items]
@@ -453,6 +457,7 @@ def _key_atom(s: str) -> str:
     s = inequality_interval(s)
     s = _strip_lhs(s)
     s = _strip_unit(s)
+    s = _SPACED_POWER_PRODUCT.sub(r"\1\\cdot ", s)  # "3^2 5^3" is a product, not 3^{25}5^3
     s = SPACE_NOT_BETWEEN_LETTERS.sub("", s)
     s = _WS.sub(" ", s)
     if THOUSANDS.match(s):
@@ -460,7 +465,7 @@ def _key_atom(s: str) -> str:
     percent = s.endswith("%")
     number = parse_rational(s[:-1] if percent else s)
     if number is not None:
-        return format_rational(number) + ("%" if percent else "")
+        return _number_key(s[:-1] if percent else s, number) + ("%" if percent else "")
     if _PLAIN_TEXT.match(s) and len(s) > 1:
         return s.lower()
     return s
@@ -479,10 +484,38 @@ def _strip_lhs(s: str) -> str:
     return s
 
 
+_SPACED_POWER_PRODUCT = re.compile(r"(\^\s*(?:\d+|\{[^{}]*\}))\s+(?=\d)")
+# A number followed by one or two plain words is the number ("12 apples", "15 red
+# apples"): a count noun or a free unit. Words that change the value, join answers or
+# name mathematics are not free ("5 million", "3 dozen", "3 or 4", "2 pi").
+_FREE_WORDS = re.compile(r"^(?P<lead>.*?\S)\s+(?P<words>[A-Za-z]{3,}(?:\s+[A-Za-z]{3,})?)$")
+_NOT_FREE = frozenset(
+    """million billion trillion thousand hundred lakh crore percent percentage pct dozen score
+    half halves quarter third fourth fifth sixth seventh eighth ninth tenth hundredth thousandth
+    millionth squared cubed square cubic root sqrt factorial power inverse reciprocal pi infinity
+    inf and nor not than plus minus over under above below more less fewer least most about
+    approximately around exactly only each per point negative positive degree sin cos tan cot sec
+    csc log exp mod one two three four five six seven eight nine ten eleven twelve twenty thirty
+    forty fifty sixty seventy eighty ninety ones tens""".split()
+)
+
+
+def _free_word(word: str) -> bool:
+    w = word.lower()
+    singular = {w, w[:-1] if w.endswith("s") else w, w[:-2] if w.endswith("es") else w}
+    return not singular & _NOT_FREE
+
+
 def _strip_unit(s: str) -> str:
-    """'5 cm^2' -> '5', '20海里' -> '20'; only after a number ('5x' keeps its x)."""
+    """'5 cm^2' -> '5', '20海里' -> '20', '12 apples' -> '12'; only after a number ('5x'
+    keeps its x)."""
     if not _NUMBER_START.match(s):
         return s
+    free = _FREE_WORDS.match(s[-60:]) if len(s) <= 200 else None
+    if free and all(_free_word(w) for w in free.group("words").split()):
+        lead = s[: len(s) - len(free.group("words"))].strip()
+        if lead and is_number(lead):
+            return lead
     tail = s[-40:]  # units are short: bounding the search keeps it cheap on long strings
     m = _UNIT_TAIL.search(tail)
     if m and _is_unit(m.group("word")) and (m.group("per") is None or _is_unit(m.group("per"))):
@@ -535,6 +568,8 @@ def _split_sequence(s: str) -> tuple[str, list[str], str] | None:
     if depth != 0 or len(items) < 2 or any(not item.strip() for item in items):
         return None
     opener, closer = (t[0], t[-1]) if enclosed else ("", "")
+    if (opener, closer) == ("{", "}"):
+        opener, closer = "⦃", "⦄"  # "{p+1, p}": braces around a list make a set, escaped or not
     def restore(x):
         return x.replace("⦃", r"\{").replace("⦄", r"\}")
     return restore(opener), [restore(x).strip() for x in items], restore(closer)
@@ -569,10 +604,117 @@ _DECIMAL_COMMA = re.compile(r"^([+-]?\d+),(\d{1,2}|\d{4,})$")
 _COMMA_KEY = re.compile(r"^([+-]?\d+)\{,\}(\d{1,2}|\d{4,})$")
 
 
-def _close(a: tuple[float, ...], b: tuple[float, ...], rel_tol: float) -> bool:
-    """Values equal within ``rel_tol``; used when at least one side is not a plain integer
-    (two plain integers compare exactly in :func:`_fast_decide`)."""
-    return any(math.isclose(x, y, rel_tol=rel_tol, abs_tol=1e-12) for x in a for y in b)
+#: A decimal with this many significant digits is a float's print (``0.16666666666666666``,
+#: ``2.3333333333333335``): a rounded real, never an exact value.
+FLOAT_PRINT_DIGITS = 12
+#: A decimal needs this many significant digits to be read as a rounded real against a
+#: value without a finite decimal form (``3.1416`` is pi; ``3.14`` is not).
+ROUNDED_MIN_DIGITS = 4
+# The error of a float's print (its double is within 2**-53 of the real, relatively) and
+# of evaluating an expression in floats (a few roundings).
+_PRINT_ERROR = 2.0**-50
+_FLOAT_NOISE = 1e-9
+_DECIMAL_LITERAL = re.compile(r"^[+-]?(?P<int>\d*)(?:\.(?P<frac>\d*))?(?:[eE](?P<exp>[+-]?\d{1,3}))?$")
+
+
+def _decimal_digits(text: str) -> tuple[int, int] | None:
+    """(significant digits, decimal places) of a written decimal, or None if it is none.
+
+    >>> _decimal_digits("0.0250"), _decimal_digits("2.3333333333333335"), _decimal_digits("12")
+    ((3, 4), (17, 16), None)
+    """
+    m = _DECIMAL_LITERAL.match(text)
+    if not m or (m.group("frac") is None and m.group("exp") is None):
+        return None
+    whole, frac = m.group("int") or "", m.group("frac") or ""
+    digits = (whole + frac).lstrip("0")
+    places = len(frac) - int(m.group("exp") or 0)
+    return (len(digits), places) if digits else (1, places)
+
+
+def _number_key(text: str, value: Fraction) -> str:
+    """The key of a plain number: its shortest exact spelling, but a float's print keeps
+    its digits (as a fraction it would be an exact value, ``16666666666666666/10**17``)."""
+    digits = _decimal_digits(text.lstrip("+"))
+    if digits is not None and digits[0] >= FLOAT_PRINT_DIGITS:
+        text = format(Decimal(text.lstrip("+")), "f")
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    return format_rational(value)
+
+
+class _Reading(NamedTuple):
+    """One reading of a number: its float value, its exact value when it has one, the
+    half-width of the interval it may stand for (half a unit of the last written place
+    for a rounded decimal, 0 for an exact value) and whether it is written as a number
+    (not an expression that floats evaluate with rounding error)."""
+
+    value: float
+    exact: Fraction | None
+    slack: float
+    literal: bool
+
+
+def _terminates(x: Fraction) -> bool:
+    d = x.denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    return d == 1
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _readings(key: str) -> tuple[_Reading, ...] | None:
+    """The numbers a key may denote (two for a percentage), or None when it is no number."""
+    values = numeric_values(key)
+    if values is None:
+        return None
+    percent = key.endswith("%")
+    text = key[:-1] if percent else key
+    literal = parse_rational(text)
+    slack, exact, is_literal = 0.0, literal, literal is not None
+    digits = _decimal_digits(text) if literal is not None else None
+    if digits is not None:
+        significant, places = digits
+        if significant >= FLOAT_PRINT_DIGITS:  # a float's print: rounded, never exact
+            exact, slack = None, 0.5 * 10.0**-places + _PRINT_ERROR * abs(values[0])
+        elif significant >= ROUNDED_MIN_DIGITS and places >= 1:
+            slack = 0.5 * 10.0**-places
+    elif literal is None and "." not in text:
+        exact = exact_value(text)
+    readings = [_Reading(values[0], exact, slack, is_literal)]
+    if percent:
+        readings.append(_Reading(values[1], None if exact is None else exact / 100, slack / 100, is_literal))
+    return tuple(readings)
+
+
+def _reading_match(x: _Reading, y: _Reading, rel_tol: float) -> bool:
+    if rel_tol and math.isclose(x.value, y.value, rel_tol=rel_tol):
+        return True  # a benchmark's declared tolerance
+    if x.exact is not None and y.exact is not None:
+        if x.exact == y.exact:
+            return True
+        if _terminates(x.exact) and _terminates(y.exact):
+            return False  # two exact values with finite decimals: 4096 is not 4096.2
+        return float(abs(x.exact - y.exact)) <= x.slack + y.slack  # 0.3333 is 1/3 rounded
+    noise = 0.0 if x.literal and y.literal else _FLOAT_NOISE * max(abs(x.value), abs(y.value)) + 1e-12
+    return abs(x.value - y.value) <= x.slack + y.slack + noise
+
+
+def _numbers_match(a: str, b: str, rel_tol: float) -> bool | None:
+    """Whether two numeric keys are one number (None: not both numbers).
+
+    Exact values are compared exactly (``4096`` is not ``4096.2``, ``0.50`` is ``1/2``);
+    a decimal of at least :data:`ROUNDED_MIN_DIGITS` significant digits stands for every
+    real that rounds to it, so it equals a value without a finite decimal form within half
+    a unit of its last place (``3.1416`` is ``\\pi``, ``1.414`` is ``\\sqrt2``, ``0.3333``
+    is ``1/3``); a float's print (:data:`FLOAT_PRINT_DIGITS` digits) is such a rounded
+    real too, also against exact decimals (``0.30000000000000004`` is ``0.3``); two
+    expressions agree within float noise. ``rel_tol`` > 0 adds a benchmark's tolerance.
+    """
+    ra, rb = _readings(a), _readings(b)
+    if ra is None or rb is None:
+        return None
+    return any(_reading_match(x, y, rel_tol) for x in ra for y in rb)
 
 
 def _is_text(key: str) -> bool:
@@ -622,15 +764,15 @@ def _fast_decide(a: str, b: str, rel_tol: float) -> bool | None:
         if sa is None or sb is None:
             return False
         return _sequences_equal(sa, sb, rel_tol)
-    if _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):
-        return int(a) == int(b)  # integer answers are exact: 609880 is not 609939
+    if _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):  # integer answers are exact: 609880 is not 609939
+        return int(a) == int(b) or bool(rel_tol) and math.isclose(int(a), int(b), rel_tol=rel_tol)
     if a in INFINITY or b in INFINITY:  # interval ends: decided here, never by sympy
         return INFINITY.get(a) == INFINITY.get(b)
     ea = exact_value(a) if "." not in a else None
     eb = exact_value(b) if "." not in b else None
-    if ea is not None and eb is not None:
-        return ea == eb  # integer expressions are exact too: 2^{81} is not 2^{81}+1
-    va, vb = numeric_values(a), numeric_values(b)
+    if ea is not None and eb is not None:  # integer expressions are exact too: 2^{81} is not 2^{81}+1
+        return ea == eb or bool(rel_tol) and _numbers_match(a, b, rel_tol) is True
+    va, vb = _readings(a), _readings(b)
     if (ea is not None and va is None) != (eb is not None and vb is None):
         # one side is exact but beyond floats (5^{710}): the tolerance of the float tier
         # cannot apply, so compare exactly with the other side's exact value, if it has one
@@ -639,12 +781,22 @@ def _fast_decide(a: str, b: str, rel_tol: float) -> bool | None:
         if literal is not None:
             return exact == literal
     if va is not None and vb is not None:
-        return _close(va, vb, rel_tol)
+        return any(_reading_match(x, y, rel_tol) for x in va for y in vb)
     if _is_text(a) or _is_text(b) or _has_words(a) or _has_words(b):
         return False
-    if va is not None and _has_free_letters(b) or vb is not None and _has_free_letters(a):
-        return False
+    za, zb = _complex(a, va), _complex(b, vb)
+    if za is not None and zb is not None:  # i(3-i) is 1+3i: i is the imaginary unit, not a variable
+        return near(za, zb, _FLOAT_NOISE, 1e-12)
+    # a number against an expression with letters: equal only if the expression is
+    # constant (\sin^2 x + \cos^2 x is 1); the probe decides, else sympy
     return probe_decide(a, b, rel_tol)
+
+
+def _complex(key: str, readings: tuple[_Reading, ...] | None) -> complex | None:
+    """A constant's value as a complex number: ``1+3i``, or a real number's single reading."""
+    if readings is not None:
+        return complex(readings[0].value) if len(readings) == 1 else None
+    return complex_value(key)
 
 
 def _sequences_equal(sa, sb, rel_tol: float) -> bool | None:
@@ -730,10 +882,6 @@ class _OptionTable:
     def keys(self) -> tuple[str, ...]:
         return tuple(_math_key(_light(t)) for t in self.raw)
 
-    @functools.cached_property
-    def values(self) -> tuple[tuple[float, ...] | None, ...]:
-        return tuple(numeric_values(k) for k in self.keys)
-
 
 _OWN_LETTER = re.compile(r"^\s*\(?([A-H])\s*[.:)]\s*")
 
@@ -763,9 +911,8 @@ def _content_matches(text: str, table: _OptionTable, rel_tol: float, timeout_s: 
     hits = [i for i, k in enumerate(table.keys) if k == key]
     if hits:
         return frozenset(hits)
-    values = numeric_values(key)
-    if values is not None:
-        return frozenset(i for i, v in enumerate(table.values) if v is not None and _close(values, v, rel_tol))
+    if _readings(key) is not None:
+        return frozenset(i for i, k in enumerate(table.keys) if k and _numbers_match(key, k, rel_tol))
     if _is_text(key) or _has_words(key) or not _has_free_letters(key) and "\\" not in key:
         return frozenset()
     return frozenset(
@@ -775,9 +922,28 @@ def _content_matches(text: str, table: _OptionTable, rel_tol: float, timeout_s: 
     )
 
 
-@functools.lru_cache(maxsize=1 << 16)
+_RESOLVED: dict[tuple[str, tuple[str, ...], float, float], frozenset[int]] = {}
+_RESOLVED_SIZE = 1 << 16
+
+
 def _resolve_options(text: str, options: tuple[str, ...], rel_tol: float, timeout_s: float) -> frozenset[int]:
-    """Indices of the options a light-normalised answer names (empty: none; 2+: ambiguous)."""
+    """Indices of the options a light-normalised answer names (empty: none; 2+: ambiguous).
+
+    Cached, except when the grading call's shared symbolic time limit cut a comparison
+    short: alone, with its full limit, the answer might resolve otherwise."""
+    key = (text, options, rel_tol, timeout_s)
+    found = _RESOLVED.get(key)
+    if found is None:
+        found = _resolve_options_uncached(*key)
+        if not budget_cut():
+            if len(_RESOLVED) >= _RESOLVED_SIZE:
+                _RESOLVED.clear()
+            _RESOLVED[key] = found
+    return found
+
+
+def _resolve_options_uncached(text: str, options: tuple[str, ...], rel_tol: float,
+                              timeout_s: float) -> frozenset[int]:
     table = _option_table(options)
     text = _strip_answer_prefix(text)
     form = _letter_form(text, True)
@@ -864,6 +1030,10 @@ class CorrectedGrader:
 
     def canonical(self, answer: str | None, options: OptionsArg = None) -> str | None:
         """The key votes are clustered by: an option letter, or a normalised math form."""
+        with shared_time_limit(self.timeout_s):
+            return self._canonical(answer, options)
+
+    def _canonical(self, answer: str | None, options: OptionsArg) -> str | None:
         text = _prepare(answer)
         if text is None:
             return None
@@ -874,7 +1044,14 @@ class CorrectedGrader:
         return _freeform_key(text)
 
     def is_equivalent(self, pred: str | None, gold: str | None, options: OptionsArg = None) -> bool:
-        """Whether ``pred`` is the same answer as ``gold`` (a letter or option text with options)."""
+        """Whether ``pred`` is the same answer as ``gold`` (a letter or option text with options).
+
+        Every symbolic comparison the decision needs shares one limit of ``timeout_s``
+        seconds of CPU time (:func:`vlcohort.answers.symbolic.shared_time_limit`)."""
+        with shared_time_limit(self.timeout_s):
+            return self._is_equivalent(pred, gold, options)
+
+    def _is_equivalent(self, pred: str | None, gold: str | None, options: OptionsArg) -> bool:
         p, g = _prepare(pred), _prepare(gold)
         if p is None or g is None:
             return False
@@ -989,7 +1166,8 @@ def is_equivalent(pred: str | None, gold: str | None, options: OptionsArg = None
 
 def clear_caches() -> None:
     """Forget every cached normalisation and comparison (for benchmarks and tests)."""
-    for fn in (_light, _letter_form, _math_key, _freeform_key, _option_table, _resolve_options):
+    for fn in (_light, _letter_form, _math_key, _freeform_key, _option_table, _readings):
         fn.cache_clear()
+    _RESOLVED.clear()
     _clear_latex_eval_caches()
     _clear_symbolic_caches()

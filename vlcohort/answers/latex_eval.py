@@ -32,6 +32,7 @@ graders, and imports nothing from the rest of the package.
 
 from __future__ import annotations
 
+import cmath
 import functools
 import math
 import re
@@ -43,8 +44,10 @@ from typing import Callable
 __all__ = [
     "MAX_EXPRESSION_CHARS",
     "clear_caches",
+    "complex_value",
     "exact_value",
     "format_rational",
+    "near",
     "numeric_values",
     "parse_rational",
     "probe_decide",
@@ -156,12 +159,38 @@ def numeric_values(key: str) -> tuple[float, ...] | None:
     return (value, value / 100.0) if percent else (value,)
 
 
-def _evaluate(tokens: list[str], probe: int | None) -> float | None:
+def _evaluate(tokens: list[str], probe: int | None, imaginary: bool = False) -> float | complex | None:
     try:
-        value = _Evaluator(tokens, probe).run()
-    except (_NotNumeric, ArithmeticError, ValueError, RecursionError):
+        value = _Evaluator(tokens, probe, imaginary).run()
+    except (_NotNumeric, ArithmeticError, ValueError, TypeError, RecursionError):
         return None
+    if isinstance(value, complex):
+        if not cmath.isfinite(value):
+            return None
+        return value.real if imaginary and value.imag == 0 else value
     return value if math.isfinite(value) else None
+
+
+def near(x: complex, y: complex, rel_tol: float, abs_tol: float = 1e-9) -> bool:
+    """``math.isclose`` for real or complex values."""
+    return abs(x - y) <= max(rel_tol * max(abs(x), abs(y)), abs_tol)
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def complex_value(key: str) -> complex | None:
+    """The value of a constant expression with the imaginary unit ``i`` (``i(3-i)``,
+    ``\\frac{1}{1+i}``), or None: without an ``i``, with a variable, or unreadable.
+
+    >>> complex_value("i(3-i)")
+    (1+3j)
+    """
+    if not key or len(key) > MAX_EXPRESSION_CHARS:
+        return None
+    tokens = _TOKEN.findall(key)
+    if "i" not in tokens:
+        return None
+    value = _evaluate(tokens, None, imaginary=True)
+    return None if value is None else complex(value)
 
 
 def _probe_value(name: str, probe: int) -> float:
@@ -196,12 +225,15 @@ def _probe(key: str) -> tuple[str, tuple[float, ...]] | None:
         if i + 1 < len(tokens) and tokens[i + 1] == "=" and relation in ("<", ">"):
             return None  # "<=" typed as two characters; rare, leave it to sympy
         tokens = ["("] + tokens[:i] + [")", "-", "("] + tokens[i + 1 :] + [")"]
+    imaginary = "i" in tokens  # the imaginary unit, never a variable
     values = []
     for probe in range(_PROBES):
-        value = _evaluate(tokens, probe)
+        value = _evaluate(tokens, probe, imaginary)
         if value is None:
             return None
         values.append(value)
+    if relation and any(isinstance(v, complex) for v in values):
+        return None  # an inequality between complex values: not for the probe
     return relation, tuple(values)
 
 
@@ -219,7 +251,7 @@ def probe_decide(a: str, b: str, rel_tol: float) -> bool | None:
     if bool(ra) != bool(rb):
         return False
     if not ra:
-        return all(math.isclose(x, y, rel_tol=rel_tol, abs_tol=1e-9) for x, y in zip(va, vb))
+        return all(near(x, y, max(rel_tol, 1e-9)) for x, y in zip(va, vb))
     flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
     if rb not in (ra, flipped[ra]):
         return False
@@ -242,9 +274,10 @@ class _Evaluator:
 
     _MAX_DEPTH = 40
 
-    def __init__(self, tokens: list[str], probe: int | None):
+    def __init__(self, tokens: list[str], probe: int | None, imaginary: bool = False):
         self.tokens = tokens
         self.probe = probe
+        self.imaginary = imaginary
         self.pos = 0
         self.depth = 0
         self.in_abs = False
@@ -311,6 +344,8 @@ class _Evaluator:
             exponent = self.group() if self.peek() == "{" else self.atom()
             if abs(exponent) > _MAX_EXPONENT or (abs(base) > 1e6 and abs(exponent) > 50):
                 raise _NotNumeric
+            if isinstance(base, complex) or isinstance(exponent, complex):
+                return base**exponent
             return math.pow(base, exponent)
         return base
 
@@ -319,7 +354,24 @@ class _Evaluator:
             return True
         if tok in _CONSTANTS or tok in _FUNCTIONS or (tok == "|" and not self.in_abs):
             return True
-        return self.probe is not None and len(tok) == 1 and tok.isalpha()
+        if self.imaginary and tok == "i":
+            return True
+        return self.probe is not None and len(tok) == 1 and tok.isalpha() and tok != "i"
+
+    def _letter_like(self, tok: str | None) -> bool:
+        """A token that continues a function's bare argument: ``\\sin 2x`` is sin(2x),
+        ``\\sin 2\\pi``; a function, bracket or number ends it (``\\sin x \\cos x``)."""
+        if tok is None or tok in _FUNCTIONS:
+            return False
+        if tok in _CONSTANTS or (self.imaginary and tok == "i"):
+            return True
+        return self.probe is not None and len(tok) == 1 and tok.isalpha() and tok != "i"
+
+    def _bare_argument(self) -> float:
+        value = self.power()
+        while self._letter_like(self.peek()):
+            value *= self.power()
+        return value
 
     def group(self) -> float:
         self.take("{")
@@ -350,6 +402,8 @@ class _Evaluator:
             return value
         if tok in _CONSTANTS:
             return _CONSTANTS[tok]
+        if self.imaginary and tok == "i":
+            return 1j
         if tok == r"\frac":
             return self.argument() / self.argument()
         if tok == r"\sqrt":
@@ -367,9 +421,17 @@ class _Evaluator:
                 self.take()
                 base = self.argument()
                 return math.log(self.power()) / math.log(base)
-            if self.peek() == "^":
-                raise _NotNumeric  # \sin^2 x: rare, and easy to misread
-            return _FUNCTIONS[tok](self.group() if self.peek() == "{" else self.power())
+            exponent = 1.0
+            if self.peek() == "^":  # \sin^2 x is (\sin x)^2; \sin^{-1} x is arcsin: left to sympy
+                self.take()
+                exponent = self.group() if self.peek() == "{" else self.atom()
+                if exponent not in (2.0, 3.0, 4.0):
+                    raise _NotNumeric
+            if self.peek() in ("{", "(", "["):
+                argument = self.atom()
+            else:
+                argument = self._bare_argument()
+            return _FUNCTIONS[tok](argument) ** exponent
         if self.probe is not None and len(tok) == 1 and tok.isalpha() and tok != "i":
             name = tok
             if self.peek() == "_":
@@ -448,5 +510,5 @@ class _ExactEvaluator(_Evaluator):
 
 def clear_caches() -> None:
     """Forget every cached value and probe (for benchmarks and tests)."""
-    for fn in (numeric_values, _probe, exact_value):
+    for fn in (numeric_values, _probe, exact_value, complex_value):
         fn.cache_clear()

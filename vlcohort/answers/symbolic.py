@@ -30,15 +30,18 @@ False
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
 import signal
 import threading
 import time
-from typing import Callable
+from collections import OrderedDict
+from typing import Callable, Iterator
 
-__all__ = ["SYMBOLIC_MAX_CHARS", "clear_caches", "run_with_time_limit", "symbolic_equal"]
+__all__ = ["SYMBOLIC_MAX_CHARS", "budget_cut", "clear_caches", "run_with_time_limit", "shared_time_limit",
+           "symbolic_equal"]
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +127,7 @@ def _as_latex(key: str) -> str:
 
 def run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
     """Run ``fn`` under a limit of ``seconds`` of this process's CPU time (SIGPROF), in the
-    main thread; elsewhere run it unguarded.
+    main thread; elsewhere run it unguarded. Past the limit: False.
 
     CPU time, not wall time: a verdict must not depend on how loaded the machine is (under
     load a 1 s wall-clock limit turned true equivalences into "not equivalent"), and
@@ -133,6 +136,11 @@ def run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
 
     Public: ``eval/scoring.py`` runs MathVision's official ``is_equal`` under the same limit.
     """
+    return bool(_run_limited(fn, seconds))
+
+
+def _run_limited(fn: Callable[[], bool], seconds: float) -> bool | None:
+    """:func:`run_with_time_limit`, but None when the limit cut the call short."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         return fn()
 
@@ -148,13 +156,41 @@ def run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
         return fn()
     except _SymbolicTimeout:
         logger.debug("symbolic comparison hit its %.2fs CPU limit", seconds)
-        return False
+        return None
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, previous_handler)
         if previous_delay > 0:
             remaining = max(previous_delay - (time.process_time() - started), 1e-3)
             signal.setitimer(signal.ITIMER_PROF, remaining, previous_interval)
+
+
+_budget = threading.local()
+
+
+@contextlib.contextmanager
+def shared_time_limit(seconds: float) -> Iterator[None]:
+    """Make every :func:`symbolic_equal` call inside share one limit of ``seconds`` of CPU
+    time, so one grading decision (an interval whose two ends each need sympy, an answer
+    matched against eight options) costs at most one limit, not one per call. Nested
+    uses keep the outermost limit. A call cut short by the shared limit is not cached
+    (alone, with its own full limit, it might have been decided); :func:`budget_cut`
+    tells the caller, whose own caches must then skip the result too.
+    """
+    if getattr(_budget, "deadline", None) is not None:
+        yield
+        return
+    _budget.deadline = time.process_time() + seconds
+    _budget.cut = False
+    try:
+        yield
+    finally:
+        _budget.deadline = None
+
+
+def budget_cut() -> bool:
+    """Whether a symbolic call in the current :func:`shared_time_limit` was cut short by it."""
+    return bool(getattr(_budget, "cut", False)) and getattr(_budget, "deadline", None) is not None
 
 
 def _time_limit_available() -> bool:
@@ -167,13 +203,43 @@ def symbolic_equal(a: str, b: str, timeout_s: float) -> bool:
 
     Where the time limit works (the main thread) the screen is loose and the limit decides;
     elsewhere the strict screen refuses. Cached per pair and per kind of guard, so a
-    refusal in a worker thread is never reused where the limit could have decided.
+    refusal in a worker thread is never reused where the limit could have decided. Inside
+    :func:`shared_time_limit` the call gets at most what is left of the shared limit.
     """
-    return _symbolic_equal(a, b, timeout_s, _time_limit_available())
+    limited = _time_limit_available()
+    key = (a, b, timeout_s, limited)
+    with _CACHE_LOCK:
+        cached = _CACHE.get(key)
+        if cached is not None:
+            _CACHE.move_to_end(key)
+            return cached
+    seconds = timeout_s
+    deadline = getattr(_budget, "deadline", None)
+    if limited and deadline is not None:
+        seconds = min(timeout_s, deadline - time.process_time())
+        if seconds < _MIN_CALL_S:
+            _budget.cut = True
+            return False
+    verdict = _symbolic_verdict(a, b, seconds, limited)
+    if verdict is None and seconds < timeout_s:
+        _budget.cut = True  # cut short by the shared limit: decided by nobody, not cached
+        return False
+    with _CACHE_LOCK:
+        _CACHE[key] = bool(verdict)
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return bool(verdict)
 
 
-@functools.lru_cache(maxsize=1 << 15)
-def _symbolic_equal(a: str, b: str, timeout_s: float, limited: bool) -> bool:
+#: A call with less time than this left in a shared limit is not started.
+_MIN_CALL_S = 0.02
+_CACHE_SIZE = 1 << 15
+_CACHE: OrderedDict[tuple[str, str, float, bool], bool] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def _symbolic_verdict(a: str, b: str, seconds: float, limited: bool) -> bool | None:
+    """The comparison itself: True / False, or None when the time limit cut it short."""
     mv = _math_verify()
     if mv is None or not a or not b or not (_symbolic_safe(a, limited) and _symbolic_safe(b, limited)):
         return False
@@ -184,11 +250,13 @@ def _symbolic_equal(a: str, b: str, timeout_s: float, limited: bool) -> bool:
         return bool(gold and pred and mv.verify(gold, pred, timeout_seconds=None))
 
     try:
-        return run_with_time_limit(compare, timeout_s)
+        return _run_limited(compare, seconds)
     except Exception:  # math-verify swallows most errors itself; be sure
         logger.debug("symbolic comparison failed for %r vs %r", a, b, exc_info=True)
         return False
 
+
 def clear_caches() -> None:
     """Forget every cached comparison (for benchmarks and tests)."""
-    _symbolic_equal.cache_clear()
+    with _CACHE_LOCK:
+        _CACHE.clear()

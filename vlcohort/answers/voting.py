@@ -8,7 +8,8 @@ normalised math forms), and distinct keys the grader calls equivalent (``2\\sqrt
 ``\\sqrt{12}``) are merged into one class.
 
 **The vote and the reward are one decision.** The grader's equivalence is not transitive
-(numbers equal within a relative tolerance, ``50%`` equal to both ``50`` and ``0.5``), so
+(``\\sqrt2`` equal to both ``1.414`` and ``1.4142``, two rounded values of it that differ;
+``50%`` equal to both ``50`` and ``0.5``), so
 "the class of an answer" needs a rule, and the reward must use the same one. Rule: the
 distinct keys are *seeded* in a canonical order, most frequent first, then by key; each
 key joins the first class (in seeding order) whose seed the grader calls it equivalent to,
@@ -21,7 +22,7 @@ first class whose label it is equivalent to), so a student's answer counts for t
 the teacher's own identical answer would have counted for.
 
 Why seeding and not connected components of the equivalence graph: components chain
-(``0.99995 ~ 1.00005 ~ 1.00015`` though the ends differ by 2e-4) and bridge distinct
+(``1.414 ~ \\sqrt2 ~ 1.4142`` though the ends differ) and bridge distinct
 answers (one ``50%`` would merge ``50`` and ``0.5`` into one "majority"); seeding keeps
 each class a ball around its label, centred on the most common form, so a lone bridging
 answer cannot move it. Both are independent of sample order; seeding also costs at most
@@ -36,9 +37,9 @@ seed), as ``is_equivalent(answer, label)`` did.
 '0.5'
 >>> majority_vote(["A", "B"]).label is None      # a tie abstains by default
 True
->>> v = majority_vote(["0.99995", "1.00005", "1.00015", "1.00015", "1.00015"])
->>> v.label, v.counts, [in_winning_class(x, v) for x in ["1.00005", "0.99995"]]
-('1.00015', {'0.99995': 1, '1.00015': 4}, [True, False])
+>>> v = majority_vote(["1.414", "\\sqrt{2}", "1.4142", "1.4142", "1.4142"])
+>>> v.label, v.counts, [in_winning_class(x, v) for x in ["\\sqrt{2}", "1.414"]]
+('1.4142', {'1.414': 1, '1.4142': 4}, [True, False])
 >>> teacher_indices("ring", 3), teacher_indices("ring", 3, ring="next")
 (((2,), (0,), (1,)), ((1,), (2,), (0,)))
 """
