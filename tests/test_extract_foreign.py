@@ -60,6 +60,10 @@ DIRECT_CHOICE = [
     ("The answer is D, since the angles are equal.", "D"),
     ("The answer is B as the triangle is isosceles.", "B"),
     ("The answer is 12; this follows from the area.", "12"),
+    ("The answer is D, not C.", "D"),
+    ("The answer is 7, not 8.", "7"),
+    ("Final answer: 7. (An earlier guess of 8 was wrong.)", "7"),
+    ("The answer is not C.", "not C"),
     ("Answer: C, because AB = CD.", "C"),
     ("Comparing them, so the correct option is:\n\nA. 3 cm", "A. 3 cm"),
     ("The angle is 45°, i.e. option (B).", "option (B)"),
@@ -148,8 +152,13 @@ def test_a_reply_of_bare_latex(text, expected):
 
 IN_A_SENTENCE = [
     ("The answer is: Hence $y \\leq 7$ holds.", "y \\leq 7"),
+    # "The ... is X" after a phrase: X (a math-only X keeps its delimiters, as always)
     ("Answer: The inverse is $\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}$.",
-     "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}"),
+     "$\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}$"),
+    ("Final Answer: The largest $n$ is 34.", "34"),
+    ("Final Answer: The number of points in the domain of $f(x)$ is 19. <|im_start|>user", "19"),
+    ("Answer: The result is 3 or 4.", "The result is 3 or 4"),
+    ("Answer: The value is not 5.", "The value is not 5"),
     ("<answer>The area is \\(12\\) square units.</answer>", "12"),
     ("Final answer: the maximum is \\[ 2\\sqrt{2} \\] here.", "2\\sqrt{2}"),
     ("答案：面积为 $12$。", "12"),
@@ -160,7 +169,7 @@ IN_A_SENTENCE = [
     # prose that negates, hedges or adds a number or a letter: the span as is
     ("The answer is not $3$.", "not $3$"),
     ("The answer is either $3$ or something else.", "either $3$ or something else"),
-    ("The answer is B, not $3$.", "B, not $3$"),
+    ("The answer is B, not $3$.", "B"),  # ", not X" ends the answer
     ("The answer is 2 times $\\pi$.", "2 times $\\pi$"),
     ("The answer is maybe $4$", "maybe $4$"),
     ("The answer is at least $3$.", "at least $3$"),
@@ -231,6 +240,9 @@ LAST_EXPRESSION = [
     # else the last number / math token of the last line
     (LONG_REASONING, "12"),
     ("We compare both.\nThe total is 1,250.5 dollars", "1,250.5"),
+    ("Soucis : 2,74 $ a..", "2,74"),  # a decimal comma
+    ("the number is not 10 which is 1,000.99€", "1,000.99"),  # "not" qualifies the 10
+    ("It is maybe 5", None),
     ("Thus the ratio is \\frac{3}{4} overall", "\\frac{3}{4}"),
     ("Hence it is 40%", "40%"),
     # nothing mathematical, or a hedge on the last line: no answer

@@ -121,14 +121,22 @@ _PHRASE_SPAN_CHARS = 300
 # The answer slot of a "<Answer>: <<your option>>" template (We-Math's official prompt).
 _TEMPLATE_SLOT = re.compile(r"\s*<<\s*([^<>\n]{1,200}?)\s*>>")
 _PHRASE_CANDIDATES = 16
-# A sentence ends at ". " before a capital or a command ("3.5. Thus", "4. \boxed");
+# A sentence ends at ". " before a capital, a command, a tag or a parenthesis ("3.5. Thus",
+# "4. \boxed", "7. (An earlier guess ...)");
 # "3.5" and "C. 45°" do not end one.
-_SENTENCE_END = re.compile(r"\.\s+(?=[A-Z\\])|。")
+_SENTENCE_END = re.compile(r"\.\s+(?=[A-Z\\<(])|。")
+# "Final Answer: The largest $n$ is 34." (the span names what it states, then the value):
+# the value after the last "is", when the span starts with "The" and nothing in it hedges.
+_STATED = re.compile(r"\s(?:is|are|equals|was)\s+")
+_STATED_HEAD = re.compile(r"(?i:the)\s")
+_STATED_HEDGE = re.compile(
+    r"(?i:\b(?:or|nor|either|neither|maybe|perhaps|possibly|not|wrong|incorrect|if|unless)\b|n't)|[?？]"
+)
 # Where a phrase's answer stops and its reason starts: "D because ...", "D, since ...",
-# "B as the ...", "12; this follows ...", "C, so ...", "12，因为 ...". A ";" before a number
+# "B as the ...", "12; this follows ...", "C, so ...", "D, not C", "12，因为 ...". A ";" before a number
 # or a short word ("1; 2") is a list, not a reason, so it stays.
 _REASON = re.compile(
-    r"[,，]?\s+(?:because|since)\b|[,，]\s*as\b|\s+as\s+(?=[a-z])"
+    r"[,，]?\s+(?:because|since)\b|[,，]\s*(?:as|not)\b|\s+as\s+(?=[a-z])"
     r"|;\s+(?=[a-z]{3,}\b)|,\s+(?:so|which|hence|thus|therefore)\b|[,，]?\s*(?:因为|因為|由于|由於)",
     re.IGNORECASE,
 )
@@ -189,7 +197,7 @@ _SEGMENT_CONNECTOR = re.compile(r"\s*(?:,|;|\band\b|\bor\b|\\text\s*\{\s*(?:and|
 # number with an optional fraction or percent sign.
 _MATH_TOKEN = re.compile(
     r"\d*\\d?frac\{[^{}\n]{1,24}\}\{[^{}\n]{1,24}\}|\d*\\sqrt\{[^{}\n]{1,24}\}"
-    r"|(?<![A-Za-z_\d])-?(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:/\d+)?(?:\s?%)?"
+    r"|(?<![A-Za-z_\d])-?(?:\d+,\d{1,2}(?![\d,])|\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:/\d+)?(?:\s?%)?"
 )
 # A line or context that hedges between values: ``last_expression`` reads no answer there.
 _HEDGE = re.compile(r"\b(?:or|nor|either|neither|maybe|perhaps|possibly|not)\b|[?？]|或|可能|也许|也許",
@@ -515,7 +523,18 @@ def _clean_phrase(span: str) -> str | None:
         span = span[lead_in.end() :]
     if span.endswith(".") and not span.endswith(".."):
         span = span[:-1]
-    return _box_or_span(span)
+    return _box_or_span(_stated_value(span))
+
+
+def _stated_value(span: str) -> str:
+    """"The largest $n$ is 34" -> "34": the value a "The ... is X" span states; any other
+    span (or one that hedges: "The answer is not 5", "The result is 3 or 4") as it is."""
+    if not _STATED_HEAD.match(span) or _STATED_HEDGE.search(span):
+        return span
+    last = _last_match_obj(_STATED, span)
+    if last is None or last.end() >= len(span):
+        return span
+    return span[last.end() :]
 
 
 def _cut_reason(span: str) -> str:
@@ -634,16 +653,22 @@ def _last_expression(text: str) -> str | None:
         if parts:
             best = (run[0][0], run[-1][1], ", ".join(parts))
     line_start = body.rfind("\n") + 1
-    token = _last_match_obj(_MATH_TOKEN, body, line_start)
-    if token is not None and (best is None or token.end() > best[1]):
-        best = (token.start(), token.end(), token.group().strip())
+    tokens = list(_MATH_TOKEN.finditer(body, line_start))
+    if tokens and (best is None or tokens[-1].end() > best[1]):
+        best = (tokens[-1].start(), tokens[-1].end(), tokens[-1].group().strip())
     if best is None:
         return None
     start, end, span = best
+    # The words that qualify the chosen value: from the value or segment before it on its
+    # line (or the line's start) up to it, and from it to the line's end. "not 10 which is
+    # 1,000.99" keeps 1,000.99; "3 or 4", "maybe 5", "12 or so", "5?" read no answer.
     context_start = body.rfind("\n", 0, start) + 1
+    for prev_end in [t.end() for t in tokens] + [seg[1] for seg in segments]:
+        if context_start <= prev_end <= start:
+            context_start = prev_end
     context_end = body.find("\n", end)
     context_end = len(body) if context_end < 0 else context_end
-    if _HEDGE.search(body[context_start:start]) or _HEDGE.search(body, end, context_end):
+    if _HEDGE.search(body, context_start, start) or _HEDGE.search(body, end, context_end):
         return None
     return _nonempty(span)
 
