@@ -38,6 +38,7 @@ OTHER_LANGUAGES = [
     ("答案是 12，因为两边相等。", "12"),
     ("解：设共有 x 个，则 x = 12。\n答：共有 12 个。", "12"),  # 答： the school form of 答案：
     ("答：面积为12平方厘米。", "12"),
+    ("答：增长了 12%。", "12%"),
     ("答：大约 12 个。", "大约 12 个"),  # "about 12": the sentence stays whole
     ("答：12 或 13 个。", "12 或 13 个"),
     # no marker, or a marker with nothing committed after it

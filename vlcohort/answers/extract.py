@@ -168,9 +168,9 @@ _NOT_ONE_OPTION = re.compile(
     r"(?<![A-Za-z])[A-H](?![A-Za-z])|[?？]|n't"
     r"|(?i:\b(?:or|and|maybe|perhaps|either|neither|unsure|sure|know|guess|probably)\b)|或|和|可能"
 )
-# A reply of bare LaTeX ("\frac{5}{12}", "2\sqrt{3}", "x = \dfrac{\pi}{4}"): math characters
-# only, at least one command, no \text-like command (prose hides in it), no word of three or
-# more letters outside a command, no "or", no standalone option letter.
+# A reply of bare LaTeX ("\frac{5}{12}", "2\sqrt{3}", "2^{16}"): math characters only, at
+# least one command, "^" or "{", no \text-like command (prose hides in it), no word of three
+# or more letters outside a command, no "or", no standalone option letter.
 _LATEX_CHARS = re.compile(r"[0-9A-Za-z\\{}^_+\-*/()\[\]|.,;=<>!' \t°π√−·×÷]+")
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _LATEX_TEXTLIKE = re.compile(r"\\(?:text|mbox|operatorname|mathrm|mathbf|textbf|emph)(?![A-Za-z])")
@@ -212,8 +212,8 @@ _FIRST_OPTION = re.compile(r"\s*(?:\*\*)?\(?\s*[A-H]\s*(?:[.):]|\))")
 _ANOTHER_OPTION = re.compile(r"\(\s*[A-H]\s*\)|(?<![A-Za-z\\])[A-H](?:[.):])(?=\s|$)|(?i:\bor\s+\(?[A-H]\b)")
 # A CJK sentence around one number ("共有 12 个", "面积为12平方厘米"): that number, unless
 # the sentence hedges or bounds it (或 "or", 不 "not", 约 "about", 至少 "at least", ...).
-_CJK_NUMBER = re.compile(r"[-−]?\d+(?:\.\d+)?(?:/\d+)?")
-_CJK_PROSE = re.compile(r"[\u3400-\u9fff\s，。、：:；,.%％]+")
+_CJK_NUMBER = re.compile(r"[-−]?\d+(?:\.\d+)?(?:/\d+)?(?:\s?[%％])?")
+_CJK_PROSE = re.compile(r"[\u3400-\u9fff\s，。、：:；,.]+")
 _CJK_HEDGE = re.compile(r"或|不|非|可能|也许|也許|约|約|大概|左右|至少|至多|多于|少于|以上|以下|超过|倍|分之")
 # A whole reply that is one sentence: its first word must not set up reasoning ("Let $x$
 # be ...", "Consider $f$"), and it must not introduce something (a trailing colon).
@@ -568,8 +568,8 @@ def _is_letter_with_text(span: str) -> bool:
 
 
 def _is_bare_latex(span: str) -> bool:
-    """A short math expression written without ``$``: at least one command, math characters
-    only, balanced braces, no \\text-like command and no word outside the commands."""
+    """A short math expression written without ``$``: a command, ``^`` or ``{``, math
+    characters only, balanced braces, no \\text-like command, no word outside the commands."""
     if not any(c in span for c in "\\^{") or _LATEX_CHARS.fullmatch(span) is None:
         return False
     if span.count("{") != span.count("}"):
