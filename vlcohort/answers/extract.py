@@ -316,6 +316,8 @@ def _from_answer_tag(text: str) -> str | None:
 def _box_or_span(span: str) -> str | None:
     """The span's final boxes, else the span itself; ``None`` when it holds a box that
     never closes ("\\boxed{12": the completion was cut off, so it committed to nothing)."""
+    if _is_plain_token(span):
+        return span
     boxed = _final_boxes(span)
     if boxed is not None:
         return boxed
@@ -490,7 +492,7 @@ def _from_phrase(text: str) -> str | None:
     paragraph of reasoning is no answer.
     """
     ends = [m.end() for m in _PHRASE.finditer(text)]
-    if not text.isascii() or any(hint in text for hint in _FOREIGN_HINTS):
+    if not text.isascii() or _has_foreign_hint(text):
         ends = sorted(ends + [m.end() for m in _PHRASE_FOREIGN.finditer(text)])
     for end in reversed(ends[-_PHRASE_CANDIDATES:]):
         window = text[end : end + _PHRASE_SPAN_CHARS]
@@ -509,6 +511,13 @@ def _from_phrase(text: str) -> str | None:
     return None
 
 
+def _has_foreign_hint(text: str) -> bool:
+    for hint in _FOREIGN_HINTS:
+        if hint in text:
+            return True
+    return False
+
+
 def _clean_phrase(span: str) -> str | None:
     guillemets = _TEMPLATE_SLOT.match(span)
     if guillemets:  # We-Math's template "<Answer>: <<B>>": the slot's content
@@ -516,14 +525,23 @@ def _clean_phrase(span: str) -> str | None:
     end = _SENTENCE_END.search(span)
     if end:
         span = span[: end.start()]
-    span = _cut_reason(span)
     span = span.strip().strip("*").strip()
+    if span.endswith(".") and not span.endswith(".."):
+        span = span[:-1].rstrip()
+    if _is_plain_token(span):  # "C", "12": the common reply needs none of the steps below
+        return span
+    span = _cut_reason(span).strip().strip("*").strip()
     lead_in = _LEAD_IN.match(span)
     if lead_in and lead_in.end() < len(span):
         span = span[lead_in.end() :]
     if span.endswith(".") and not span.endswith(".."):
         span = span[:-1]
     return _box_or_span(_stated_value(span))
+
+
+def _is_plain_token(span: str) -> bool:
+    """An ASCII word or number ("C", "12"): no box, math, reason or option list can be in it."""
+    return span.isascii() and span.isalnum()
 
 
 def _stated_value(span: str) -> str:
