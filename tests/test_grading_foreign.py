@@ -92,12 +92,13 @@ def test_the_precision_rule_holds_with_options():
 COUNT_EQUAL = [
     ("12 apples", "12"), ("9 marbles", "9"), ("6\\text{ chairs}", "6"), ("15 students", "15"),
     ("3 \\text{ cm}^2", "3"), ("15 red apples", "15"), ("$4$ \\text{ ways}", "4"), ("2.5 liters", "2.5"),
-    ("12 apples", "12 oranges"),
+    ("12 apples", "12 oranges"), ("16 squares", "16"), ("7 points", "7"),
 ]
 COUNT_NOT_EQUAL = [
     ("12 apples", "13"), ("5 million", "5"), ("5 thousand", "5"), ("3 dozen", "3"), ("2 pi", "2"),
     ("1 half", "1"), ("5x", "5"), ("3 \\text{ or } 4", "3"),
-    ("5 squared", "5"), ("20 hundreds", "20"), ("3 more apples", "3 apples"),
+    ("5 squared", "5"), ("20 hundreds", "20"), ("3 more apples", "3 apples"), ("5 square", "5"),
+    ("3 point five", "3"),
 ]
 
 
@@ -117,10 +118,12 @@ STRUCTURE_EQUAL = [
     ("{p+1, p}", "{p, p+1}"), ("{p+1, p}", "\\{p, p+1\\}"), ("{3, 1, 2}", "1, 2, 3"),
     ("\\{x=1, y=2\\}", "x=1, y=2"), ("\\{x=1, y=2\\}", "(1, 2)"), ("\\{y=2, x=1\\}", "x = 1 \\text{ and } y = 2"),
     ("3^2 5^3", "3^2 \\cdot 5^3"), ("3^2 5^3", "1125"), ("2^{3} 7", "56"), ("2^3 3^2", "72"),
+    ("2 3^4", "2\\cdot 3^4"), ("2 3^4", "162"), ("-y > -3", "y < 3"), ("-x \\le 2", "x \\ge -2"),
 ]
 STRUCTURE_NOT_EQUAL = [
     ("{p+1, p}", "{p, p+2}"), ("{p+1, p}", "(p, p+1)"), ("\\{x=1, y=2\\}", "(2, 1)"),
     ("\\{x=1, y=2\\}", "x=1, y=3"), ("3^2 5^3", "1126"), ("3^2 5^3", "3^{25}5^3"), ("2^3 3^2", "2^{33}"),
+    ("2 3^4", "23^4"), ("12 345", "12\\cdot 345"), ("-y > -3", "y > 3"), ("-y > -3", "y < -3"),
 ]
 
 
@@ -140,11 +143,13 @@ IDENTITIES_EQUAL = [
     ("i(3-i)", "1+3i"), ("i(3-i)", "3i+1"), ("(1+2i)(1-2i)", "5"), ("i^2", "-1"), ("\\frac{1}{i}", "-i"),
     ("(2+i)^2", "3+4i"), ("\\sin^2 x + \\cos^2 x", "1"), ("2\\sin x\\cos x", "\\sin 2x"),
     ("\\cos^2 x - \\sin^2 x", "\\cos 2x"), ("\\sin(2x)", "2\\sin x \\cos x"), ("x + i", "i + x"),
+    ("\\sin 60^\\circ", "\\frac{\\sqrt{3}}{2}"), ("\\cos 60^{\\circ}", "0.5"),
 ]
 IDENTITIES_NOT_EQUAL = [
     ("i(3-i)", "3i-1"), ("i(3-i)", "3+i"), ("i^2", "1"), ("(2+i)^2", "4+4i"), ("\\frac{1}{i}", "i"),
     ("2\\sin x\\cos x", "\\cos 2x"), ("\\sin 2x", "2\\sin x"), ("\\sin^2 x", "\\sin x^2"),
-    ("\\sin^2 x + \\cos^2 x", "2"), ("x + i", "x - i"),
+    ("\\sin^2 x + \\cos^2 x", "2"), ("x + i", "x - i"), ("\\sin 60^\\circ", "\\frac{1}{2}"),
+    ("\\sin 60^\\circ", "\\sin 60"),
 ]
 
 

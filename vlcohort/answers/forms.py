@@ -127,8 +127,13 @@ def inequality_interval(s: str) -> str:
     pieces = _INEQUALITY_OPS.split(s.strip())
     if len(pieces) == 3:
         left, op, right = pieces
+        flip = {"<": ">", ">": "<", "\\le": "\\ge", "\\ge": "\\le"}
         if _VARIABLE.match(right.strip()):  # "2 \le x" is "x \ge 2"
-            left, right, op = right, left, {"<": ">", ">": "<", "\\le": "\\ge", "\\ge": "\\le"}[op]
+            left, right, op = right, left, flip[op]
+        if left.strip().startswith("-") and _VARIABLE.match(left.strip()[1:].strip()):
+            negated = _negate(right)  # "-y > -3" is "y < 3"
+            if negated is not None:
+                left, right, op = left.strip()[1:], negated, flip[op]
         if not _VARIABLE.match(left.strip()) or (end := _bound(right)) is None:
             return s
         if op in ("<", "\\le"):
@@ -147,6 +152,16 @@ def inequality_interval(s: str) -> str:
             return s
         return f"{'(' if op1 == '<' else '['}{a},{b}{')' if op2 == '<' else ']'}"
     return s
+
+def _negate(text: str) -> str | None:
+    """The bound ``-text`` as written: '-3' -> '3', '\\frac12' -> '-\\frac12'; None if no bound."""
+    t = text.strip()
+    if _bound(t) is None:
+        return None
+    if t.startswith("-"):
+        return t[1:].strip()
+    return "-" + t.lstrip("+").strip()
+
 
 def is_number(text: str) -> bool:
     """Whether ``text`` evaluates to a number ('1,000', '9 \\pi', '2\\sqrt{3}')."""

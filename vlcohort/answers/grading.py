@@ -457,7 +457,7 @@ def _key_atom(s: str) -> str:
     s = inequality_interval(s)
     s = _strip_lhs(s)
     s = _strip_unit(s)
-    s = _SPACED_POWER_PRODUCT.sub(r"\1\\cdot ", s)  # "3^2 5^3" is a product, not 3^{25}5^3
+    s = _SPACED_POWER_PRODUCT.sub(lambda m: (m.group(1) or m.group(2)) + r"\cdot ", s)
     s = SPACE_NOT_BETWEEN_LETTERS.sub("", s)
     s = _WS.sub(" ", s)
     if THOUSANDS.match(s):
@@ -484,7 +484,11 @@ def _strip_lhs(s: str) -> str:
     return s
 
 
-_SPACED_POWER_PRODUCT = re.compile(r"(\^\s*(?:\d+|\{[^{}]*\}))\s+(?=\d)")
+# A space between a power and a number, or a number and a power, is a product: "3^2 5^3",
+# "2 3^4" (removing the space would read 3^{25} and 23^4).
+_SPACED_POWER_PRODUCT = re.compile(
+    r"(\^\s*(?:\d+|\{[^{}]*\})|(?<![\d.,])\d+)\s+(?=\d+\s*\^)|(\^\s*(?:\d+|\{[^{}]*\}))\s+(?=\d)"
+)
 # A number followed by one or two plain words is the number ("12 apples", "15 red
 # apples"): a count noun or a free unit. Words that change the value, join answers or
 # name mathematics are not free ("5 million", "3 dozen", "3 or 4", "2 pi").
@@ -492,18 +496,20 @@ _FREE_WORDS = re.compile(r"^(?P<lead>.*?\S)\s+(?P<words>[A-Za-z]{3,}(?:\s+[A-Za-
 _NOT_FREE = frozenset(
     """million billion trillion thousand hundred lakh crore percent percentage pct dozen score
     half halves quarter third fourth fifth sixth seventh eighth ninth tenth hundredth thousandth
-    millionth squared cubed square cubic root sqrt factorial power inverse reciprocal pi infinity
-    inf and nor not than plus minus over under above below more less fewer least most about
-    approximately around exactly only each per point negative positive degree sin cos tan cot sec
-    csc log exp mod one two three four five six seven eight nine ten eleven twelve twenty thirty
-    forty fifty sixty seventy eighty ninety ones tens""".split()
+    millionth squared cubed sqrt factorial inverse reciprocal pi infinity inf and nor not than
+    plus minus over under above below more less fewer least most about approximately around
+    exactly only each per negative positive degree sin cos tan cot sec csc log exp mod one two
+    three four five six seven eight nine ten eleven twelve twenty thirty forty fifty sixty
+    seventy eighty ninety ones tens""".split()
 )
+# Value words only as written: "5 square" is 25, but "16 squares" are 16 things.
+_NOT_FREE_SINGULAR = frozenset("square cubic root power".split())
 
 
 def _free_word(word: str) -> bool:
     w = word.lower()
     singular = {w, w[:-1] if w.endswith("s") else w, w[:-2] if w.endswith("es") else w}
-    return not singular & _NOT_FREE
+    return not (singular & _NOT_FREE or w in _NOT_FREE_SINGULAR)
 
 
 def _strip_unit(s: str) -> str:

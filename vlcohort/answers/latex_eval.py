@@ -339,6 +339,8 @@ class _Evaluator:
 
     def power(self) -> float:
         base = self.atom()
+        if self._degree_mark():  # "60^\\circ" left in a key only inside trigonometry: radians
+            return base * math.pi / 180.0
         if self.peek() == "^":
             self.take()
             exponent = self.group() if self.peek() == "{" else self.atom()
@@ -348,6 +350,17 @@ class _Evaluator:
                 return base**exponent
             return math.pow(base, exponent)
         return base
+
+    def _degree_mark(self) -> bool:
+        """Consume ``^\\circ`` or ``^{\\circ}`` if it comes next."""
+        t, i = self.tokens, self.pos
+        if i + 1 < len(t) and t[i] == "^" and t[i + 1] == r"\circ":
+            self.pos += 2
+            return True
+        if i + 3 < len(t) and t[i] == "^" and t[i + 1] == "{" and t[i + 2] == r"\circ" and t[i + 3] == "}":
+            self.pos += 4
+            return True
+        return False
 
     def _starts_atom(self, tok: str) -> bool:
         if tok[0].isdigit() or tok[0] == "." or tok in ("(", "{", r"\frac", r"\sqrt"):
