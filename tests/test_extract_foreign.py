@@ -68,6 +68,8 @@ DIRECT_CHOICE = [
     ("Answer: C, because AB = CD.", "C"),
     ("Comparing them, so the correct option is:\n\nA. 3 cm", "A. 3 cm"),
     ("The angle is 45°, i.e. option (B).", "option (B)"),
+    ("The answer is 45°, i.e. option (B).", "option (B)"),
+    ("So i.e. 3 is the side.", None),  # "i.e." marks only an option or choice
     ("Correct answer: (B)", "(B)"),
     ("**Answer:** C", "C"),
     ("the correct choice is (D)", "(D)"),

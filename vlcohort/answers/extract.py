@@ -113,8 +113,11 @@ _PHRASE_FOREIGN = re.compile(
     r")[ \t]*[:：]?[ \t]*(?:\*\*)?[ \t]*",
     re.IGNORECASE,
 )
-# ASCII pieces of those phrases (as usually capitalised); any non-ASCII text is searched too.
+# ASCII pieces of those phrases (as usually written); any non-ASCII text is searched too.
+# An ASCII text with an English phrase is searched again only for "i.e" (a mixed-language
+# ASCII reply is rare; "The answer is 45°, i.e. option (B)" is not).
 _FOREIGN_HINTS = ("i.e", "i. e", "I.e", "ponse", "ntwort", "espuesta")
+_IE_HINT = "i.e"
 #: An answer span after a phrase is at most this long; bounding it keeps extraction
 #: linear when a text repeats "the answer is" thousands of times.
 _PHRASE_SPAN_CHARS = 300
@@ -492,7 +495,7 @@ def _from_phrase(text: str) -> str | None:
     paragraph of reasoning is no answer.
     """
     ends = [m.end() for m in _PHRASE.finditer(text)]
-    if not text.isascii() or _has_foreign_hint(text):
+    if not text.isascii() or (_IE_HINT in text if ends else _has_foreign_hint(text)):
         ends = sorted(ends + [m.end() for m in _PHRASE_FOREIGN.finditer(text)])
     for end in reversed(ends[-_PHRASE_CANDIDATES:]):
         window = text[end : end + _PHRASE_SPAN_CHARS]
