@@ -41,6 +41,8 @@ OTHER_LANGUAGES = [
     ("答：增长了 12%。", "12%"),
     ("答：大约 12 个。", "大约 12 个"),  # "about 12": the sentence stays whole
     ("答：12 或 13 个。", "12 或 13 个"),
+    ("答案不是 C，而是 D。", "D"),  # "the answer is not C but D"
+    ("答案不是 C。", None),
     # no marker, or a marker with nothing committed after it
     ("我们先求出三角形的面积，再比较两个选项。", None),
     ("选择题：下列哪个是正确的？", None),
@@ -65,6 +67,9 @@ DIRECT_CHOICE = [
     ("The answer is 7, not 8.", "7"),
     ("Final answer: 7. (An earlier guess of 8 was wrong.)", "7"),
     ("The answer is not C.", "not C"),
+    ("The answer is not C but D.", "D"),
+    ("The answer is not C, but rather D.", "D"),
+    ("The answer is not C but maybe D or E.", "maybe D or E"),
     ("Answer: C, because AB = CD.", "C"),
     ("Comparing them, so the correct option is:\n\nA. 3 cm", "A. 3 cm"),
     ("The angle is 45°, i.e. option (B).", "option (B)"),

@@ -107,6 +107,8 @@ _PHRASE_FOREIGN = re.compile(
     r"|\brespuesta(?:\s+(?:final|correcta))?\s*(?:es\b|[:：])"
     r"|\bответ\s*[:：]"
     r"|答案\s*(?:(?:应该?|應該?|应当|應當|就|即|也)\s*)?(?:是|为|為|[:：])"
+    # 答案不是 C，而是 D ("the answer is not C but D"): what follows 而是
+    r"|答案\s*不是[^，,。\n]{1,20}[，,]\s*(?:而|就|应该?)?(?:是|为|為)"
     r"|(?:正确|正確)的?(?:选项|選項)\s*(?:是|为|為|[:：])"
     r"|(?:^|(?<=\n))[ \t]*答\s*[:：]"
     r"|(?:故|应|應|所以|因此|因而|则|則)\s*(?:选|選)(?![项項择擇])"
@@ -131,6 +133,8 @@ _SENTENCE_END = re.compile(r"\.\s+(?=[A-Z\\<(])|。")
 # "Final Answer: The largest $n$ is 34." (the span names what it states, then the value):
 # the value after the last "is", when the span starts with "The" and nothing in it hedges.
 _STATED = re.compile(r"\s(?:is|are|equals|was)\s+")
+# "The answer is not C but D": the value after "but".
+_NOT_BUT = re.compile(r"(?i:not)\s+[^\n,;]{1,30}?,?\s+(?i:but)\s+(?:(?i:rather)\s+)?")
 _STATED_HEAD = re.compile(r"(?i:the)\s")
 _STATED_HEDGE = re.compile(
     r"(?i:\b(?:or|nor|either|neither|maybe|perhaps|possibly|not|wrong|incorrect|if|unless)\b|n't)|[?？]"
@@ -533,6 +537,9 @@ def _clean_phrase(span: str) -> str | None:
         span = span[:-1].rstrip()
     if _is_plain_token(span):  # "C", "12": the common reply needs none of the steps below
         return span
+    not_but = _NOT_BUT.match(span)
+    if not_but and not_but.end() < len(span):
+        span = span[not_but.end() :]
     span = _cut_reason(span).strip().strip("*").strip()
     lead_in = _LEAD_IN.match(span)
     if lead_in and lead_in.end() < len(span):
