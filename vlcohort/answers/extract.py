@@ -15,7 +15,8 @@ default order only trusts explicit markers:
    "Die Antwort ist X", "La respuesta es X", "Ответ: X", a full-width colon) (X on the
    next line when the phrase ends its line). X stops at the sentence's end ("." before a
    capital, "。") and at a reason ("because", ", since", " as ", "; this ...", "，因为");
-   a lead-in ("therefore choice (B)") is dropped;
+   a lead-in ("therefore choice (B)") is dropped, "not C but D" (答案不是 C，而是 D) is D,
+   and "The largest $n$ is 34" is 34;
 4. else, when the *whole* completion is one short answer (``A``, ``(C)``, ``（C）``, ``60``,
    ``12 cm``, ``$\\frac{1}{2}$``, a marked letter with one option's text ``(C) 24`` /
    ``B. circle``, bare LaTeX ``\\frac{5}{12}`` / ``2\\sqrt{3}`` / ``2^{16}``, one display
