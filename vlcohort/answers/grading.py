@@ -41,10 +41,14 @@ Without options, free-form answers are compared in tiers, cheapest first:
    ``[2,\\infty)``, strictness kept) and a union of intervals their set; relation
    spellings one (``!=``, ``\\ne`` -> ``\\neq``); any matrix environment a list of rows
    (``[[1,2],[3,4]]``); ``pct`` a ``%``.
-2. *Numeric*: both sides evaluate to numbers (``2\\sqrt{3}``, ``\\frac{9\\pi}{4}``):
-   equal within a relative tolerance (default ``1e-4``; set it per benchmark), except
-   integer expressions, which are exact (``2^{81}`` is not ``2^{81}+1``; values beyond
-   floats, ``\\frac{3^{1008}-1}{3^{1009}}``, are compared exactly). Lists, tuples, sets
+2. *Numeric*: both sides evaluate to numbers (``2\\sqrt{3}``, ``\\frac{9\\pi}{4}``,
+   ``i(3-i)``). Written values and integer expressions are exact (``4096`` is not
+   ``4096.2``, ``2^{81}`` is not ``2^{81}+1``; values beyond floats,
+   ``\\frac{3^{1008}-1}{3^{1009}}``, are compared exactly); a decimal of 4+ significant
+   digits also stands for the reals that round to it (``3.1416`` is ``\\pi``, ``3.14`` is
+   not), a float's print (12+ digits) is such a rounded real, and two expressions agree
+   within float noise (see :func:`_numbers_match`). ``rel_tol`` (default 0) adds a
+   benchmark's declared relative tolerance on top (SciBench: 0.05). Lists, tuples, sets
    and intervals compare element by element; plain words only as text. A tight ``94,4``
    (key ``94{,}4``) has two readings, the decimal ``94.4`` and the list (never for a
    3-digit group, a thousands separator); it equals what either reading equals.
@@ -52,8 +56,8 @@ Without options, free-form answers are compared in tiers, cheapest first:
    points; different values prove them different, equal values make them equal
    (``x^2+1`` vs ``1+x^2``) with overwhelming probability.
 4. *Symbolic*: only what the cheap tiers cannot read or decide (``\\int``, matrices,
-   equations equal up to a factor) goes to math-verify, with a time limit; every result
-   is cached (``functools.lru_cache`` on the normalised pair).
+   equations equal up to a factor) goes to math-verify, with a time limit that all the
+   symbolic calls of one decision share; every result is cached on the normalised pair.
 
 Tiers 2 and 3 live in :mod:`vlcohort.answers.latex_eval`, tier 4 in :mod:`vlcohort.answers.symbolic`
 (whose docstring explains how the time limit works in and outside the main thread); this
@@ -101,7 +105,7 @@ from vlcohort.answers.latex_eval import (
     parse_rational,
     probe_decide,
 )
-from vlcohort.answers.symbolic import budget_cut, shared_time_limit, symbolic_equal
+from vlcohort.answers.symbolic import budget_cut, close_budget, open_budget, symbolic_equal
 from vlcohort.answers.symbolic import clear_caches as _clear_symbolic_caches
 
 __all__ = [
@@ -1036,8 +1040,12 @@ class CorrectedGrader:
 
     def canonical(self, answer: str | None, options: OptionsArg = None) -> str | None:
         """The key votes are clustered by: an option letter, or a normalised math form."""
-        with shared_time_limit(self.timeout_s):
+        if not open_budget():
             return self._canonical(answer, options)
+        try:
+            return self._canonical(answer, options)
+        finally:
+            close_budget()
 
     def _canonical(self, answer: str | None, options: OptionsArg) -> str | None:
         text = _prepare(answer)
@@ -1053,9 +1061,14 @@ class CorrectedGrader:
         """Whether ``pred`` is the same answer as ``gold`` (a letter or option text with options).
 
         Every symbolic comparison the decision needs shares one limit of ``timeout_s``
-        seconds of CPU time (:func:`vlcohort.answers.symbolic.shared_time_limit`)."""
-        with shared_time_limit(self.timeout_s):
+        seconds of CPU time (:func:`vlcohort.answers.symbolic.shared_time_limit`); the
+        clock starts at the first symbolic call."""
+        if not open_budget():
             return self._is_equivalent(pred, gold, options)
+        try:
+            return self._is_equivalent(pred, gold, options)
+        finally:
+            close_budget()
 
     def _is_equivalent(self, pred: str | None, gold: str | None, options: OptionsArg) -> bool:
         p, g = _prepare(pred), _prepare(gold)

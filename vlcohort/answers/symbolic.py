@@ -40,8 +40,8 @@ import time
 from collections import OrderedDict
 from typing import Callable, Iterator
 
-__all__ = ["SYMBOLIC_MAX_CHARS", "budget_cut", "clear_caches", "run_with_time_limit", "shared_time_limit",
-           "symbolic_equal"]
+__all__ = ["SYMBOLIC_MAX_CHARS", "budget_cut", "clear_caches", "close_budget", "open_budget", "run_with_time_limit",
+           "shared_time_limit", "symbolic_equal"]
 
 logger = logging.getLogger(__name__)
 
@@ -165,32 +165,53 @@ def _run_limited(fn: Callable[[], bool], seconds: float) -> bool | None:
             signal.setitimer(signal.ITIMER_PROF, remaining, previous_interval)
 
 
-_budget = threading.local()
+# The shared limit of one grading decision. Only the main thread has a time limit at all
+# (elsewhere the screen guards), so the state is plain module globals, set and read in
+# the main thread only: a grader opens it around every call, so it must cost nothing
+# when no symbolic call follows (the clock starts at the first symbolic call).
+_MAIN_IDENT = threading.main_thread().ident
+_budget_open = False
+_budget_deadline: float | None = None
+_budget_was_cut = False
+
+
+def open_budget() -> bool:
+    """Open a shared limit for the calls that follow, in the main thread, unless one is
+    open; True when this call opened it (and must :func:`close_budget` it)."""
+    global _budget_open, _budget_deadline, _budget_was_cut
+    if _budget_open or threading.get_ident() != _MAIN_IDENT:
+        return False
+    _budget_open, _budget_deadline, _budget_was_cut = True, None, False
+    return True
+
+
+def close_budget() -> None:
+    """Close the shared limit that :func:`open_budget` opened."""
+    global _budget_open, _budget_deadline
+    _budget_open, _budget_deadline = False, None
 
 
 @contextlib.contextmanager
-def shared_time_limit(seconds: float) -> Iterator[None]:
-    """Make every :func:`symbolic_equal` call inside share one limit of ``seconds`` of CPU
-    time, so one grading decision (an interval whose two ends each need sympy, an answer
-    matched against eight options) costs at most one limit, not one per call. Nested
-    uses keep the outermost limit. A call cut short by the shared limit is not cached
-    (alone, with its own full limit, it might have been decided); :func:`budget_cut`
-    tells the caller, whose own caches must then skip the result too.
+def shared_time_limit() -> Iterator[None]:
+    """Make every :func:`symbolic_equal` call inside share one time limit (the
+    ``timeout_s`` of the first call), so one grading decision (an interval whose two ends
+    each need sympy, an answer matched against eight options) costs at most one limit,
+    not one per call. Nested uses keep the outermost limit. A call cut short by the
+    shared limit is not cached (alone, with its own full limit, it might have been
+    decided); :func:`budget_cut` tells the caller, whose own caches must skip the result
+    too. Graders use :func:`open_budget` / :func:`close_budget` directly (cheaper).
     """
-    if getattr(_budget, "deadline", None) is not None:
-        yield
-        return
-    _budget.deadline = time.process_time() + seconds
-    _budget.cut = False
+    opened = open_budget()
     try:
         yield
     finally:
-        _budget.deadline = None
+        if opened:
+            close_budget()
 
 
 def budget_cut() -> bool:
-    """Whether a symbolic call in the current :func:`shared_time_limit` was cut short by it."""
-    return bool(getattr(_budget, "cut", False)) and getattr(_budget, "deadline", None) is not None
+    """Whether a symbolic call in the open shared limit was cut short by it."""
+    return _budget_open and _budget_was_cut and threading.get_ident() == _MAIN_IDENT
 
 
 def _time_limit_available() -> bool:
@@ -213,16 +234,20 @@ def symbolic_equal(a: str, b: str, timeout_s: float) -> bool:
         if cached is not None:
             _CACHE.move_to_end(key)
             return cached
+    global _budget_deadline, _budget_was_cut
     seconds = timeout_s
-    deadline = getattr(_budget, "deadline", None)
-    if limited and deadline is not None:
-        seconds = min(timeout_s, deadline - time.process_time())
+    shared = limited and _budget_open
+    if shared:
+        now = time.process_time()
+        if _budget_deadline is None:
+            _budget_deadline = now + timeout_s  # the decision's first symbolic call starts the clock
+        seconds = min(timeout_s, _budget_deadline - now)
         if seconds < _MIN_CALL_S:
-            _budget.cut = True
+            _budget_was_cut = True
             return False
     verdict = _symbolic_verdict(a, b, seconds, limited)
     if verdict is None and seconds < timeout_s:
-        _budget.cut = True  # cut short by the shared limit: decided by nobody, not cached
+        _budget_was_cut = True  # cut short by the shared limit: decided by nobody, not cached
         return False
     with _CACHE_LOCK:
         _CACHE[key] = bool(verdict)
