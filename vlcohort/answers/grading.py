@@ -338,7 +338,8 @@ _IDENT = re.compile(
     r"^(?:[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?'?|\\[A-Za-z]+(?:_\{?[A-Za-z0-9]+\}?)?"
     r"|(?:m\s*)?\\angle\s*[A-Za-z]{1,3}|[A-Za-z][A-Za-z .]{1,40}"
     r"|[A-Za-z]\s*\(\s*[A-Za-z]\s*\)|\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])+\s*\)"
-    r"|[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?(?:\s*:\s*[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?)+|)$"  # S_1 : S_2
+    r"|[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?(?:\s*:\s*[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?)+"  # S_1 : S_2
+    r"|\\frac\s*\{\s*[A-Z]{2,3}\s*\}\s*\{\s*[A-Z]{2,3}\s*\}|)$"  # \frac{NO}{BO}: a ratio of segments
 )
 _TRIG = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![A-Za-z])")
 _PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)$")
