@@ -20,8 +20,8 @@ from .datasets import BENCHMARKS, DEFAULT_BENCHMARKS, TEXT_BENCHMARKS, Benchmark
 # and voting, is imported only when ``eval`` runs, so other subcommands start fast.
 PROMPT_STYLES = ("boxed", "answer_tag", "official")
 # Kept in step with vlcohort.answers.extract.STYLES (a test checks), for the same reason.
-ANSWER_STYLES = ("auto", "answer_tag", "boxed", "phrase", "direct", "last_line", "last_letter",
-                 "last_number")
+ANSWER_STYLES = ("auto", "answer_tag", "boxed", "phrase", "direct", "last_line", "last_expression",
+                 "last_letter", "last_number")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

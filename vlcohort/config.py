@@ -347,8 +347,10 @@ class RewardConfig:
     """How answers are extracted: auto (answer tag, then the final \\boxed{} run, then "the
     answer is", then a whole reply that is one answer-shaped token: "A", "(C)", "60") |
     answer_tag | boxed | phrase | direct (auto, else any short one-line reply) | last_line
-    (auto, else a short last line) | last_letter | last_number (the last four only by name:
-    they read an answer into text that marks none)."""
+    (auto, else a short last line) | last_expression (markers, else the reply's last math
+    segment or last number, as math-verify reads foreign outputs) | last_letter |
+    last_number (the last five only by name: they read an answer into text that marks
+    none)."""
     answer_kind: str = "math"
     """What one answer is: math (the span answer_style extracts, voted over the grader's
     equivalence classes) | code (the completion's program: its last fenced block, else the
