@@ -357,6 +357,32 @@ def _spin_cpu(seconds: float) -> None:
         pass
 
 
+def test_time_limit_holds_when_its_signal_lands_in_a_gc_callback():
+    """Python prints and drops an exception raised in a gc callback, so a limit that
+    signals once is lost when the signal lands there (a sympy call under hypothesis, which
+    registers one, grew past 10 GB); the limit must signal again until it stops the call."""
+    import gc
+
+    limit = 0.2
+
+    def callback_spanning_the_limit(phase, info):
+        if phase == "start":
+            _spin_cpu(limit + 0.1)
+
+    def slow() -> bool:
+        gc.callbacks.append(callback_spanning_the_limit)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(callback_spanning_the_limit)
+        _spin_cpu(3.0)
+        return True
+
+    started = time.process_time()
+    assert symbolic.run_with_time_limit(slow, limit) is False
+    assert time.process_time() - started < limit + 1.0
+
+
 def test_symbolic_tier_works_outside_the_main_thread():
     """math-verify's own signal timeouts would raise in a thread; ours must not."""
     results = {}

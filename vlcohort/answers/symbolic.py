@@ -125,6 +125,10 @@ def _as_latex(key: str) -> str:
     return key if "$" in key or "\\boxed" in key else f"${key}$"
 
 
+#: CPU seconds between repeated limit signals once a limit has passed.
+_RETRY_TICK_S = 0.05
+
+
 def run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
     """Run ``fn`` under a limit of ``seconds`` of this process's CPU time (SIGPROF), in the
     main thread; elsewhere run it unguarded. Past the limit: False.
@@ -144,16 +148,26 @@ def _run_limited(fn: Callable[[], bool], seconds: float) -> bool | None:
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         return fn()
 
+    armed = [True]
+
     def on_limit(signum, frame):
-        raise _SymbolicTimeout
+        if armed[0]:
+            raise _SymbolicTimeout
 
     previous_handler = signal.signal(signal.SIGPROF, on_limit)
     previous_delay, previous_interval = signal.setitimer(signal.ITIMER_PROF, 0)
     limit = min(seconds, previous_delay) if previous_delay > 0 else seconds
     started = time.process_time()
-    signal.setitimer(signal.ITIMER_PROF, limit)
+    # The timer repeats past the limit: an exception raised while Python runs a gc
+    # callback or a __del__ is printed and dropped, and sympy would go on (seen growing
+    # past 10 GB); the next tick raises again until one lands in the call itself.
+    signal.setitimer(signal.ITIMER_PROF, limit, _RETRY_TICK_S)
     try:
-        return fn()
+        try:
+            return fn()
+        finally:
+            armed[0] = False
+            signal.setitimer(signal.ITIMER_PROF, 0)
     except _SymbolicTimeout:
         logger.debug("symbolic comparison hit its %.2fs CPU limit", seconds)
         return None
