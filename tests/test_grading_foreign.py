@@ -201,3 +201,34 @@ def test_a_resolution_cut_short_by_the_shared_limit_is_not_cached():
     assert not any(key[0] == pred for key in grading._RESOLVED)
     assert is_equivalent("3", "C", ["1", "2", "3"])  # what was decided is cached as before
     assert any(key[0] == "3" for key in grading._RESOLVED)
+
+
+# ------------------------------------------------------------ separators and escaped commands
+# Forms from math-verify's own test suite (eval/grader_sets/math_verify_suite.py).
+
+
+@pytest.mark.parametrize("pred, gold, equal", [
+    ("32, 349", "32349", False),             # comma and space: a list of two numbers
+    ("32, 349", "\\{349, 32\\}", True),
+    ("32,\\! 349", "32349", True),           # a negative thin space joins the groups
+    ("11,\\! 111,\\! 111,\\! 100", "11111111100", True),
+    ("32,349", "32349", True),
+    ("0,111", "0.111", True),                # a leading 0 is never a thousands group
+    ("0,111", "111", False),
+    ("1,000", "1000", True),
+])
+def test_comma_groups_and_lists(pred, gold, equal):
+    grading.clear_caches()
+    assert is_equivalent(pred, gold) is equal
+
+
+@pytest.mark.parametrize("pred, gold, equal", [
+    ("-2 \\\\le x \\\\le 7", "x \\in [-2,7]", True),  # "\\le" written out with its escape doubled
+    ("\\\\frac{1}{2}", "0.5", True),
+    ("\\\\left(\\\\frac{1}{5},\\\\frac{1}{6}\\\\right)", "(1/5, 1/6)", True),
+    ("-2 \\\\le x \\\\le 7", "x \\in [-2,8]", False),
+    ("\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", "\\begin{pmatrix} 1 \\\\ 3 \\end{pmatrix}", False),
+])
+def test_commands_with_a_doubled_backslash(pred, gold, equal):
+    grading.clear_caches()
+    assert is_equivalent(pred, gold) is equal

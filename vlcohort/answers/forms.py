@@ -18,7 +18,8 @@ from vlcohort.answers.latex_eval import numeric_values
 __all__ = ["INFINITY", "SPACE_NOT_BETWEEN_LETTERS", "THOUSANDS", "inequality_interval", "is_number",
            "matrices_to_lists", "one_relation_spelling", "plus_minus"]
 
-THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+# A leading group of 0 is never a thousands group: "0,111" is a decimal comma.
+THOUSANDS = re.compile(r"^[+-]?(?!0,)\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 SPACE_NOT_BETWEEN_LETTERS = re.compile(r"(?<![A-Za-z])\s+|\s+(?![A-Za-z])")
 
 

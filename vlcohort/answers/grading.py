@@ -176,6 +176,11 @@ _FRAC_ALIASES = re.compile(r"\\[dt]frac(?![A-Za-z])")
 _FRAC_DIGITS = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _SQRT_DIGIT = re.compile(r"\\sqrt\s*(\d)")
 _WS = re.compile(r"\s+")
+_NEGATIVE_SPACE = re.compile(r"\\!\s*")
+# "\\le", "\\frac": a command whose backslash was escaped twice (JSON or a Python string
+# written out again). A LaTeX line break right before these letters would be nonsense.
+_DOUBLED_COMMAND = re.compile(r"\\\\(?=(?:le|leq|ge|geq|neq|frac|dfrac|tfrac|left|right|sqrt|cdot|times|pi|in"
+                              r"|infty|cup|cap|boxed|text|mathrm|circ|pm)(?![A-Za-z]))")
 _SIMPLE = re.compile(r"^[A-Za-z0-9 .+\-]*$")
 
 
@@ -196,10 +201,12 @@ def _light(text: str) -> str:
             s = s[:-1].rstrip()
         return s
     s = text.translate(_CHAR_MAP)
+    s = _DOUBLED_COMMAND.sub(r"\\", s)
     s = matrices_to_lists(s)
     s = _MATH_DELIMS.sub(" ", s)
     s = _unwrap(s)
     s = _LEFT_RIGHT.sub("", s)
+    s = _NEGATIVE_SPACE.sub("", s)  # it joins: "32,\! 349" is 32349
     s = _SPACING.sub(" ", s)
     s = _FRAC_ALIASES.sub(r"\\frac", s)
     s = _FRAC_DIGITS.sub(r"\\frac{\1}{\2}", s)
@@ -383,8 +390,8 @@ def _math_key(s: str) -> str:
         if named is not None:
             return named
         atoms = [_key_atom(item) for item in items]
-        if not opener and _DECIMAL_COMMA.match(",".join(atoms)):
-            return ", ".join(atoms)  # the list "1, 5" keeps its space: "1,5" is also 1.5
+        if not opener and (_DECIMAL_COMMA.match(",".join(atoms)) or THOUSANDS.match(",".join(atoms))):
+            return ", ".join(atoms)  # the list "1, 5" keeps its space: "1,5" is also 1.5, "32,349" 32349
         return opener + ",".join(atoms) + closer
     return _key_atom(s)
 
@@ -463,9 +470,10 @@ def _key_atom(s: str) -> str:
     s = _strip_lhs(s)
     s = _strip_unit(s)
     s = _SPACED_POWER_PRODUCT.sub(lambda m: (m.group(1) or m.group(2)) + r"\cdot ", s)
+    listed = ", " in s  # "32, 349" is a list; only a tight "32,349" groups thousands
     s = SPACE_NOT_BETWEEN_LETTERS.sub("", s)
     s = _WS.sub(" ", s)
-    if THOUSANDS.match(s):
+    if THOUSANDS.match(s) and not listed:
         s = s.replace(",", "")
     percent = s.endswith("%")
     number = parse_rational(s[:-1] if percent else s)
@@ -611,8 +619,8 @@ _INTEGER = re.compile(r"[+-]?\d+")
 # decimal comma. Its key is "94{,}4" (a spaced "94, 4" is only a list, key "94,4"), and it
 # equals what either reading equals; never for a group of three digits ("1,000" is a
 # thousand, already in its key).
-_DECIMAL_COMMA = re.compile(r"^([+-]?\d+),(\d{1,2}|\d{4,})$")
-_COMMA_KEY = re.compile(r"^([+-]?\d+)\{,\}(\d{1,2}|\d{4,})$")
+_DECIMAL_COMMA = re.compile(r"^([+-]?0|[+-]?\d+(?=,(?:\d{1,2}|\d{4,})$)),(\d+)$")
+_COMMA_KEY = re.compile(r"^([+-]?0|[+-]?\d+(?=\{,\}(?:\d{1,2}|\d{4,})$))\{,\}(\d+)$")
 
 
 #: A decimal with this many significant digits is a float's print (``0.16666666666666666``,
