@@ -83,7 +83,7 @@ import math
 import re
 from decimal import Decimal
 from fractions import Fraction
-from typing import NamedTuple, Protocol, Sequence
+from typing import Callable, NamedTuple, Protocol, Sequence, TypeVar
 
 from vlcohort.answers.forms import (
     INFINITY,
@@ -1023,6 +1023,21 @@ class Grader(Protocol):
     def is_equivalent(self, pred: str | None, gold: str | None, options: OptionsArg = None) -> bool: ...
 
 
+T = TypeVar("T")
+
+
+def _one_decision(decide: Callable[..., T], *args) -> T:
+    """``decide(*args)`` as one grading decision: every symbolic call inside shares one
+    time limit (:func:`vlcohort.answers.symbolic.open_budget`), unless an outer decision
+    already holds it."""
+    if not open_budget():
+        return decide(*args)
+    try:
+        return decide(*args)
+    finally:
+        close_budget()
+
+
 class CorrectedGrader:
     """The default grader: option mapping + fast math equivalence + symbolic fallback.
 
@@ -1049,12 +1064,7 @@ class CorrectedGrader:
 
     def canonical(self, answer: str | None, options: OptionsArg = None) -> str | None:
         """The key votes are clustered by: an option letter, or a normalised math form."""
-        if not open_budget():
-            return self._canonical(answer, options)
-        try:
-            return self._canonical(answer, options)
-        finally:
-            close_budget()
+        return _one_decision(self._canonical, answer, options)
 
     def _canonical(self, answer: str | None, options: OptionsArg) -> str | None:
         text = _prepare(answer)
@@ -1072,12 +1082,7 @@ class CorrectedGrader:
         Every symbolic comparison the decision needs shares one limit of ``timeout_s``
         seconds of CPU time (:func:`vlcohort.answers.symbolic.shared_time_limit`); the
         clock starts at the first symbolic call."""
-        if not open_budget():
-            return self._is_equivalent(pred, gold, options)
-        try:
-            return self._is_equivalent(pred, gold, options)
-        finally:
-            close_budget()
+        return _one_decision(self._is_equivalent, pred, gold, options)
 
     def _is_equivalent(self, pred: str | None, gold: str | None, options: OptionsArg) -> bool:
         p, g = _prepare(pred), _prepare(gold)
