@@ -338,3 +338,12 @@ def test_batch_scale_normalises_over_the_groups_each_agent_trains_on(tmp_path, m
             everything = torch.stack([by_id[pid] for pid in first_ids])
             widened += not torch.isclose(everything.std(), rewards.std(), atol=1e-4)
     assert checked and widened, "no update, or no step where the batch mattered: weak test"
+
+
+def test_the_config_accepts_exactly_the_metrics_the_step_filters_on():
+    """config_checks lists the choices without importing the step (torch, the trainer);
+    the two lists must not drift apart."""
+    from vlcohort.config_checks import CHOICES
+    from vlcohort.recipes.step import FILTER_METRICS
+
+    assert set(CHOICES["rollout.dynamic_sampling_metric"]) == set(FILTER_METRICS)
