@@ -234,3 +234,18 @@ def test_base_recipes_merge_and_bad_bases_are_clear_errors(tmp_path):
     (tmp_path / "f.yaml").write_text("base: [a.yaml]\n")
     with pytest.raises(ConfigError, match="must be a path"):
         load_config(tmp_path / "f.yaml")
+
+
+def test_mm_upt_recipe_has_its_published_settings():
+    """MM-UPT's single-model majority-vote baseline: Qwen2.5-VL-7B alone on MMR1, its own
+    vote, 512 prompts x 10 rollouts at temperature 0.7, KL in the loss, no IS correction."""
+    c = load_config(ROOT / "configs" / "mmupt_qwen25vl7b_mmr1.yaml")
+    assert [a.path for a in c.agents] == ["Qwen/Qwen2.5-VL-7B-Instruct"]
+    assert (c.method, c.reward.source, c.reward.answer_style) == ("ttrl", "self_vote", "boxed")
+    assert (c.data.preset, c.rollout.prompts_per_step, c.rollout.rollouts_per_prompt) == ("mmr1", 512, 10)
+    assert (c.rollout.temperature, c.rollout.top_p, c.rollout.max_new_tokens) == (0.7, 0.99, 2048)
+    assert (c.grpo.kl_coef, c.grpo.kl_kind, c.grpo.is_mode) == (0.01, "low_var_kl", "off")
+    assert (c.grpo.clip_low, c.grpo.clip_high, c.grpo.clip_ratio_c) == (0.2, 0.3, 3.0)
+    per_rank = c.rollout.prompts_per_step * c.rollout.rollouts_per_prompt // c.distributed.ranks_per_agent
+    assert per_rank // c.grpo.mini_batch_seqs == 4  # four optimizer steps of 128 prompts x 10
+    assert (c.optim.lr, c.optim.weight_decay, c.optim.schedule, c.run.steps) == (1e-6, 0.01, "constant", 165)
