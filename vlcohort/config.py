@@ -309,6 +309,32 @@ class RolloutConfig:
 
 
 @dataclass
+class EMATeacherConfig:
+    """Co-rewarding-II's EMA teacher (``method: co_rewarding_ii``, reward.source
+    ema_teacher_vote; ``vlcohort/training/ema.py``): each step it is moved towards the
+    policy by teacher <- (1 - alpha) teacher + alpha policy, alpha annealed by a half cosine
+    from alpha_start to alpha_end over run.steps."""
+
+    alpha_start: float = 0.01
+    """The policy's weight in the first EMA update (the EMA's decay is 1 - alpha). 0.01:
+    the published Co-rewarding-II recipe (run_corewarding-II.sh, alpha_start)."""
+    alpha_end: float = 1e-5
+    """The policy's weight in the EMA update at the end of the run (the published recipe's
+    alpha_end)."""
+    every: int = 1
+    """Update the teacher at every step s with s % every == 0 (the published recipe's
+    update_interval, 1)."""
+    device: str = "cpu"
+    """Where the teacher's float32 copy of the trained weights lives: cpu (the published
+    recipe offloads its teacher) | same (beside each weight: faster, device memory). Its
+    size is printed at setup (4 bytes per trained weight; a LoRA agent: the adapter only)."""
+    teacher_view: str = "same"
+    """Which wording the teacher answers: same (the policy's prompt) | rephrased (each
+    agent's agents.N.view, while the policy answers the original question: the published
+    code's data.use_aug=True, Co-rewarding-I's rephrasings with Co-rewarding-II's teacher)."""
+
+
+@dataclass
 class RewardConfig:
     """Where rewards come from."""
 
@@ -360,6 +386,8 @@ class RewardConfig:
     code_workers: int = 0
     """answer_kind=code: programs run at once in the sandbox pool; 0: one per CPU core.
     Each run has the sandbox's limits (code.sandbox.Limits; a case: LiveCodeBench's 6 s)."""
+    ema: EMATeacherConfig = field(default_factory=EMATeacherConfig)
+    """Co-rewarding-II's EMA teacher (reward.source ema_teacher_vote only)."""
 
 
 @dataclass
@@ -406,6 +434,17 @@ class GRPOConfig:
     epoch takes B x G / mini_batch_seqs steps, each normalised by its own mini-batch, so
     the clip acts even at ppo_epochs = 1. 0: the whole batch, one step per epoch. Must
     divide B x G and be a multiple of micro_batch_seqs (per rank in an agent group)."""
+    micro_batch_tokens: int = 0
+    """Micro-batches by token count instead of micro_batch_seqs: about this many real
+    (prompt + completion) tokens each, balanced (longest first, each sequence into the
+    least-loaded micro-batch), never across a mini-batch; a longer sequence goes alone.
+    The loss normaliser is the mini-batch's as before, so the gradient is the fixed
+    split's. 0: off (micro_batch_seqs)."""
+    packing: bool = True
+    """Padding-free updates: each micro-batch's sequences concatenated into one row with
+    per-sequence position ids (the attention kept within each sequence), for the old,
+    reference and update passes, where the model's family supports it (others stay
+    padded). false: every micro-batch padded to its longest sequence."""
     disable_dropout: bool = True
     """Set every dropout of the policy and the reference to 0 at build time (TRL's default),
     so the update's train-mode forward gives the eval-mode log-probs (first ratio 1)."""
@@ -616,6 +655,53 @@ class SelfPlayConfig:
 
 
 @dataclass
+class ComasConfig:
+    """CoMAS, co-evolving agents by interaction rewards (``method: comas``; Xue et al.,
+    arXiv 2510.08529; ``vlcohort/recipes/comas.py``). Each step every agent writes a
+    solution to each of ``rollout.prompts_per_step`` problems (``rollout.rollouts_per_prompt``
+    independent discussions each), a peer critiques it and a third agent scores it as judge;
+    every turn is a rollout of the agent that wrote it, and each agent takes one update on
+    all of its turns."""
+
+    rounds: int = 2
+    """Discussion rounds: each round every agent writes a solution (from round 2 on, seeing
+    the previous round's solutions and critiques), which is critiqued and scored."""
+    critic_offset: int = 1
+    """The critic of agent a's solution is agent (a + critic_offset) mod A (a peer)."""
+    judge_offset: int = 2
+    """The judge of agent a's solution is agent (a + judge_offset) mod A: neither the
+    solver nor the critic, so a cohort needs at least 3 agents."""
+    score_min: int = 1
+    """Lowest score a judge may give (CoMAS: 1)."""
+    score_max: int = 3
+    """Highest score a judge may give (CoMAS: 3). A solution scored s gets
+    (s - score_min) / (score_max - score_min), its critique the complement."""
+    malformed_penalty: float = -1.0
+    """Reward of a judge turn whose score cannot be read (none, two different ones, out of
+    range); its solution and critique then get no reward and are left out of the update.
+    A readable judge turn gets 0."""
+    advantage: str = "reinforce_pp"
+    """reinforce_pp: REINFORCE++ (arXiv 2501.03262), each agent's returns normalised over
+    its whole batch of turns, token-weighted as OpenRLHF | reinforce_pp_seq: the same, each
+    turn weighing 1. grpo.adv_scale is not used."""
+    solution_instruction: str = ("Please reason step by step, and put your final answer "
+                                 "within \\boxed{}.")
+    """Appended to a solution turn (round 1: the problem; later rounds: the problem and the
+    previous round's discussion)."""
+    critique_instruction: str = (
+        "Evaluate the solution above critically. Check each step and the final answer, "
+        "point out every error you find, and say whether the solution is correct. Do not "
+        "write a new full solution.")
+    """The critic's task, after the problem and the solution."""
+    judge_instruction: str = (
+        "Based on the problem, the solution and the evaluation, score the solution: 1 if it "
+        "is wrong, 2 if it is partly right or you are unsure, 3 if it is correct. Explain "
+        "briefly, then end your reply with the score as <score>N</score>, written once.")
+    """The judge's task, after the problem, the solution and its critique; the score is read
+    from ``<score>N</score>`` in the judge's reply only."""
+
+
+@dataclass
 class RunConfig:
     """Bookkeeping of a run."""
 
@@ -659,7 +745,12 @@ class Config:
     """co_rl | ttrl | gt_reward | intuitor | rent: a preset for ``reward.source`` (co_rl:
     peer_vote, ttrl: self_vote, gt_reward: ground_truth, intuitor: self_certainty, rent:
     entropy); or self_play: R-Zero / R-Few challenger-solver phases (``self_play.*``, no
-    ``reward.source``)."""
+    ``reward.source``); or comas: CoMAS solve / critique / judge discussions among >= 3
+    agents (``comas.*``, no ``reward.source``). Co-rewarding (arXiv 2508.00410):
+    co_rewarding_ii (alias co_rewarding): ema_teacher_vote, each agent labelled by the vote
+    of an EMA teacher of its own weights (``reward.ema.*``); co_rewarding_i:
+    cross_view_vote, each agent answers the question and its rephrasing
+    (``agents.N.view``), each rewarded by its vote on the other."""
     agents: list[ModelConfig] = field(default_factory=_default_agents)
     """The cohort, A >= 1 agents; each trains its own model."""
     data: DataConfig = field(default_factory=DataConfig)
@@ -684,6 +775,8 @@ class Config:
     """Collapse / divergence detection: warnings, optional stop."""
     self_play: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     """Challenger / solver self-play settings (``method: self_play`` only)."""
+    comas: ComasConfig = field(default_factory=ComasConfig)
+    """CoMAS discussion settings (``method: comas`` only)."""
     arms: list[str] = field(default_factory=list)
     """Methods to compare from the same warm-up and budget (e.g. [co_rl, ttrl]): each arm is
     a full run in <output_dir>/<method>/, then summary.json and comparison.png. Empty: one

@@ -28,6 +28,7 @@ from vlcohort.typed_yaml import ConfigError
 
 if TYPE_CHECKING:
     from vlcohort.config import (
+        ComasConfig,
         Config,
         DataConfig,
         DistributedConfig,
@@ -51,12 +52,17 @@ MONITOR_SIGNALS = ("reward_collapse", "degeneration", "divergence")
 #: ``method`` -> the ``reward.source`` it presets (intuitor / rent: intrinsic rewards).
 METHOD_SOURCES = {"co_rl": "peer_vote", "ttrl": "self_vote", "gt_reward": "ground_truth",
                   "intuitor": "self_certainty", "rent": "entropy"}
+#: Co-rewarding (arXiv 2508.00410): II, the model side (``co_rewarding`` is its alias, the
+#: name the comparison arms use), and I, the data side (``vlcohort/training/ema.py``,
+#: ``rewards.cross_view_teachers``).
+METHOD_SOURCES.update({"co_rewarding_ii": "ema_teacher_vote", "co_rewarding": "ema_teacher_vote",
+                       "co_rewarding_i": "cross_view_vote"})
 
 #: Methods that are a recipe of their own rather than one reward source for every agent.
 #: ``self_play`` (R-Zero / R-Few, ``vlcohort/recipes/selfplay.py``) rewards its challenger
 #: by the solver's uncertainty and its solver by majority labels and gold anchors, so it
 #: has no single ``reward.source``: validation requires that key unset (null) for it.
-RECIPE_METHODS = ("self_play",)
+RECIPE_METHODS = ("self_play", "comas")
 
 #: The config's own vocabularies: nothing else registers these names.
 _OWN_CHOICES: dict[str, tuple[str, ...]] = {
@@ -72,6 +78,9 @@ _OWN_CHOICES: dict[str, tuple[str, ...]] = {
     "self_play.band_rule": ("value", "quantile"),
     "self_play.images": ("auto", "on", "off"),
     "log.wandb.mode": ("online", "offline", "disabled"),
+    # training.ema.EMA_DEVICES; what the EMA teacher answers (recipes.step.next_prompts)
+    "reward.ema.device": ("cpu", "same"),
+    "reward.ema.teacher_view": ("same", "rephrased"),
 }
 
 
@@ -103,6 +112,7 @@ def _registered_choices() -> dict[str, tuple[str, ...]]:
         "reward.answer_kind": rewards.ANSWER_KINDS,
         "data.preset": tuple(problems.PRESETS),
         "grpo.adv_scale": tuple(grpo.ADVANTAGE_SCALES),
+        "comas.advantage": tuple(grpo.RETURN_NORMALISERS),
         "grpo.kl_kind": tuple(grpo.KL_ESTIMATORS),
         "grpo.policy_loss": tuple(grpo.POLICY_LOSSES),
         "grpo.loss_agg": tuple(grpo.AGGREGATIONS),
@@ -210,13 +220,18 @@ def check_sections(cfg: Config) -> None:
     check_arms(cfg.arms)
     check_distributed(cfg.distributed)
     check_monitor(cfg.monitor)
-    if cfg.method in RECIPE_METHODS:
+    if cfg.method == "self_play":
         check_self_play(cfg.self_play)
+    if cfg.method == "comas":
+        check_comas(cfg.comas)
 
 
 def check_across(cfg: Config) -> None:
     """Settings of different sections that are each fine alone but not together."""
     _check_answer_kind_fits(cfg)
+    if cfg.method == "comas":
+        _check_comas_fits(cfg)
+        return
     if cfg.method in RECIPE_METHODS:
         _check_self_play_fits(cfg)
     elif cfg.reward.source != METHOD_SOURCES[cfg.method]:
@@ -224,6 +239,7 @@ def check_across(cfg: Config) -> None:
                           f"{cfg.method!r} (which means {METHOD_SOURCES[cfg.method]!r}); set "
                           "one of them only")
     _check_cohort_size(cfg)
+    _check_co_rewarding_fits(cfg)
     _check_batch_fits(cfg)
     _check_sampling_fits(cfg)
     for i, a in enumerate(cfg.agents):
@@ -580,6 +596,26 @@ def check_self_play(sp: SelfPlayConfig) -> None:
         raise ConfigError("self_play.challenger_request: empty; the challenger needs a request")
 
 
+def check_comas(c: ComasConfig) -> None:
+    """``comas.*`` (``method: comas`` only): rounds, offsets, the score range, the estimator."""
+    _check_choice("comas.advantage", c.advantage)
+    if c.rounds < 1:
+        raise ConfigError(f"comas.rounds: must be >= 1, got {c.rounds}")
+    if c.critic_offset < 1 or c.judge_offset < 1 or c.critic_offset == c.judge_offset:
+        raise ConfigError(f"comas.critic_offset={c.critic_offset} and comas.judge_offset="
+                          f"{c.judge_offset}: two different offsets >= 1 (the critic and the "
+                          "judge are peers of the solver and of each other)")
+    if not c.score_min < c.score_max:
+        raise ConfigError(f"comas.score_min={c.score_min} must be below comas.score_max="
+                          f"{c.score_max} (CoMAS: 1 and 3)")
+    if not c.malformed_penalty < 0:
+        raise ConfigError(f"comas.malformed_penalty: must be < 0 (CoMAS: -1), got "
+                          f"{c.malformed_penalty}; an unreadable score is never a neutral 0")
+    for key in ("solution_instruction", "critique_instruction", "judge_instruction"):
+        if not getattr(c, key).strip():
+            raise ConfigError(f"comas.{key}: empty; each turn needs its task")
+
+
 # ----------------------------------------------------------------------------- across sections
 
 
@@ -631,6 +667,39 @@ def _check_self_play_fits(cfg: Config) -> None:
     self_play_roles(cfg)
 
 
+def _check_comas_fits(cfg: Config) -> None:
+    """``method: comas``: at least 3 agents (solver, critic and judge of a solution are three
+    different agents, ``comas.*_offset`` mod A), no single ``reward.source``, one run; its
+    batch is every turn an agent wrote, not B x G groups, so ``grpo.adv_scale`` is unused."""
+    A, c = len(cfg.agents), cfg.comas
+    if A < 3:
+        raise ConfigError(f"agents: method=comas needs at least 3 agents (solver, critic and "
+                          f"judge of a solution are three different agents), got {A}")
+    if len({0, c.critic_offset % A, c.judge_offset % A}) < 3:
+        raise ConfigError(f"comas.critic_offset={c.critic_offset} / comas.judge_offset="
+                          f"{c.judge_offset} with {A} agents: solver, critic and judge must be "
+                          f"three different agents; use offsets in 1..{A - 1}, not equal")
+    if cfg.reward.source is not None:
+        raise ConfigError(f"reward.source={cfg.reward.source!r}: method=comas has no single "
+                          "reward source (a judge agent scores each solution); leave "
+                          "reward.source unset")
+    unused = [(cfg.arms, "arms: method=comas runs alone; set arms=[]"),
+              (cfg.data.decouple, "data.decouple: not used by method=comas; set it false"),
+              (cfg.rollout.dynamic_sampling, "rollout.dynamic_sampling: not used by "
+               "method=comas (no groups to filter); set it false"),
+              (cfg.reward.overlong_buffer, "reward.overlong_buffer: not used by method=comas; "
+               "set it 0")]
+    for value, message in unused:
+        if value:
+            raise ConfigError(message)
+    g = cfg.grpo
+    if g.micro_batch_seqs < 1 or g.mini_batch_seqs != 0:
+        raise ConfigError(f"grpo.mini_batch_seqs={g.mini_batch_seqs} / micro_batch_seqs="
+                          f"{g.micro_batch_seqs}: method=comas takes one optimizer step per "
+                          "epoch over all of an agent's turns (mini_batch_seqs=0) in "
+                          "micro-batches of micro_batch_seqs >= 1")
+
+
 def _check_self_play_training(cfg: Config) -> None:
     """The solver's GRPO group and the KL penalty under ``method: self_play``."""
     sp = cfg.self_play
@@ -658,6 +727,39 @@ def _check_cohort_size(cfg: Config) -> None:
             raise ConfigError(f"arms: {arm} needs at least 2 agents")
 
 
+def _check_co_rewarding_fits(cfg: Config) -> None:
+    """Co-rewarding: the EMA teacher's knobs (``reward.ema.*``) where an agent learns from
+    it, and the rephrased question every agent needs where one answers both wordings
+    (cross_view_vote, or the EMA teacher on the rephrasing): a missing one is said at load,
+    never a reward silently missing mid-run."""
+    sources = {cfg.agents[i].reward_source or cfg.reward.source for i in range(len(cfg.agents))}
+    e = cfg.reward.ema
+    if "ema_teacher_vote" in sources:
+        _check_choice("reward.ema.device", e.device)
+        _check_choice("reward.ema.teacher_view", e.teacher_view)
+        for key in ("alpha_start", "alpha_end"):
+            if not 0 < getattr(e, key) <= 1:
+                raise ConfigError(f"reward.ema.{key}: the policy's weight in an EMA update must "
+                                  f"be in (0, 1], got {getattr(e, key)} (published: 0.01 and 1e-5)")
+        if e.every < 1:
+            raise ConfigError(f"reward.ema.every: must be >= 1 (update the teacher every this "
+                              f"many steps), got {e.every}")
+    rephrased = "cross_view_vote" in sources or (
+        "ema_teacher_vote" in sources and e.teacher_view == "rephrased")
+    if not rephrased:
+        return
+    why = ("cross_view_vote (method=co_rewarding_i) rewards each question by the vote on its "
+           "rephrasing" if "cross_view_vote" in sources else
+           "reward.ema.teacher_view=rephrased has the teacher answer the rephrasing")
+    for i, a in enumerate(cfg.agents):
+        if not (a.view.column or a.view.rewrite_file):
+            raise ConfigError(f"agents.{i}.view: {why}; give agents.{i}.view.rewrite_file (or "
+                              f".column) with agent {a.name!r}'s rephrased questions")
+    if cfg.data.decouple:
+        raise ConfigError(f"data.decouple: not supported with rephrased questions ({why}); set "
+                          "it false")
+
+
 def _check_batch_fits(cfg: Config) -> None:
     """``grpo``'s batch sizes against the B x G sequences each agent has per step."""
     g, r = cfg.grpo, cfg.rollout
@@ -673,6 +775,9 @@ def _check_batch_fits(cfg: Config) -> None:
         raise ConfigError(f"grpo.mini_batch_seqs={g.mini_batch_seqs} must be 0 (one optimizer "
                           f"step per epoch) or divide B x G = {seqs} and be a multiple of "
                           f"grpo.micro_batch_seqs={g.micro_batch_seqs}")
+    if g.micro_batch_tokens < 0:
+        raise ConfigError(f"grpo.micro_batch_tokens={g.micro_batch_tokens} must be 0 (micro-batches "
+                          "of grpo.micro_batch_seqs sequences) or a positive token budget")
 
 
 def _check_sampling_fits(cfg: Config) -> None:

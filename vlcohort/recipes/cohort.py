@@ -109,6 +109,12 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
               layout=layout, adapters=adapters, local=local, eval_problems=load_eval_problems(cfg),
               shards=shard_streams(problems, len(cfg.agents), cfg) if cfg.data.decouple else [],
               owns_layout=owns_layout)
+    for agent in agents:
+        if agent.teacher is not None and layout.is_group_leader:
+            t = agent.teacher
+            print(f"# EMA teacher of {agent.name}: {t.nbytes} bytes (float32 copy of "
+                  f"{sum(v.numel() for v in t.shadow.values())} trained weights on "
+                  f"{cfg.reward.ema.device})")
     if cfg.monitor.enable:
         run.monitor = Monitor(cfg.monitor, run.names)  # every agent: the record has all
     if folder is not None:
@@ -131,6 +137,9 @@ def restore(run: Run, folder: Path) -> None:
     """Continue exactly where the checkpoint ``folder`` left off: optimizer and schedule
     states, the data streams, the counters, the monitor, the RNGs."""
     restore_agents(folder, run.agents)
+    for agent in run.agents:
+        if agent.teacher is not None:
+            ckpt.load_teacher(agent, folder, run.layout)
     state = ckpt.load_state(folder)
     run.stream.load_state(state["stream"])
     for shard, st in zip(run.shards, state.get("shards", [])):

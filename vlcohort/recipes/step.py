@@ -21,6 +21,7 @@ What an answer is (math, code) is the run's :class:`~vlcohort.training.rewards.A
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -44,12 +45,14 @@ from vlcohort.seeds import step_rollout_seed
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent
 from vlcohort.training.distributed import Layout, StepPlan, step_plan
+from vlcohort.training.ema import TEACHER_SEED_OFFSET, cosine_alpha
 from vlcohort.training.rewards import (
     INTRINSIC_SOURCES,
     AnswerKind,
     Reward,
     RewardInputs,
     answer_kind,
+    cross_view_partners,
     gold_match,
     reward_of,
     vote_all,
@@ -235,10 +238,16 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     on every rank."""
     t_step = time.perf_counter()
     timing = {"timing/rollout": 0.0, "timing/grading": 0.0}
+    teachers: dict[int, dict[str, float]] = {}
+    if has_teachers(run):  # Co-rewarding-II: each EMA teacher moves before it samples
+        timing["timing/teacher"] = 0.0
+        teachers = update_teachers(run, step)
     batch = sample_round(run, step, 0, timing)  # next_prompts .. reward
     dyn: dict[int, dict[str, int]] = {}
     if run.cfg.rollout.dynamic_sampling:  # DAPO: flat groups out, refill rounds in
         batch, dyn = dynamic_sampling(run, step, batch, timing)
+    for i, m in teachers.items():
+        dyn[i] = {**dyn.get(i, {}), **m}
     t0 = time.perf_counter()
     updated, timing["timing/weight_push"] = update(run, batch)
     timing["timing/update"] = time.perf_counter() - t0
@@ -252,19 +261,59 @@ def sample_round(run: Run, step: int, round_: int, timing: dict[str, float]) -> 
     """The first five phases on the stream's next P prompts: next_prompts -> generate ->
     exchange_answers -> vote -> reward; their seconds are added to ``timing``'s rollout
     and grading."""
-    problems, rendered = next_prompts(run)  # [P], [A][P]
+    prompts = next_prompts(run)
+    problems, rendered = prompts.problems, prompts.rendered  # [P], [A][P]
     plan = step_plan(run.layout, len(problems), run.cfg.data.decouple)
     t0 = time.perf_counter()
     generated = generate(run, step, rendered, plan, round_)
     timing["timing/rollout"] += time.perf_counter() - t0
+    sampled: dict[int, Rollouts] = {}
+    if has_teachers(run):  # Co-rewarding-II: each EMA teacher's G samples per prompt
+        t0 = time.perf_counter()
+        sampled = teacher_generate(run, step, prompts.teacher_rendered, plan, round_)
+        timing["timing/teacher"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     answered = vote(run, exchange_answers(run, generated, plan, problems), problems)
-    rewarded = reward(run, generated, answered, problems, plan)
+    teacher_votes = (teacher_vote(run, sampled, plan, problems) if has_teachers(run)
+                     else {})  # {agent: [P]}
+    rewarded = reward(run, generated, answered, problems, plan, teacher_votes, prompts.partners)
     timing["timing/grading"] += time.perf_counter() - t0
     return Round(tuple(problems), plan, tuple(generated), tuple(answered), rewarded)
 
 
-def next_prompts(run: Run) -> tuple[list[Problem], list[list[RenderedPrompt]]]:
+@dataclass(frozen=True)
+class Prompts:
+    """A round's prompts: the problems [P], each agent's rendering of them for its policy
+    [A][P] and for its EMA teacher [A][P] (the same objects unless the teacher answers
+    the other wording), and each prompt's other wording [P] where a round holds both
+    (Co-rewarding-I; empty otherwise)."""
+
+    problems: list[Problem]  # [P]
+    rendered: list[list[RenderedPrompt]]  # [A][P]
+    teacher_rendered: list[list[RenderedPrompt]]  # [A][P]
+    partners: tuple[int, ...] = ()  # [P]
+
+
+def run_sources(run: Run) -> set[str]:
+    """Every agent's reward source."""
+    return {agent_reward_source(run.cfg, i) for i in range(len(run.names))}
+
+
+def has_teachers(run: Run) -> bool:
+    """Whether some agent of the cohort learns from its EMA teacher (Co-rewarding-II): then
+    every rank takes part in the teachers' answer exchange."""
+    return "ema_teacher_vote" in run_sources(run)
+
+
+def both_wordings(run: Run) -> tuple[bool, bool]:
+    """(cross-view rounds: every prompt twice, as asked and rephrased, Co-rewarding-I;
+    the EMA teacher answers the rephrasing of the policy's original question)."""
+    sources = run_sources(run)
+    return ("cross_view_vote" in sources,
+            "ema_teacher_vote" in sources and run.cfg.reward.ema.teacher_view == "rephrased")
+
+
+def next_prompts(run: Run) -> Prompts:
     """P problems that every agent can render, and each agent's rendering of them [A][P].
 
     A problem that fails to render for any agent (missing or corrupt image, placeholder
@@ -274,10 +323,18 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[list[RenderedPrompt]]]:
     default); the problems, options and gold are shared, so votes compare like with like.
     With ``data.decouple`` the P = A x B problems come B from each agent's shard, in agent
     order (prompt b is owned by agent b // B); every agent answers all of them.
+
+    Co-rewarding-I (a cross_view_vote agent): each problem is rendered as asked and in
+    each agent's rephrasing (``agents.N.view``), and the round holds the B originals then
+    the B rephrasings, P = 2B, paired by ``rewards.cross_view_partners``. With
+    ``reward.ema.teacher_view=rephrased`` the policy answers the original and the EMA
+    teacher the rephrasing. A problem either wording fails to render is skipped.
     """
     B = run.cfg.rollout.prompts_per_step
+    cross, teacher_other = both_wordings(run)
     problems: list[Problem] = []
     rendered: list[list[RenderedPrompt]] = [[] for _ in run.names]
+    rephrased: list[list[RenderedPrompt]] = [[] for _ in run.names]
     sources = run.shards or [run.stream]
     attempts = 0
     while len(problems) < B * len(sources):
@@ -287,10 +344,19 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[list[RenderedPrompt]]]:
             raise TrainingError("could not find renderable problems: every record fails; "
                                 f"skipped so far: {run.skipped_records}")
         p = stream.next()
+        pr = run.cfg.prompt
         try:
-            r = [ad.render(view_of(p, name), run.cfg.prompt.system_prompt,
-                           run.cfg.prompt.instruction, max_tokens=run.cfg.data.max_prompt_tokens)
-                 for ad, name in zip(run.adapters, run.names)]
+            if cross or teacher_other:  # the question as asked, and its rephrasings
+                r = [ad.render(p, pr.system_prompt, pr.instruction,
+                               max_tokens=run.cfg.data.max_prompt_tokens) for ad in run.adapters]
+                v = [ad.render(view_of(p, name), pr.system_prompt, pr.instruction,
+                               max_tokens=run.cfg.data.max_prompt_tokens)
+                     for ad, name in zip(run.adapters, run.names)]
+            else:
+                r = [ad.render(view_of(p, name), pr.system_prompt, pr.instruction,
+                               max_tokens=run.cfg.data.max_prompt_tokens)
+                     for ad, name in zip(run.adapters, run.names)]
+                v = r
         except ProblemInputError as e:
             reason = getattr(e, "reason", type(e).__name__)
             run.skipped_records[reason] = run.skipped_records.get(reason, 0) + 1
@@ -300,7 +366,20 @@ def next_prompts(run: Run) -> tuple[list[Problem], list[list[RenderedPrompt]]]:
         problems.append(p)
         for mine, ra in zip(rendered, r):
             mine.append(ra)
-    return problems, rendered
+        for mine, va in zip(rephrased, v):
+            mine.append(va)
+    if cross:  # per block of B (one per data shard): B originals, then their B rephrasings
+        n = len(sources)
+        blocks = [range(k * B, (k + 1) * B) for k in range(n)]
+        problems = [problems[b] for blk in blocks for b in (*blk, *blk)]  # [2B x n]
+        rendered = [[x for blk in blocks for x in ([ra[b] for b in blk] + [va[b] for b in blk])]
+                    for ra, va in zip(rendered, rephrased)]  # [A][2B x n]
+        partners = tuple(cross_view_partners(len(problems), n))
+        # the EMA teacher (teacher_view=rephrased) answers each prompt's other wording
+        teacher = ([[ra[partners[b]] for b in range(len(problems))] for ra in rendered]
+                   if teacher_other else rendered)
+        return Prompts(problems, rendered, teacher, partners)
+    return Prompts(problems, rendered, rephrased if teacher_other else rendered)
 
 
 def generate(run: Run, step: int, rendered: list[list[RenderedPrompt]], plan: StepPlan,
@@ -320,6 +399,86 @@ def generate(run: Run, step: int, rendered: list[list[RenderedPrompt]], plan: St
                 [rendered[i][b] for b in plan.generated], cfg.rollout.rollouts_per_prompt,
                 sampling, seed=seed)
     return [Generated(tuple(r), rollouts.get(i)) for i, r in enumerate(rendered)]
+
+
+# -------------------------------------------------------- the EMA teachers (Co-rewarding-II)
+
+
+def update_teachers(run: Run, step: int) -> dict[int, dict[str, float]]:
+    """Each local EMA teacher's update of step ``step`` (every ``reward.ema.every`` steps,
+    before it samples; ``training/ema.py``), and its ``teacher/*`` metrics: the policy's
+    weight ``alpha`` in the update (absent on a step without one) and, on step 1, the
+    teacher's memory in bytes (logged once)."""
+    e = run.cfg.reward.ema
+    out: dict[int, dict[str, float]] = {}
+    for i, agent in zip(run.local, run.agents):
+        if agent.teacher is None:
+            continue
+        m: dict[str, float] = {}
+        if step % e.every == 0:
+            m["teacher/alpha"] = cosine_alpha(step, run.cfg.run.steps, e.alpha_start, e.alpha_end)
+            agent.teacher.update(m["teacher/alpha"])
+        if step == 1:
+            m["teacher/bytes"] = float(agent.teacher.nbytes)
+        out[i] = m
+    return out
+
+
+def teacher_generate(run: Run, step: int, rendered: list[list[RenderedPrompt]], plan: StepPlan,
+                     round_: int = 0) -> dict[int, Rollouts]:
+    """Each local agent's EMA teacher samples G completions of each prompt this rank
+    generates, with the policy's sampling settings and a seed of its own
+    (``ema.TEACHER_SEED_OFFSET``): its weights swapped into the policy module for the call
+    and restored after it (``EMATeacher.swapped_in``, the engine's ``generate_with``), so
+    no second model or engine exists. ``rendered`` [A][P]: what each teacher answers."""
+    cfg = run.cfg
+    sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
+                              temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
+    out: dict[int, Rollouts] = {}
+    for i, agent in zip(run.local, run.agents):
+        if agent.teacher is None:
+            continue
+        seed = (step_rollout_seed(cfg.run.seed, step, i, run.layout.group_rank, round_)
+                + TEACHER_SEED_OFFSET) % (2**31 - 1)
+        # the teacher's (ZeRO-3: partitions) in first, then gathered for the engine
+        weights = contextlib.ExitStack()
+        weights.enter_context(agent.teacher.swapped_in())
+        weights.enter_context(agent.generation_context())
+        out[i] = agent.engine.generate_with(
+            weights, agent.model, [rendered[i][b] for b in plan.generated],
+            cfg.rollout.rollouts_per_prompt, sampling, seed=seed)
+    return out
+
+
+def teacher_vote(run: Run, sampled: dict[int, Rollouts], plan: StepPlan,
+                 problems: list[Problem]) -> dict[int, list]:
+    """Each EMA teacher's plurality vote [P] over its G answers to each prompt, by the run's
+    answer kind, grader and vote rules (``vote_all``, as every other vote): its answers
+    to the prompts each rank generated are gathered (one all-gather, every rank takes
+    part) and voted where its agent trains. Returns {agent: [P] votes} for local agents."""
+    cfg, G, P = run.cfg, run.cfg.rollout.rollouts_per_prompt, plan.n_prompts
+    mine = run.answer_kind.answers(
+        {i: r.texts_by_prompt() for i, r in sampled.items()},
+        [problems[b] for b in plan.generated], cfg.reward.answer_style,
+        workers=cfg.reward.code_workers or None) if sampled else {}  # {agent: [P_r][G]}
+    local = {i: {"prompts": list(plan.generated), "answers": a} for i, a in mine.items()}
+    answers: dict[int, list] = {}
+    for piece in run.layout.gather(local, "the EMA teachers' answers"):
+        for i, part in piece.items():
+            row = answers.setdefault(i, [None] * P)
+            for j, b in enumerate(part["prompts"]):
+                row[b] = part["answers"][j]
+    r = cfg.reward
+    grader = run.answer_kind.grader(run.grader)
+    out = {}
+    for i in run.local:
+        if i not in answers:
+            continue
+        if any(a is None or len(a) != G for a in answers[i]):
+            raise TrainingError(f"the EMA teacher of agent {run.names[i]!r} lacks answers to "
+                                "some prompts after the exchange")
+        out[i] = vote_all(answers[i], problems, r.tie, r.min_share, grader, r.min_share_of)
+    return out
 
 
 def exchange_answers(run: Run, generated: list[Generated], plan: StepPlan,
@@ -364,15 +523,20 @@ def vote(run: Run, answered: list[Answered], problems: list[Problem]) -> list[An
 
 
 def reward(run: Run, generated: list[Generated], answered: list[Answered],
-           problems: list[Problem], plan: StepPlan) -> dict[int, Rewarded]:
+           problems: list[Problem], plan: StepPlan, teacher_votes: dict | None = None,
+           partners: tuple[int, ...] = ()) -> dict[int, Rewarded]:
     """Each local agent's reward (its source: ``agents.N.reward_source`` or the method's)
-    and group-normalised advantages [P, G] over its own prompts on this rank."""
-    return {i: reward_agent(run, i, agent, generated[i], answered, problems, plan)
+    and group-normalised advantages [P, G] over its own prompts on this rank
+    (``teacher_votes``: {agent: [P]} of the EMA teachers; ``partners`` [P]: each prompt's
+    other wording in a cross-view round)."""
+    return {i: reward_agent(run, i, agent, generated[i], answered, problems, plan,
+                            (teacher_votes or {}).get(i, ()), partners)
             for i, agent in zip(run.local, run.agents)}
 
 
 def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[Answered],
-                 problems: list[Problem], plan: StepPlan) -> Rewarded:
+                 problems: list[Problem], plan: StepPlan, teacher_votes=(),
+                 partners: tuple[int, ...] = ()) -> Rewarded:
     """Local agent ``i``'s :class:`Rewarded`: the source's rewards (plus DAPO's soft
     overlong penalty and the reward-side KL, where set), then the advantages. The batch
     std of ``grpo.adv_scale=batch`` is over the agent's own prompts (``plan.owned``), not
@@ -395,7 +559,8 @@ def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[
         group_size=cfg.rollout.rollouts_per_prompt, grader=kind.grader(run.grader),
         topology=cfg.reward.topology, tie=cfg.reward.tie,
         format_weight=cfg.reward.format_weight, ring=cfg.reward.ring, answer_kind=kind.name,
-        trained_texts=kind.texts_for_reward(sel.rollouts), code_workers=cfg.reward.code_workers or None))
+        trained_texts=kind.texts_for_reward(sel.rollouts), code_workers=cfg.reward.code_workers or None,
+        teacher_votes=teacher_votes, partners=partners))
     # the verdict before shaping: an intrinsic source has no correctness, its reward is its verdict
     task = got.scored.rewards.float() if source in INTRINSIC_SOURCES else got.scored.correct.float()  # [P, G]
     if cfg.reward.overlong_buffer:  # DAPO's soft overlong penalty, before normalisation

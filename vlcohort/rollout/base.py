@@ -9,6 +9,7 @@ importance-sampling correction between rollout and policy.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -94,3 +95,12 @@ class Engine(Protocol):
                  sampling: SamplingParams, seed: int | None = None) -> Rollouts: ...
 
     def update_weights(self, model) -> None: ...
+
+    def generate_with(self, weights: AbstractContextManager, model,
+                      rendered: Sequence[RenderedPrompt], group_size: int,
+                      sampling: SamplingParams, seed: int | None = None) -> Rollouts:
+        """Sample as :meth:`generate`, from the weights ``model`` holds while the context
+        ``weights`` is entered (it puts other weights into the policy module and restores
+        them on exit: Co-rewarding-II's EMA teacher, ``training/ema.py``); afterwards the
+        engine samples from the policy's own weights again. No second engine is built."""
+        ...

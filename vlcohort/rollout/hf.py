@@ -173,6 +173,14 @@ class HFEngine:
         """The engine samples from the training model directly: nothing to sync."""
         self.model = model
 
+    def generate_with(self, weights, model, rendered: Sequence[RenderedPrompt], group_size: int,
+                      sampling: SamplingParams, seed: int | None = None) -> Rollouts:
+        """Sample from the weights the module holds inside ``weights`` (the engine reads the
+        module itself, so entering the context is the whole swap; leaving it restores
+        the policy's values)."""
+        with weights:
+            return self.generate(rendered, group_size, sampling, seed=seed)
+
     @torch.no_grad()
     def generate(self, rendered: Sequence[RenderedPrompt], group_size: int,
                  sampling: SamplingParams, seed: int | None = None) -> Rollouts:

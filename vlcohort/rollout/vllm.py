@@ -718,6 +718,21 @@ class VLLMEngine:
                 break
         self.push_seconds = time.perf_counter() - start
 
+    def generate_with(self, weights, model, rendered: Sequence[RenderedPrompt], group_size: int,
+                      sampling: SamplingParams, seed: int | None = None) -> Rollouts:
+        """Sample from the weights ``model`` holds inside the context ``weights``
+        (Co-rewarding-II's EMA teacher swapped into the policy module): they are pushed
+        into the engine (:meth:`update_weights`, vLLM's in-place reload), sampled from, and
+        once the context has restored the policy's values those are pushed back, even when
+        sampling fails. Two weight pushes per call; the prefix and encoder caches are reset
+        by each push, so no cached prompt state crosses between the two models."""
+        try:
+            with weights:
+                self.update_weights(model)
+                return self.generate(rendered, group_size, sampling, seed=seed)
+        finally:
+            self.update_weights(model)
+
     # ----------------------------------------------------------------- generation
 
     def _tp_shares(self, rendered: list[RenderedPrompt]) -> tuple[list[RenderedPrompt], slice]:

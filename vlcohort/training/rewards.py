@@ -18,6 +18,11 @@ agent's own next-token distributions over its completion ([N, T], from
 | ``ground_truth`` | 1 if it matches the problem's gold (never shown to the model) | GT-Reward |
 | ``self_certainty`` | mean over its tokens of KL(U || p), U uniform over the vocabulary | INTUITOR (arXiv 2505.19590) |
 | ``entropy``    | minus the mean over its tokens of the entropy H(p)     | RENT (arXiv 2505.22660) |
+| ``ema_teacher_vote`` | 1 if in the winning class of its EMA teacher's vote | Co-rewarding-II |
+| ``cross_view_vote`` | 1 if in the winning class of a's vote on the other wording | Co-rewarding-I |
+
+Co-rewarding is arXiv 2508.00410: the EMA teacher (``training/ema.py``) samples G answers
+of the same prompt; the other wording is the agent's ``agents.N.view`` of the question.
 
 ``peer_vote``'s teacher is agent a-1's vote (``reward.ring=previous``; a+1: ``next``) or
 the other agents' labels (``all_peers``).
@@ -88,10 +93,48 @@ def _ground_truth(agent: int, votes: Sequence[Sequence[Vote]], problems: Sequenc
     return [p.gold for p in problems]
 
 
+def _ema_teacher_vote(agent: int, votes: Sequence[Sequence[Vote]], problems: Sequence[Problem],
+                      teacher_votes: Sequence[Vote | None] = (), **_) -> list[Vote | None]:
+    if len(teacher_votes) != len(problems):
+        raise ValueError(f"ema_teacher_vote: {len(teacher_votes)} teacher votes for "
+                         f"{len(problems)} prompts; the agent's EMA teacher did not sample "
+                         "this round (is reward.source set on an agent built without one?)")
+    return list(teacher_votes)
+
+
+def cross_view_partners(n_prompts: int, n_blocks: int = 1) -> list[int]:
+    """Co-rewarding-I's pairing of a round's prompts [P]: each of ``n_blocks`` blocks of
+    2B prompts holds B original questions then their B rephrasings in the same order, so
+    prompt b's other view is b + B in the first half of its block and b - B in the second.
+
+    >>> cross_view_partners(4), cross_view_partners(4, n_blocks=2)
+    ([2, 3, 0, 1], [1, 0, 3, 2])
+    """
+    if n_blocks < 1 or n_prompts % (2 * n_blocks):
+        raise ValueError(f"cross-view pairing: {n_prompts} prompts do not split into "
+                         f"{n_blocks} block(s) of originals and rephrasings")
+    half = n_prompts // (2 * n_blocks)  # B
+    return [b + half if b % (2 * half) < half else b - half for b in range(n_prompts)]
+
+
+def _cross_view_vote(agent: int, votes: Sequence[Sequence[Vote]], problems: Sequence[Problem],
+                     partners: Sequence[int] = (), **_) -> list[Vote]:
+    if len(partners) != len(problems):
+        raise ValueError(f"cross_view_vote: {len(partners)} partner indices for {len(problems)} "
+                         "prompts; each prompt needs its rephrasing in the round")
+    return [votes[agent][partners[b]] for b in range(len(problems))]
+
+
 REWARD_SOURCES: dict[str, LabelFn] = {
     "peer_vote": _peer_vote,
     "self_vote": _self_vote,
     "ground_truth": _ground_truth,
+    # Co-rewarding (Zhang et al., arXiv 2508.00410): II, the model side: the agent's own EMA
+    # teacher's vote over its G samples of the prompt (``training/ema.py``); I, the data
+    # side: the agent's own vote on the other wording of the question
+    # (:func:`cross_view_partners`)
+    "ema_teacher_vote": _ema_teacher_vote,
+    "cross_view_vote": _cross_view_vote,
 }
 
 
@@ -380,14 +423,19 @@ def with_overlong_penalty(scored: Scored, lengths: torch.Tensor, max_new_tokens:
 
 def teachers_for(source: str, agent: int, votes: Sequence[Sequence[Vote]],
                  problems: Sequence[Problem], topology: str = "ring", tie: str = "abstain",
-                 grader=None, ring: str = "previous") -> list[Teacher]:
-    """Agent ``agent``'s teacher [P] of each prompt under label source ``source``."""
+                 grader=None, ring: str = "previous", teacher_votes: Sequence[Vote | None] = (),
+                 partners: Sequence[int] = ()) -> list[Teacher]:
+    """Agent ``agent``'s teacher [P] of each prompt under label source ``source``
+    (``teacher_votes`` [P]: its EMA teacher's votes, ema_teacher_vote; ``partners`` [P]:
+    each prompt's other wording, cross_view_vote)."""
     try:
         fn = REWARD_SOURCES[source]
     except KeyError:
         raise ValueError(f"unknown reward source {source!r}; registered: "
                          + ", ".join(REWARD_SOURCES)) from None
-    return fn(agent, votes, problems, topology=topology, tie=tie, grader=grader, ring=ring)
+    extra = {"teacher_votes": teacher_votes} if source == "ema_teacher_vote" else (
+        {"partners": partners} if source == "cross_view_vote" else {})
+    return fn(agent, votes, problems, topology=topology, tie=tie, grader=grader, ring=ring, **extra)
 
 
 def gold_match(answer_or_label: str | None, problem: Problem, grader) -> bool | None:
@@ -423,6 +471,8 @@ class RewardInputs:
     trained_texts: Sequence[Sequence[str]] = ()  # [n][G] completions of ``trained`` (code ground truth)
     code_workers: int | None = None  # sandbox pool size (None: every core)
     code_limits: Any = None  # code.sandbox.Limits of one run (None: the sandbox's defaults)
+    teacher_votes: Sequence[Vote | None] = ()  # [P] the agent's EMA teacher's votes (ema_teacher_vote)
+    partners: Sequence[int] = ()  # [P] each prompt's other wording in the round (cross_view_vote)
 
 
 @dataclass(frozen=True, eq=False)
@@ -470,11 +520,34 @@ def code_ground_truth(x: RewardInputs) -> Reward:
 
 def label_reward(source: str, x: RewardInputs) -> Reward:
     """The rewards of label source ``source``: each prompt's teacher, then 1 / 0 (+ the
-    format term) by :func:`score`."""
+    format term) by :func:`score`. Co-rewarding's sources also measure their teacher
+    against the agent's own vote (:func:`vote_agreement`)."""
     teachers = teachers_for(source, x.agent, x.votes, x.problems, x.topology, x.tie,
-                            x.grader, x.ring)
+                            x.grader, x.ring, x.teacher_votes, x.partners)
+    metrics = {}
+    if source == "ema_teacher_vote":  # the EMA teacher's vote against the policy's own
+        metrics["teacher/agreement"] = vote_agreement(teachers, x.votes[x.agent], x.problems,
+                                                      x.trained, x.grader)
+    elif source == "cross_view_vote":  # the vote on one wording against that on the other
+        metrics["cross_view/agreement"] = vote_agreement(teachers, x.votes[x.agent], x.problems,
+                                                         x.trained, x.grader)
     return Reward([label_of(t) for t in teachers],
-                  score(x.answers, teachers, x.problems, x.grader, x.format_weight))
+                  score(x.answers, teachers, x.problems, x.grader, x.format_weight),
+                  metrics={k: v for k, v in metrics.items() if v == v})  # NaN: no prompt
+
+
+def vote_agreement(teachers: Sequence[Teacher], votes: Sequence[Vote], problems: Sequence[Problem],
+                   prompts: Sequence[int], grader) -> float:
+    """Share of ``prompts`` where the teacher's label and the agent's own vote's label are
+    one class by the grader (an abstention on either side: no); NaN without prompts."""
+    if not prompts:
+        return float("nan")
+    same = []
+    for b in prompts:
+        t, v = label_of(teachers[b]), votes[b].label
+        same.append(t is not None and v is not None
+                    and bool(grader.is_equivalent(v, t, problems[b].options)))
+    return sum(same) / len(same)
 
 
 def _label_reward(source: str) -> Callable[[RewardInputs], Reward]:
