@@ -50,6 +50,8 @@ __all__ = [
     "importance_weights",
     "kl_penalty",
     "policy_loss",
+    "reinforce_pp_advantages",
+    "RETURN_NORMALISERS",
     "varied_groups",
 ]
 
@@ -878,3 +880,64 @@ def policy_loss(
         if kl is not None:
             stats["kl"] = _float(_masked_mean(kl, mf))
     return loss, stats
+
+
+# --------------------------------------------------------------------------------------
+# REINFORCE++: batch-normalised returns, no group baseline
+# --------------------------------------------------------------------------------------
+
+
+def reinforce_pp_advantages(returns: Tensor, tokens: Tensor | None = None,
+                            valid: Tensor | None = None, eps: float = 1e-8) -> Tensor:
+    """REINFORCE++ (Hu, arXiv 2501.03262, eq. 8-9): A = (G - mean) / std over the whole
+    batch, no per-prompt group baseline and no critic.
+
+    returns: [N] one return per sequence (the task reward, less a reward-side KL penalty
+             when one is charged: the return at the completion's first token).
+    tokens:  optional [N] completion lengths. The published implementation (OpenRLHF's
+             ``compute_advantages_and_returns``, which MARTI and CoMAS train with) takes the
+             mean and the biased variance over the batch's *tokens*, every token of a
+             sequence carrying its return: a sequence then weighs by its length. None:
+             every sequence weighs 1.
+    valid:   optional bool [N]; invalid rows stay out of the statistics and get exactly 0.
+    returns: [N] advantages (A - mean) x rsqrt(max(var, eps)), OpenRLHF's form; a batch
+             whose valid returns are all equal gets exactly 0.
+
+    Departure: REINFORCE++ subtracts the KL penalty token by token, so its advantage at
+    token t holds only the KL of tokens t..T; one advantage per sequence here is the
+    return at the first token (the whole completion's KL).
+
+    >>> reinforce_pp_advantages(torch.tensor([1.0, 0.0, 0.5, 0.5]))
+    tensor([ 1.4142, -1.4142,  0.0000,  0.0000])
+    """
+    if returns.dim() != 1:
+        raise ValueError(f"returns must be [N] (one per sequence), got {tuple(returns.shape)}")
+    r = _as_float(returns.detach())  # [N]
+    N = r.shape[0]
+    v = torch.ones(N, dtype=torch.bool) if valid is None else valid.to(torch.bool)  # [N]
+    if v.shape != (N,):
+        raise ValueError(f"valid must be [N]={N}, got {tuple(v.shape)}")
+    w = torch.ones_like(r) if tokens is None else _as_float(tokens.detach()).to(r.device)  # [N]
+    if w.shape != (N,) or bool((w < 0).any()):
+        raise ValueError(f"tokens must be [N]={N} non-negative lengths, got {tuple(w.shape)}")
+    if not torch.isfinite(r[v]).all():
+        raise ValueError("returns contain NaN or inf in a valid row")
+    r = torch.where(v, r, torch.zeros_like(r))  # an invalid NaN must not leak via 0 * NaN
+    w = w * v.to(w.dtype)  # [N]
+    total = w.sum().clamp(min=1e-12)
+    mean = (r * w).sum() / total  # []
+    var = (((r - mean) ** 2) * w).sum() / total  # [] biased, over tokens
+    adv = (r - mean) * var.clamp(min=eps).rsqrt()  # [N]
+    valid_r = r[v & (w > 0)]
+    if valid_r.numel() == 0 or bool(valid_r.max() == valid_r.min()):
+        return torch.zeros_like(r)  # no preference between the batch's sequences
+    return torch.where(v, adv, torch.zeros_like(adv))
+
+
+#: Advantage estimators that normalise per-sequence returns over a whole batch, without
+#: groups (``comas.advantage``): name -> fn(returns [N], tokens [N] | None, valid [N] | None).
+RETURN_NORMALISERS: dict[str, Callable[..., Tensor]] = {
+    "reinforce_pp": reinforce_pp_advantages,
+    "reinforce_pp_seq": lambda returns, tokens=None, valid=None: reinforce_pp_advantages(
+        returns, None, valid),
+}
