@@ -263,6 +263,10 @@ def _recipe(cfg: Config, resume: str | None) -> int:
         from vlcohort.recipes.selfplay import run_self_play
 
         return run_self_play(cfg, resume)
+    if cfg.method == "comas":  # solve / critique / judge discussions (recipes/comas.py)
+        from vlcohort.recipes.comas import run_comas
+
+        return run_comas(cfg, resume)
     if cfg.arms:
         if resume is not None:
             raise TrainingError("--resume takes one arm's folder (e.g. runs/demo/co_rl), not a "

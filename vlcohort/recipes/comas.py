@@ -1,0 +1,534 @@
+"""CoMAS: co-evolving agents by interaction rewards (Xue et al., arXiv 2510.08529), as a
+recipe of its own (``vlcohort train`` with ``method: comas``).
+
+Agents discuss each problem; every turn of the discussion is a rollout of the agent that
+wrote it, rewarded by what a peer judge said of it, and each agent takes one update on all
+of its turns. A agents (>= 3), B problems per step, G independent discussions per problem
+(``rollout.rollouts_per_prompt``), R rounds (``comas.rounds``); one thread = one discussion:
+
+    round r, every thread, every agent a:
+      solution  agent a solves the problem (r > 1: seeing round r-1's solutions and
+                critiques of that thread)                                 B*G*A turns
+      critique  agent a + critic_offset (mod A) critiques that solution    B*G*A turns
+      judge     agent a + judge_offset (mod A) reads both and writes <score>s</score>,
+                s in [score_min, score_max]                                B*G*A turns
+    rewards     solution (s - min) / (max - min), critique the complement (zero-sum),
+                judge 0; a score that cannot be read: judge malformed_penalty (-1), its
+                solution and critique no reward and out of the update (counted)
+    update      per agent: its turns' returns (less the reward-side KL when
+                grpo.kl_in_reward) -> REINFORCE++ advantages, normalised over the agent's
+                whole batch (no group baseline) -> one ``update_agent`` call
+
+Each agent writes R x B x G turns of each kind per step (the offsets are rotations, so
+every agent critiques and judges as often as it solves). Everything is generated and
+scored before any agent updates, as in the cohort step.
+
+What follows the paper (its abstract, Figure 2 and the method as summarised in the brief
+this module was written from; the published code, github.com/xxyQwQ/CoMAS on MARTI, was
+not readable here): the three interaction kinds (solution, evaluation, scoring), the 1-3
+score, the solution reward (s - 1) / 2 and the evaluation reward 1 - (s - 1) / 2, the -1 of
+an unreadable score, REINFORCE++ with a reward-side KL (OpenRLHF's estimator, which MARTI
+trains with: returns normalised over the batch, token-weighted), one policy per agent.
+
+Where we chose, and say so:
+- roles by rotation: the critic of agent a is a + critic_offset, the judge a +
+  judge_offset (mod A), so solver, critic and judge are three different agents and a
+  judge never scores its own solution or its own critique;
+- the score is read only from the judge's own reply, as ``<score>N</score>``; all tags
+  there must agree (two different scores, none, a non-integer or one out of range:
+  unreadable). Score tags and image placeholders inside quoted solutions and critiques are
+  defused before the judge sees them, so a solution cannot plant a score;
+- round r > 1 shows a solver the previous round's solutions and critiques of its thread
+  (not the judges' replies): the discussion, not the verdicts;
+- a turn whose prompt does not render (longer than ``data.max_prompt_tokens``, an image
+  for a text-only agent) is skipped with the turns that depend on it, counted in
+  ``comas/skipped_turns``; problems that some agent cannot render at all are skipped at
+  selection (``step.next_prompts``) as in every recipe;
+- images: a problem's pictures go with it into every turn of its thread (a critic or a
+  judge of a figure problem needs the figure), so VLM agents work; a text-only agent
+  cannot take a figure problem (skipped and counted, as in the cohort recipe);
+- one process (agents may sit on different GPUs, ``agents.N.device``); agent groups under
+  torchrun are refused.
+
+Gold answers, where the data has them, are read only for metrics (``agent/<a>/acc`` of
+the solutions), never for a reward.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from vlcohort import run_folder, runlock
+from vlcohort.config import Config
+from vlcohort.data.problems import Problem
+from vlcohort.processors import ProblemInputError, RenderedPrompt, format_options
+from vlcohort.processors.base import IMAGE_PLACEHOLDER
+from vlcohort.recipes import cohort
+from vlcohort.recipes.driver import Recipe, TrainingError, drive, step_schedules
+from vlcohort.recipes.step import Run, next_prompts
+from vlcohort.rollout.base import Rollouts, SamplingParams
+from vlcohort.seeds import step_rollout_seed
+from vlcohort.training import grpo
+from vlcohort.training.distributed import launched_world_size
+from vlcohort.training.rewards import extract_all, gold_match
+from vlcohort.training.update import kl_reward, trains_without_advantage, update_agent
+
+#: Every turn of the run, one JSON line each, in the run folder.
+DISCUSSIONS = "discussions.jsonl"
+
+#: The three kinds of turn, in the order a round takes them.
+KINDS = ("solution", "critique", "judge")
+
+#: ``<score>N</score>`` in a judge's reply (the number checked apart).
+SCORE_TAG = re.compile(r"<\s*score\s*>(.*?)<\s*/\s*score\s*>", re.IGNORECASE | re.DOTALL)
+#: Anything that opens or closes a score tag, defused in quoted texts.
+SCORE_MARK = re.compile(r"<(\s*/?\s*)score(\s*)>", re.IGNORECASE)
+
+#: The meanings of the keys this recipe logs beyond the cohort's (for METRIC_DOCS).
+COMAS_METRIC_DOCS: dict[str, str] = {
+    "agent/<a>/comas/solution_reward": "mean reward of the agent's solution turns with a "
+                                       "readable score: (s - score_min) / (score_max - score_min)",
+    "agent/<a>/comas/critique_reward": "mean reward of the agent's critique turns with a "
+                                       "readable score: 1 - the solution's reward",
+    "agent/<a>/comas/judge_reward": "mean reward of the agent's judge turns: 0 readable, "
+                                    "comas.malformed_penalty not",
+    "agent/<a>/comas/judge_parse_rate": "share of the agent's judge turns whose score could be read",
+    "agent/<a>/comas/turns": "turns of the agent in its update (unreadable-score solutions "
+                             "and critiques left out)",
+    "comas/judge_parse_rate": "share of the step's judge turns whose score could be read",
+    "comas/judge_unparsed": "judge turns of the step whose score could not be read (reward "
+                            "comas.malformed_penalty; their solution and critique untrained)",
+    "comas/judge_unparsed/<reason>": "the same by reason: no_score | several_scores | "
+                                     "not_integer | out_of_range",
+    "comas/score_mean": "mean readable score of the step",
+    "comas/skipped_turns": "turns not generated because their prompt did not render (too "
+                           "long, an image for a text-only agent), with the turns that "
+                           "depend on them",
+}
+
+
+# ============================================================================ pure parts
+
+
+def parse_score(text: str, lo: int, hi: int) -> tuple[int | None, str]:
+    """The score of a judge reply and why not: ``(s, "ok")`` when every ``<score>`` tag of
+    ``text`` holds the same integer s in [lo, hi]; else ``(None, reason)``, reason one of
+    no_score | not_integer | several_scores | out_of_range."""
+    found = [f.strip() for f in SCORE_TAG.findall(text)]
+    if not found:
+        return None, "no_score"
+    if not all(re.fullmatch(r"[+-]?\d+", f) for f in found):
+        return None, "not_integer"
+    values = {int(f) for f in found}
+    if len(values) > 1:
+        return None, "several_scores"
+    (s,) = values
+    if not lo <= s <= hi:
+        return None, "out_of_range"
+    return s, "ok"
+
+
+def turn_rewards(scores: Sequence[int | None], lo: int, hi: int, penalty: float
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Rewards of n scored (solution, critique, judge) triples: solution (s - lo) / (hi -
+    lo), critique its complement, judge 0; a score of None (unreadable): judge ``penalty``,
+    and the triple's solution and critique invalid (no reward). Returns solution [n],
+    critique [n], judge [n] rewards and the readable mask [n]."""
+    valid = torch.tensor([s is not None for s in scores], dtype=torch.bool)  # [n]
+    s = torch.tensor([float(x) if x is not None else float(lo) for x in scores])  # [n]
+    sol = torch.where(valid, (s - lo) / (hi - lo), torch.zeros_like(s))  # [n]
+    crit = torch.where(valid, 1.0 - sol, torch.zeros_like(s))  # [n]
+    judge = torch.where(valid, torch.zeros_like(s), torch.full_like(s, float(penalty)))  # [n]
+    return sol, crit, judge, valid
+
+
+def quoted(text: str) -> str:
+    """A turn's text as others see it: score tags and image placeholders defused, so a
+    quoted solution can neither plant a score nor shift the images."""
+    text = SCORE_MARK.sub(lambda m: f"[{m.group(1).strip()}score]", text)
+    return IMAGE_PLACEHOLDER.sub("[image]", text).strip()
+
+
+def question_text(problem: Problem) -> str:
+    """The problem as every turn shows it: its text, then its options."""
+    text = problem.text or ""
+    if problem.options:
+        text += "\n" + format_options(problem.options)
+    return text
+
+
+def solution_text(problem: Problem, earlier: Sequence[tuple[str, str, str]], instruction: str) -> str:
+    """A solution turn's user text: the problem, round r-1's discussion of the thread
+    (``earlier``: (agent name, solution, critique)), the instruction."""
+    parts = [f"Problem:\n{question_text(problem)}"]
+    if earlier:
+        parts.append("Earlier solutions and their evaluations in this discussion:")
+        for name, sol, crit in earlier:
+            parts.append(f"Solution by agent {name}:\n{quoted(sol)}\n\n"
+                         f"Evaluation of it:\n{quoted(crit)}")
+        parts.append("Taking the discussion into account, write your own solution.")
+    parts.append(instruction)
+    return "\n\n".join(parts)
+
+
+def critique_text(problem: Problem, solution: str, instruction: str) -> str:
+    return (f"Problem:\n{question_text(problem)}\n\nSolution by another agent:\n"
+            f"{quoted(solution)}\n\n{instruction}")
+
+
+def judge_text(problem: Problem, solution: str, critique: str, instruction: str) -> str:
+    return (f"Problem:\n{question_text(problem)}\n\nSolution:\n{quoted(solution)}\n\n"
+            f"Evaluation of the solution:\n{quoted(critique)}\n\n{instruction}")
+
+
+def roles(A: int, critic_offset: int, judge_offset: int) -> list[tuple[int, int, int]]:
+    """[A] (solver, critic, judge) of each solver a: the two peers by rotation."""
+    return [(a, (a + critic_offset) % A, (a + judge_offset) % A) for a in range(A)]
+
+
+# ============================================================================ turns
+
+
+@dataclass
+class Turn:
+    """One turn of a discussion: who wrote it, in which thread / round, for whom."""
+
+    kind: str  # solution | critique | judge
+    agent: int  # the agent that writes it
+    thread: int  # b * G + g
+    round: int  # 1..R
+    solver: int  # the solver whose solution this turn belongs to
+    rendered: RenderedPrompt | None = None
+    text: str = ""
+    row: int = -1  # its row in the agent's rollouts of that (round, kind)
+    reward: float = 0.0
+    valid: bool = False  # generated and rewarded (trained on)
+    score: int | None = None  # judge turns: the score read from the reply (None: unreadable)
+
+
+@dataclass
+class Discussion:
+    """One step's discussions: problems [B], the turns, each agent's rollouts per
+    (round, kind), the scores and the skip counts."""
+
+    problems: list[Problem]
+    turns: list[Turn] = field(default_factory=list)
+    rollouts: dict[tuple[int, int, str], Rollouts] = field(default_factory=dict)  # (agent, round, kind)
+    scores: list[tuple[int | None, str]] = field(default_factory=list)  # per judge turn generated
+    skipped: int = 0
+
+
+def _render(run: Run, agent: int, problem: Problem, text: str, thread: int, kind: str,
+            rnd: int) -> RenderedPrompt:
+    """A turn's prompt through agent ``agent``'s adapter: the problem's images, the turn's
+    text (raises ProblemInputError when it does not render)."""
+    cfg = run.cfg
+    turn_problem = Problem(id=f"{problem.id}#{thread}/{rnd}/{kind}", text=text,
+                           images=list(problem.images), options=[], meta=dict(problem.meta))
+    return run.adapters[agent].render(turn_problem, cfg.prompt.system_prompt, None,
+                                      max_tokens=cfg.data.max_prompt_tokens)
+
+
+def _generate(run: Run, step: int, turns: list[Turn], rnd: int, kind: str,
+              disc: Discussion) -> None:
+    """Every agent writes its rendered turns of (round, kind) in one generate call."""
+    cfg = run.cfg
+    sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
+                              temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
+    index = (rnd - 1) * len(KINDS) + KINDS.index(kind)
+    for i, agent in zip(run.local, run.agents):
+        mine = [t for t in turns if t.agent == i and t.rendered is not None]
+        if not mine:
+            continue
+        seed = step_rollout_seed(cfg.run.seed, step, i, 0, index)
+        with agent.generation_context():
+            ro = agent.engine.generate([t.rendered for t in mine], 1, sampling, seed=seed)
+        disc.rollouts[(i, rnd, kind)] = ro
+        for row, t in enumerate(mine):
+            t.text, t.row = ro.texts[row], row
+
+
+def discuss(run: Run, step: int, problems: list[Problem]) -> Discussion:
+    """All rounds of every thread: solutions, critiques, judges, scores and rewards."""
+    cfg, c = run.cfg, run.cfg.comas
+    A, G = len(run.names), cfg.rollout.rollouts_per_prompt
+    disc = Discussion(problems=list(problems))
+    threads = [(b, g) for b in range(len(problems)) for g in range(G)]
+    triples = roles(A, c.critic_offset, c.judge_offset)
+    earlier: dict[int, list[tuple[str, str, str]]] = {t: [] for t in range(len(threads))}
+    for rnd in range(1, c.rounds + 1):
+        sols: dict[tuple[int, int], Turn] = {}
+        for t, (b, _) in enumerate(threads):
+            for a in range(A):
+                turn = Turn("solution", a, t, rnd, a)
+                turn.rendered = _try_render(run, disc, a, problems[b], t, rnd, "solution",
+                                            solution_text(problems[b], earlier[t],
+                                                          c.solution_instruction))
+                sols[(t, a)] = turn
+        _generate(run, step, list(sols.values()), rnd, "solution", disc)
+        crits: dict[tuple[int, int], Turn] = {}
+        for (t, a), sol in sols.items():
+            critic = triples[a][1]
+            turn = Turn("critique", critic, t, rnd, a)
+            if sol.rendered is not None:
+                b = threads[t][0]
+                turn.rendered = _try_render(run, disc, critic, problems[b], t, rnd, "critique",
+                                            critique_text(problems[b], sol.text,
+                                                          c.critique_instruction))
+            else:
+                disc.skipped += 1
+            crits[(t, a)] = turn
+        _generate(run, step, list(crits.values()), rnd, "critique", disc)
+        judges: dict[tuple[int, int], Turn] = {}
+        for (t, a), crit in crits.items():
+            judge = triples[a][2]
+            turn = Turn("judge", judge, t, rnd, a)
+            if crit.rendered is not None:
+                b = threads[t][0]
+                turn.rendered = _try_render(run, disc, judge, problems[b], t, rnd, "judge",
+                                            judge_text(problems[b], sols[(t, a)].text, crit.text,
+                                                       c.judge_instruction))
+            else:
+                disc.skipped += 1
+            judges[(t, a)] = turn
+        _generate(run, step, list(judges.values()), rnd, "judge", disc)
+        score_round(run, disc, sols, crits, judges)
+        for t in range(len(threads)):
+            earlier[t] = [(run.names[a], sols[(t, a)].text, crits[(t, a)].text)
+                          for a in range(A) if crits[(t, a)].rendered is not None]
+    return disc
+
+
+def _try_render(run: Run, disc: Discussion, agent: int, problem: Problem, thread: int,
+                rnd: int, kind: str, body: str) -> RenderedPrompt | None:
+    """:func:`_render`, or None (counted in ``disc.skipped`` and the run's skipped records
+    as ``comas_turn_<reason>``) when the prompt does not render."""
+    try:
+        return _render(run, agent, problem, body, thread, kind, rnd)
+    except ProblemInputError as e:
+        disc.skipped += 1
+        reason = getattr(e, "reason", type(e).__name__)
+        run.skipped_records[f"comas_turn_{reason}"] = run.skipped_records.get(
+            f"comas_turn_{reason}", 0) + 1
+        return None
+
+
+def score_round(run: Run, disc: Discussion, sols: dict, crits: dict, judges: dict) -> None:
+    """Each generated judge turn's score -> the rewards of its triple (:func:`turn_rewards`)."""
+    c = run.cfg.comas
+    keys = [k for k, j in judges.items() if j.rendered is not None]
+    parsed = [parse_score(judges[k].text, c.score_min, c.score_max) for k in keys]
+    disc.scores += parsed
+    sol_r, crit_r, judge_r, valid = turn_rewards([s for s, _ in parsed], c.score_min,
+                                                 c.score_max, c.malformed_penalty)
+    for n, k in enumerate(keys):
+        judges[k].reward, judges[k].valid, judges[k].score = float(judge_r[n]), True, parsed[n][0]
+        if bool(valid[n]):
+            sols[k].reward, sols[k].valid = float(sol_r[n]), True
+            crits[k].reward, crits[k].valid = float(crit_r[n]), True
+    disc.turns += [*sols.values(), *crits.values(), *judges.values()]
+
+
+# ============================================================================ update
+
+
+@dataclass
+class Batch:
+    """One agent's trained turns: renderings [N], rollouts [N x 1], returns [N]."""
+
+    turns: list[Turn]
+    rendered: list[RenderedPrompt]
+    rollouts: Rollouts | None
+    rewards: torch.Tensor  # [N]
+
+
+def agent_batch(disc: Discussion, i: int) -> Batch:
+    """Agent ``i``'s rewarded turns, in (round, kind) order, as one batch."""
+    turns, parts = [], []
+    for (a, rnd, kind), ro in sorted(disc.rollouts.items(),
+                                     key=lambda kv: (kv[0][1], KINDS.index(kv[0][2]))):
+        if a != i:
+            continue
+        mine = sorted((t for t in disc.turns if t.agent == i and t.round == rnd and t.kind == kind
+                       and t.valid), key=lambda t: t.row)
+        if mine:
+            parts.append(ro.select_prompts([t.row for t in mine]))  # [n x 1]
+            turns += mine
+    rollouts = None
+    for p in parts:
+        rollouts = p if rollouts is None else rollouts.concat(p)
+    return Batch(turns, [t.rendered for t in turns], rollouts,
+                 torch.tensor([t.reward for t in turns], dtype=torch.float32))
+
+
+def update_one(run: Run, i: int, agent, batch: Batch) -> tuple[dict[str, float], torch.Tensor | None]:
+    """Returns (less the reward-side KL) -> ``comas.advantage`` -> one update of agent ``i``;
+    the update's metrics and the advantages [N] (None: no update)."""
+    cfg = run.cfg
+    if batch.rollouts is None:
+        return {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}, None
+    returns, old, extra = batch.rewards.clone(), None, {}
+    if cfg.grpo.kl_in_reward and cfg.grpo.kl_coef > 0:  # REINFORCE++: KL charged to the reward
+        kr = kl_reward(agent, batch.rendered, batch.rollouts, cfg.grpo, cfg.rollout.temperature)
+        returns = returns - kr.penalty.to(returns.dtype)  # [N]
+        old, extra = kr.old, {"kl": kr.kl}
+    tokens = batch.rollouts.lengths().float()  # [N]
+    adv = grpo.RETURN_NORMALISERS[cfg.comas.advantage](returns, tokens, None)  # [N]
+    if not bool((adv != 0).any()) and not trains_without_advantage(cfg.grpo):
+        return {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0, **extra}, adv
+    out = update_agent(agent, batch.rendered, batch.rollouts, adv, cfg.grpo,
+                       cfg.rollout.temperature, length_norm=cfg.rollout.max_new_tokens, old=old)
+    out.pop("weight_push_s", None)
+    return {**out, **extra}, adv
+
+
+# ============================================================================ the step
+
+
+def comas_step(run: Run, step: int) -> dict[str, Any]:
+    """One CoMAS step: B problems -> R rounds of discussion -> rewards -> one update per
+    agent -> the step's metrics record."""
+    t_step = time.perf_counter()
+    t0 = time.perf_counter()
+    problems = next_prompts(run).problems  # [B] every agent renders them; bad ones counted, replaced
+    disc = discuss(run, step, problems)
+    t_rollout = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    record: dict[str, Any] = {"step": step}
+    for i, agent in zip(run.local, run.agents):
+        batch = agent_batch(disc, i)
+        metrics, _ = update_one(run, i, agent, batch)
+        name = run.names[i]
+        record.update({f"agent/{name}/{k}": v for k, v in metrics.items()})
+        record.update(agent_metrics(run, disc, i, batch))
+    step_schedules(run.agents)
+    t_update = time.perf_counter() - t0
+    record.update(step_metrics(disc))
+    log_turns(run, step, disc)
+    record.update({"timing/rollout": t_rollout, "timing/update": t_update,
+                   "timing/step": time.perf_counter() - t_step})
+    if run.eval_problems and (step % run.cfg.eval.every == 0 or step == run.cfg.run.steps):
+        record.update(cohort.evaluate(run))
+    return record
+
+
+def agent_metrics(run: Run, disc: Discussion, i: int, batch: Batch) -> dict[str, float]:
+    """``agent/<a>/...``: the rewards of each kind, the judge parse rate, the turns trained,
+    completion length and truncation over the agent's generated turns, and (the solutions')
+    answer parse rate and accuracy against gold where the data has it."""
+    p = f"agent/{run.names[i]}/"
+    mine = [t for t in disc.turns if t.agent == i and t.rendered is not None]
+    out: dict[str, float] = {p + "comas/turns": float(len(batch.turns))}
+    if batch.turns:
+        out[p + "reward/mean"] = float(batch.rewards.mean())
+        out[p + "reward/std"] = float(batch.rewards.std(unbiased=False))
+    for kind in KINDS:
+        got = [t.reward for t in mine if t.kind == kind and t.valid]
+        if got:
+            out[f"{p}comas/{kind}_reward"] = float(np.mean(got))
+    judged = [t for t in mine if t.kind == "judge"]
+    if judged:
+        out[p + "comas/judge_parse_rate"] = float(np.mean([t.score is not None for t in judged]))
+    rolls = [ro for (a, _, _), ro in disc.rollouts.items() if a == i]
+    if rolls:
+        out[p + "completion_len"] = float(torch.cat([r.lengths() for r in rolls]).float().mean())
+        out[p + "truncated"] = float(np.mean([not f for r in rolls for f in r.finished]))
+    sols = [t for t in mine if t.kind == "solution"]
+    if sols:
+        answers = extract_all([[t.text] for t in sols], run.cfg.reward.answer_style)
+        out[p + "parse_rate"] = float(np.mean([a[0] is not None for a in answers]))
+        G = run.cfg.rollout.rollouts_per_prompt
+        hits = [gold_match(a[0], disc.problems[t.thread // G], run.grader)
+                for t, a in zip(sols, answers)]
+        hits = [h for h in hits if h is not None]
+        if hits:
+            out[p + "acc"] = float(np.mean(hits))
+    return out
+
+
+def step_metrics(disc: Discussion) -> dict[str, float]:
+    """``comas/...``: the judges' parse rate and unreadable counts by reason, the mean
+    readable score, the skipped turns."""
+    out: dict[str, float] = {"comas/skipped_turns": float(disc.skipped)}
+    if disc.scores:
+        bad = [why for s, why in disc.scores if s is None]
+        out["comas/judge_parse_rate"] = 1.0 - len(bad) / len(disc.scores)
+        out["comas/judge_unparsed"] = float(len(bad))
+        for why in sorted(set(bad)):
+            out[f"comas/judge_unparsed/{why}"] = float(bad.count(why))
+        good = [s for s, _ in disc.scores if s is not None]
+        if good:
+            out["comas/score_mean"] = float(np.mean(good))
+    return out
+
+
+def log_turns(run: Run, step: int, disc: Discussion) -> None:
+    """One line per turn in ``discussions.jsonl``: who wrote what for whom, its score (judge
+    turns), reward and whether it was trained on."""
+    G = run.cfg.rollout.rollouts_per_prompt
+    with run_folder.open_append(run.dir / DISCUSSIONS) as f:
+        for t in disc.turns:
+            f.write(json.dumps({
+                "step": step, "round": t.round, "problem": disc.problems[t.thread // G].id,
+                "thread": t.thread, "kind": t.kind, "agent": run.names[t.agent],
+                "solver": run.names[t.solver], "generated": t.rendered is not None,
+                "score": t.score, "reward": t.reward if t.valid else None,
+                "trained": t.valid, "text": t.text}) + "\n")
+
+
+# ============================================================================ the run
+
+
+def truncate_log(run_dir: Path, step: int) -> None:
+    """Keep the ``discussions.jsonl`` lines of steps <= ``step`` (a resumed or fresh run
+    writes the rest again)."""
+    path = run_dir / DISCUSSIONS
+    if not run_folder.refuse_link(path).is_file():
+        return
+    keep = [line for line in path.read_text().splitlines()
+            if line.strip() and step and json.loads(line)["step"] <= step]
+    run_folder.write_text(path, "".join(line + "\n" for line in keep))
+
+
+def summary_line(run: Run, record: dict[str, Any]) -> str:
+    """The progress line of a CoMAS step."""
+    bits = [f"step {record['step']}"]
+    if "comas/judge_parse_rate" in record:
+        bits.append(f"judge_parse={record['comas/judge_parse_rate']:.2f}")
+    if "comas/score_mean" in record:
+        bits.append(f"score={record['comas/score_mean']:.2f}")
+    for name in run.names:
+        r = record.get(f"agent/{name}/reward/mean")
+        if r is not None:
+            bits.append(f"{name}: r={r:.2f}")
+    return " ".join(bits) + f" | {record.get('timing/step', 0):.1f}s"
+
+
+def run_comas(cfg: Config, resume: str | Path | None = None) -> int:
+    """A whole CoMAS run (``vlcohort train`` with ``method: comas``): the cohort recipe's
+    setup, checkpoints, resume and cleanup; this module's step."""
+    c = cfg.comas
+    A, B, G = len(cfg.agents), cfg.rollout.prompts_per_step, cfg.rollout.rollouts_per_prompt
+    print(f"# comas: {A} agents, {B} problems x {G} discussions x {c.rounds} rounds per step; "
+          f"each agent writes {B * G * c.rounds} solutions, critiques and judge turns each "
+          f"({3 * B * G * c.rounds} sequences in its update at most); critic a+{c.critic_offset}, "
+          f"judge a+{c.judge_offset} (mod {A}); score {c.score_min}-{c.score_max}, unreadable "
+          f"{c.malformed_penalty}; advantages {c.advantage}")
+    if launched_world_size() > 1:
+        raise TrainingError("method=comas runs in one process (a discussion's turns depend on "
+                            "each other); launch it without torchrun and place agents with "
+                            "agents.N.device")
+    with runlock.released_on_error(Path(resume) if resume is not None else Path(cfg.run.output_dir)):
+        run = cohort.setup(cfg, resume)
+        truncate_log(run.dir, run.step)
+    return drive(run, Recipe(step=comas_step, save=cohort.save, cleanup=cohort.cleanup,
+                             summary=summary_line, start=cohort.start,
+                             save_on_interrupt=True))
