@@ -236,13 +236,27 @@ class TrainingBatch:
     completion_ids: torch.Tensor
     completion_mask: torch.Tensor
     prompt_len: int
+    packed_index: torch.Tensor | None = None
+    """Set on a packed batch (:meth:`Adapter.pack_training`): ``inputs`` then hold the N
+    sequences' real tokens concatenated into one row [1, S] (no padding, per-sequence
+    position ids, no attention mask), and ``packed_index`` [C] is, for each real
+    completion token in row-major order of ``completion_mask`` (C of them), the index in
+    that row of the token whose hidden state predicts it. ``completion_ids`` /
+    ``completion_mask`` stay [N, T], so callers read a packed batch like a padded one."""
+
+    @property
+    def packed(self) -> bool:
+        """Whether ``inputs`` are one packed row (see ``packed_index``)."""
+        return self.packed_index is not None
 
     def to(self, device) -> "TrainingBatch":
         """The same batch with its tensors on ``device`` (the model's)."""
         return TrainingBatch(inputs=_tensors_to(self.inputs, device),
                              completion_ids=self.completion_ids.to(device),
                              completion_mask=self.completion_mask.to(device),
-                             prompt_len=self.prompt_len)
+                             prompt_len=self.prompt_len,
+                             packed_index=(None if self.packed_index is None
+                                           else self.packed_index.to(device)))
 
 
 def _tensors_to(inputs: dict, device) -> dict:
@@ -282,6 +296,12 @@ class Adapter:
     """Also serve every ``model_type`` that no adapter claims and that transformers'
     ``AutoModelForCausalLM`` maps to a model class (the text adapter: Gemma-3 text, Phi,
     OLMo, Granite, ...). Registered families keep priority."""
+    packing: ClassVar[bool] = False
+    """The family's training batches can be packed (:meth:`pack_training`: one row, no
+    padding, sequences kept apart by position ids that restart at 0, which transformers'
+    masks read as packed sequences). Set True only for a family whose packed log-probs and
+    gradients are tested equal to the padded ones (``tests/test_packing.py``); a family
+    that leaves it False keeps the padded path whatever ``grpo.packing`` says."""
     vllm_tested: ClassVar[bool] = False
     """``vllm_request`` was checked against a real vLLM engine: ``tests/test_rollout_vllm.py``
     runs this family's tiny models. Read through :meth:`vllm_checked`, which takes it from
@@ -540,6 +560,56 @@ class Adapter:
         return TrainingBatch(inputs=inputs, completion_ids=comp, completion_mask=comp_mask,
                              prompt_len=prompts.prompt_len)
 
+    def can_pack(self, model) -> bool:
+        """Whether :meth:`pack_training` serves this ``model``: the family's
+        :attr:`packing` (a family serving several model types may narrow it per model)."""
+        return bool(self.packing)
+
+    def pack_training(self, model, batch: TrainingBatch) -> TrainingBatch:
+        """A padded training batch as one packed row (``TrainingBatch.packed_index``).
+
+        The real tokens (``attention_mask`` 1) of the N rows are concatenated in row order
+        into ``input_ids`` [1, S], per-token family tensors alike; per-image tensors
+        (``pixel_values``, ``image_grid_thw``, ...) are already concatenated in row order
+        and stay as they are, so the i-th image still fills the i-th run of placeholders.
+        Position ids come from :meth:`packed_position_ids` of the padded batch, so each
+        sequence gets the positions it has alone. No attention mask: transformers
+        (``masking_utils.find_packed_sequence_indices``; flash-attention's
+        ``_is_packed_sequence``) then reads positions that restart as sequence starts and
+        masks attention across sequences. ``model`` only supplies the position rule."""
+        if not bool(batch.completion_mask.any()):
+            return batch  # no completion token to score: nothing to gain, nothing to index
+        inputs = batch.inputs
+        real = inputs["attention_mask"].bool()  # [N, L]
+        N, L = real.shape
+        P, T = batch.prompt_len, batch.completion_ids.shape[1]
+        pos = self.packed_position_ids(model, batch)  # [N, L] or [R, N, L]
+        packed: dict[str, torch.Tensor] = {}
+        for key, value in inputs.items():
+            if key == "attention_mask":
+                continue
+            if key == "input_ids" or (key in self.per_token_keys and value.dim() >= 2
+                                      and tuple(value.shape[:2]) == (N, L)):
+                packed[key] = value[real][None]  # [1, S, ...]
+            else:
+                packed[key] = value
+        packed["position_ids"] = (pos[real][None] if pos.dim() == 2
+                                  else pos[:, real][:, None])  # [1, S] or [R, 1, S]
+        where = real.flatten().long().cumsum(0).view(N, L) - 1  # [N, L] index in the row
+        index = where[:, P - 1: P + T - 1][batch.completion_mask.bool()]  # [C]
+        return TrainingBatch(inputs=packed, completion_ids=batch.completion_ids,
+                             completion_mask=batch.completion_mask, prompt_len=P,
+                             packed_index=index)
+
+    def packed_position_ids(self, model, batch: TrainingBatch) -> torch.Tensor:
+        """*Family hook*: the position ids each real token of the padded ``batch`` has in
+        its own sequence, [N, L] (values on padding are unused): 0, 1, 2, ... from each
+        sequence's first real token. A family with multi-dimensional RoPE returns
+        [R, N, L] in the layout its language model takes (see
+        :func:`mrope_packed_position_ids`)."""
+        mask = batch.inputs["attention_mask"].long()
+        return (mask.cumsum(-1) - 1).clamp(min=0)
+
     def extend_per_token(self, key: str, tensor: torch.Tensor, n_completion: int) -> torch.Tensor:
         """*Family hook*: per-token input ``key`` ([N, P, ...]) continued over
         ``n_completion`` completion positions (dim 1) -> [N, P + T, ...]. Default: zeros
@@ -646,6 +716,25 @@ class Adapter:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def mrope_packed_position_ids(model, batch: TrainingBatch) -> torch.Tensor:
+    """[4, N, L] packed position ids of a family with M-RoPE / 3-D RoPE (Qwen2-VL,
+    Qwen2.5-VL, Qwen3-VL, GLM-4.1V): row 0 the text positions 0, 1, 2, ... of each
+    sequence, which transformers' language model reads to find the packed sequences
+    (a [4, ...] tensor: "text-only position ids prepended"), rows 1-3 the temporal /
+    height / width ids of the model's own ``get_rope_index`` on the padded batch, which
+    skips padding, so each sequence's ids are the ones it has alone. Without images every
+    row is the text positions (the rule the model applies to a text-only sequence)."""
+    inputs = batch.inputs
+    mask = inputs["attention_mask"]
+    text = (mask.long().cumsum(-1) - 1).clamp(min=0)  # [N, L]
+    if inputs.get("image_grid_thw") is None:
+        return text[None].expand(4, -1, -1)
+    base = unwrap(model).model
+    rope, _ = base.get_rope_index(inputs["input_ids"], mm_token_type_ids=inputs["mm_token_type_ids"],
+                                  image_grid_thw=inputs["image_grid_thw"], attention_mask=mask)
+    return torch.cat([text[None], rope.to(text.device)], dim=0)
 
 
 def unwrap(model):

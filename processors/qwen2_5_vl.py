@@ -19,7 +19,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from .base import Adapter
+from .base import Adapter, mrope_packed_position_ids
 from .family import FamilyFacts, register_adapter, tiny_builder
 from .images import ImageInputError
 from .tiny import QWEN_VL_SPECIALS, qwen_chat_template, train_byte_level_bpe
@@ -47,6 +47,7 @@ class Qwen2_5_VLAdapter(Adapter):
     takes_video = True
     settings = Qwen2_5_VLSettings
     vllm_tested = True
+    packing = True  # tests/test_packing.py: packed = padded, with and without images
 
     @property
     def _ip(self):
@@ -97,6 +98,11 @@ class Qwen2_5_VLAdapter(Adapter):
     def vllm_processor_kwargs(self) -> dict:
         lo, hi = self.pixel_budget()
         return {"min_pixels": lo, "max_pixels": hi}
+
+    def packed_position_ids(self, model, batch):
+        """M-RoPE: text positions plus the model's temporal / height / width ids, per
+        sequence (``base.mrope_packed_position_ids``)."""
+        return mrope_packed_position_ids(model, batch)
 
 
 # --------------------------------------------------------------------------- tiny model

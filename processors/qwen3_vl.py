@@ -45,6 +45,7 @@ class Qwen3VLAdapter(Qwen2_5_VLAdapter):
 
     family = "Qwen3-VL"
     model_types = ("qwen3_vl",)
+    packing = False  # packed forward not yet tested against the padded one
     vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import DEFAULT_SYSTEM_PROMPT, Adapter
+from .base import DEFAULT_SYSTEM_PROMPT, Adapter, unwrap
 from .family import FamilyFacts, register_adapter, tiny_builder
 from .tiny import train_byte_level_bpe
 
@@ -25,8 +25,14 @@ class TextLMAdapter(Adapter):
     is_multimodal = False
     stop_tokens = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
     vllm_tested = True
+    packing = True
 
-    def _load_processor(self):
+    def can_pack(self, model) -> bool:
+        """Packed only for the model types this adapter names (their transformers models
+        read packed sequences from position ids; tested on Qwen2): a model type it serves
+        as the causal-LM fallback keeps the padded path."""
+        return getattr(unwrap(model).config, "model_type", None) in self.model_types
+
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(self.path,

@@ -124,18 +124,29 @@ def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: fl
     temperature-scaled / unscaled distribution. ``sampled_entropy``: also the entropy of
     the scored distribution (no gradient). ``budget_bytes``: see the module docstring.
     Returns (logprobs, self_certainty or None, entropy or None, sampled entropy or None),
-    each [N, T]."""
+    each [N, T]. A packed batch (``TrainingBatch.packed_index``) runs the head on its C
+    real completion tokens as one [1, C] row, scattered back to [N, T] at the end: no head
+    work on padding."""
     model = unwrap(model)
     hidden = adapter.decoder_hidden_states(model, batch.inputs)  # [N, L, H], L = P + T
     P, T = batch.prompt_len, batch.completion_ids.shape[1]
-    h = hidden[:, P - 1: P + T - 1]  # [N, T, H]: position t predicts completion token t
+    chunk_tokens = chunk_tokens or adapter.options.logprob_chunk_tokens
+    ids = batch.completion_ids  # [N, T]
+    if batch.packed:  # hidden [1, S, H]: the C real completion tokens as one row
+        rows = batch.completion_ids.shape[0]
+        h = hidden[0, batch.packed_index][None]  # [1, C, H]
+        ids = batch.completion_ids[batch.completion_mask.bool()][None]  # [1, C]
+        T = h.shape[1]
+        chunk_tokens = chunk_tokens * rows  # the padded pass's N x c rows per LM-head call
+    else:
+        h = hidden[:, P - 1: P + T - 1]  # [N, T, H]: position t predicts completion token t
     head = adapter.lm_head(model)
     softcap = adapter.logit_softcap(model)
     suppressed = adapter.suppressed_token_ids()
     N = h.shape[0]
     V = _vocab_size(head, h)
     budget = LOGITS_BUDGET_BYTES if budget_bytes is None else budget_bytes
-    chunk = chunk_positions(N, V, chunk_tokens or adapter.options.logprob_chunk_tokens, budget)
+    chunk = chunk_positions(N, V, chunk_tokens, budget)
     # With gradient, autograd keeps each chunk's [N, c, V] log_softmax for backward: past the
     # budget, recompute each chunk in backward instead of keeping them all.
     recompute = torch.is_grad_enabled() and h.requires_grad and 4 * N * T * V > budget
@@ -162,7 +173,7 @@ def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: fl
 
     out, out_sc, out_ent, out_h = [], [], [], []
     for s in range(0, T, chunk):
-        args = (h[:, s: s + chunk], batch.completion_ids[:, s: s + chunk])
+        args = (h[:, s: s + chunk], ids[:, s: s + chunk])
         if recompute:
             lp, sc, ent, h_ent = checkpoint(one_chunk, *args, use_reentrant=False,
                                             preserve_rng_state=False)  # no sampling inside
@@ -173,11 +184,19 @@ def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: fl
         out_ent.append(ent)
         out_h.append(h_ent)
     mask = batch.completion_mask  # [N, T]
-    logprobs = torch.cat(out, dim=1) * mask  # [N, T]
-    h_sampled = torch.cat(out_h, 1) * mask if sampled_entropy else None  # [N, T]
+    if batch.packed:
+        def place(parts: list) -> torch.Tensor:
+            """[1, C] chunks -> [N, T], each value at its completion token, 0 on padding."""
+            flat = torch.cat(parts, dim=1)[0]  # [C]
+            return flat.new_zeros(mask.shape).masked_scatter(mask.bool(), flat)
+    else:
+        def place(parts: list) -> torch.Tensor:
+            return torch.cat(parts, dim=1) * mask  # [N, T]
+    logprobs = place(out)  # [N, T]
+    h_sampled = place(out_h) if sampled_entropy else None  # [N, T]
     if stats is None:
         return logprobs, None, None, h_sampled
-    return logprobs, torch.cat(out_sc, 1) * mask, torch.cat(out_ent, 1) * mask, h_sampled
+    return logprobs, place(out_sc), place(out_ent), h_sampled
 
 
 def chunk_positions(n_seqs: int, vocab: int, chunk_tokens: int,

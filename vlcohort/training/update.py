@@ -29,22 +29,95 @@ from vlcohort.training.logprobs import completion_logprobs, completion_token_sta
 
 
 def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
-                  size: int, device: torch.device | None = None) -> list[tuple[slice, Any]]:
-    """Training batches of ``size`` sequences each, encoded once and reused by every pass.
+                  size: int, device: torch.device | None = None, *, tokens: int = 0,
+                  packing: bool = False, mini: int = 0) -> list[tuple[Any, Any]]:
+    """Training batches, encoded once and reused by every pass: ``(rows, batch)`` pairs.
 
     Row n of the rollouts belongs to prompt n // G. Each micro-batch re-encodes its own
     prompts (family-agnostic: no per-image tensor slicing); log-probs do not depend on
     padding (tested per family), so this equals slicing one big batch.
+
+    ``tokens`` 0: ``size`` consecutive sequences each, ``rows`` a slice. ``tokens`` > 0:
+    micro-batches of about ``tokens`` real tokens (:func:`token_micro_batches`), within
+    each mini-batch of ``mini`` sequences (0: all N), ``rows`` a LongTensor of row
+    indices. ``packing``: each batch packed into one row without padding
+    (``Adapter.pack_training``) when the family can pack this model; else padded.
     """
     G = rollouts.group_size
     N = len(rollouts.completions)
+    if tokens > 0:
+        groups: list = token_micro_batches(row_tokens(agent, rendered, rollouts), tokens, mini or N)
+    else:
+        groups = [slice(start, min(N, start + size)) for start in range(0, N, size)]
+    pack = packing and agent.adapter.can_pack(agent.model)
     out = []
-    for start in range(0, N, size):
-        rows = slice(start, min(N, start + size))
-        prompts = agent.adapter.encode_prompts([rendered[n // G] for n in range(rows.start, rows.stop)])
-        batch = agent.adapter.encode_training(prompts, rollouts.completions[rows])
+    for rows in groups:
+        index = row_indices(rows)
+        prompts = agent.adapter.encode_prompts([rendered[n // G] for n in index])
+        completions = (rollouts.completions[rows] if isinstance(rows, slice)
+                       else [rollouts.completions[n] for n in index])
+        batch = agent.adapter.encode_training(prompts, completions)
+        if pack:
+            batch = agent.adapter.pack_training(agent.model, batch)
         out.append((rows, batch.to(device) if device is not None else batch))
     return out
+
+
+def update_micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
+                         g: GRPOConfig, device: torch.device | None) -> list[tuple[Any, Any]]:
+    """:func:`micro_batches` as ``grpo`` sets them (``micro_batch_seqs``,
+    ``micro_batch_tokens``, ``packing``, ``mini_batch_seqs``): every pass of a step uses it."""
+    return micro_batches(agent, rendered, rollouts, g.micro_batch_seqs, device,
+                         tokens=g.micro_batch_tokens, packing=g.packing, mini=g.mini_batch_seqs)
+
+
+def row_indices(rows) -> list[int]:
+    """The rollout rows of a micro-batch (a slice or a LongTensor of indices), in order."""
+    if isinstance(rows, slice):
+        return list(range(rows.start, rows.stop))
+    return [int(n) for n in rows]
+
+
+def n_rows(rows) -> int:
+    """How many sequences a micro-batch holds."""
+    return rows.stop - rows.start if isinstance(rows, slice) else int(rows.numel())
+
+
+def row_tokens(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts) -> list[int]:
+    """Real tokens of each rollout row: its prompt's (each distinct prompt encoded alone,
+    once, images expanded) plus its completion's."""
+    G = rollouts.group_size
+    prompt = [int(agent.adapter.encode_prompts([r]).inputs["attention_mask"].sum()) for r in rendered]
+    return [prompt[n // G] + len(c) for n, c in enumerate(rollouts.completions)]
+
+
+def token_micro_batches(lengths: Sequence[int], budget: int, mini: int) -> list[torch.Tensor]:
+    """Rows grouped into micro-batches of at most ``budget`` tokens (``lengths[n]`` each),
+    never across a mini-batch (rows ``[k mini, (k + 1) mini)``), balanced: within a
+    mini-batch, ceil(total / budget) micro-batches to start with, sequences taken longest
+    first, each into the least-loaded micro-batch it fits in, a new one when none has
+    room (longest-processing-time-first scheduling). A sequence longer than the budget
+    gets a micro-batch of its own. Returns each micro-batch's rows (ascending, so a
+    prompt's rollouts stay together), in order of their first row."""
+    out: list[list[int]] = []
+    N = len(lengths)
+    for start in range(0, N, mini):
+        rows = range(start, min(N, start + mini))
+        k = max(1, math.ceil(sum(lengths[n] for n in rows) / budget))
+        bins: list[list[int]] = [[] for _ in range(k)]
+        loads = [0] * k
+        for n in sorted(rows, key=lambda r: -lengths[r]):
+            fits = [b for b in range(len(bins)) if not bins[b] or loads[b] + lengths[n] <= budget]
+            if not fits:
+                bins.append([])
+                loads.append(0)
+                fits = [len(bins) - 1]
+            b = min(fits, key=lambda i: loads[i])
+            bins[b].append(n)
+            loads[b] += lengths[n]
+        out.extend(sorted(b) for b in bins if b)
+    out.sort(key=lambda b: b[0])
+    return [torch.tensor(b, dtype=torch.long) for b in out]
 
 
 def pad_to(t: torch.Tensor, T: int) -> torch.Tensor:
@@ -96,8 +169,7 @@ def token_stats(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Roll
     (``logprobs.completion_token_stats``). ``temperature_scaled``: statistics of
     softmax(logits / temperature) instead of softmax(logits)."""
     N, T = len(rollouts.completions), rollouts.logprobs.shape[1]
-    mbs = micro_batches(agent, rendered, rollouts, g.micro_batch_seqs,
-                        next(agent.model.parameters()).device)
+    mbs = update_micro_batches(agent, rendered, rollouts, g, next(agent.model.parameters()).device)
     logp, sc, ent, mask = (torch.zeros(N, T) for _ in range(4))  # [N, T] each
     with torch.no_grad(), agent.autocast(), agent.generation_context():  # ZeRO-3: gathered
         for rows, tb in mbs:
@@ -312,8 +384,8 @@ def update_batch(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     N, T = len(rollouts.completions), rollouts.logprobs.shape[1]
     rollout_logp = rollouts.logprobs.to(device)  # [N, T]
     batches = cached.batches if cached is not None else None
-    mbs = batches if batches is not None else micro_batches(agent, rendered, rollouts,
-                                                            g.micro_batch_seqs, device)
+    mbs = batches if batches is not None else update_micro_batches(agent, rendered, rollouts,
+                                                                   g, device)
     comp_mask = completion_mask(mbs, N, T, device)  # [N, T]
     kept = comp_mask  # [N, T] the completion tokens the loss can keep
     if g.mask_truncated_completions:  # cut at max_new_tokens: out of the loss and its
@@ -360,23 +432,40 @@ def completion_mask(mbs: list, N: int, T: int, device) -> torch.Tensor:
 
 def mini_batches(mbs: list, size: int) -> list[list[int]]:
     """The micro-batches ``mbs`` grouped into mini-batches of ``size`` sequences (their
-    indices, in order): micro-batch k goes to mini-batch ``rows.start // size``
-    (``grpo.mini_batch_seqs`` is a multiple of ``micro_batch_seqs``, config_checks)."""
+    indices, in order): micro-batch k goes to mini-batch ``first row // size``
+    (``grpo.mini_batch_seqs`` is a multiple of ``micro_batch_seqs``, config_checks; a
+    token-budget micro-batch never crosses a mini-batch, :func:`token_micro_batches`)."""
     groups: dict[int, list[int]] = {}
     for k, (rows, _) in enumerate(mbs):
-        groups.setdefault(rows.start // size, []).append(k)
+        groups.setdefault(row_indices(rows)[0] // size if not isinstance(rows, slice)
+                          else rows.start // size, []).append(k)
     return list(groups.values())
 
 
-def rows_of(mbs: list, minib: list[int]) -> slice:
-    """The rows a mini-batch covers (its micro-batches are consecutive)."""
-    return slice(mbs[minib[0]][0].start, mbs[minib[-1]][0].stop)
+def rows_of(mbs: list, minib: list[int]):
+    """The rows a mini-batch covers: a slice when its micro-batches are consecutive
+    slices, else a LongTensor of its rows."""
+    if all(isinstance(mbs[k][0], slice) for k in minib):
+        return slice(mbs[minib[0]][0].start, mbs[minib[-1]][0].stop)
+    return torch.cat([torch.as_tensor(row_indices(mbs[k][0]), dtype=torch.long) for k in minib])
 
 
 def policy_logprobs(agent: Agent, mbs: list, T: int, temperature: float) -> torch.Tensor:
     """[N, T] the policy's log-probs of every micro-batch, as it stands (call under no_grad:
     the "old" log-probs)."""
-    return torch.cat([pad_to(agent.logprobs(tb, temperature), T) for _, tb in mbs])
+    return by_rows(mbs, [pad_to(agent.logprobs(tb, temperature), T) for _, tb in mbs])
+
+
+def by_rows(mbs: list, parts: list[torch.Tensor]) -> torch.Tensor:
+    """[N, T] from each micro-batch's [n, T] rows: concatenated when the micro-batches are
+    consecutive slices, else each written at its rows (token-budget micro-batches)."""
+    if all(isinstance(rows, slice) for rows, _ in mbs):
+        return torch.cat(parts)
+    N = sum(p.shape[0] for p in parts)
+    out = parts[0].new_zeros((N, *parts[0].shape[1:]))
+    for (rows, _), part in zip(mbs, parts):
+        out[rows.to(out.device)] = part
+    return out
 
 
 def reference_logprobs(agent: Agent, mbs: list, T: int, temperature: float) -> torch.Tensor:
@@ -384,7 +473,7 @@ def reference_logprobs(agent: Agent, mbs: list, T: int, temperature: float) -> t
     run's starting weights (``training.agent.reference_model``; LoRA: the base model with
     its adapters disabled)."""
     with agent.reference_context():
-        return torch.cat([pad_to(completion_logprobs(
+        return by_rows(mbs, [pad_to(completion_logprobs(
             agent.adapter, agent.ref_forward_model, tb, temperature), T) for _, tb in mbs])
 
 
@@ -421,8 +510,8 @@ def kl_reward(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollou
     device = next(agent.model.parameters()).device
     N, T = len(rollouts.completions), rollouts.logprobs.shape[1]
     batches = cached.batches if cached is not None else None
-    mbs = batches if batches is not None else micro_batches(agent, rendered, rollouts,
-                                                            g.micro_batch_seqs, device)
+    mbs = batches if batches is not None else update_micro_batches(agent, rendered, rollouts,
+                                                                   g, device)
     comp_mask = completion_mask(mbs, N, T, device)  # [N, T]
     with torch.no_grad(), agent.autocast():
         old = (cached.logprobs.to(device) if cached is not None
@@ -443,7 +532,7 @@ def minibatch_step(agent: Agent, ub: UpdateBatch, minib: list[int], denom: torch
     nothing to ``totals``. ``is_parts`` (first epoch only) collects the IS statistics;
     the first epoch's forwards also give the policy's token entropies."""
     T = ub.rollout_logp.shape[1]
-    seqs = sum(ub.batches[k][0].stop - ub.batches[k][0].start for k in minib)
+    seqs = sum(n_rows(ub.batches[k][0]) for k in minib)
     step: dict[str, float] = {"loss": 0.0}  # this step's statistics, added once applied
     opt.begin()
     for j, k in enumerate(minib):
@@ -481,7 +570,7 @@ def minibatch_step(agent: Agent, ub: UpdateBatch, minib: list[int], denom: torch
             totals.skipped += 1
             return
         opt.backward(loss, last=j == len(minib) - 1)
-        share = (rows.stop - rows.start) / seqs
+        share = n_rows(rows) / seqs
         step["loss"] += float(loss.detach())
         for key in STEP_STATS:
             if key in st:
