@@ -168,3 +168,16 @@ def test_cli_bad_options_are_one_line_errors(argv, words, capsys):
 def test_unknown_method_in_the_pure_function():
     with pytest.raises(ValueError, match="co_rl"):
         sim.simulate("majority", steps=1)
+
+
+def test_co_rewarding_ii_is_a_lagged_self_vote_in_the_example():
+    """Co-rewarding-II's EMA teacher (the trainer's update and cosine alpha, the published
+    0.01 -> 1e-5) is made of the agent's own past: like TTRL it ends near 1 on the agent's
+    strong half and near 0 on its weak half, where Co-RL's peer reaches both."""
+    from vlcohort.analysis.simulate import simulate
+
+    r = simulate("co_rewarding_ii", pa=0.9, pb=0.2, seed=0)
+    for agent in ("A", "B"):
+        assert r[agent]["strong_half"] > 0.95 and r[agent]["weak_half"] < 0.05, r
+    with pytest.raises(ValueError, match="unknown method"):
+        simulate("co_rewarding_i")  # the data side needs rephrasings a table has not

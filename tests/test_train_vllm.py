@@ -180,3 +180,53 @@ def test_eval_on_vllm_answers_as_the_hf_engine(tmp_path, capsys):
     assert all(r["response"] for r in vl), "empty responses: weak test"
     summary = json.loads((tmp_path / "vllm" / "summary.json").read_text())
     assert "tiny:qwen2_5_vl" in summary["benchmarks"]["mathvista"]["models"]
+
+
+def test_ema_teacher_samples_on_vllm_and_the_policy_is_pushed_back(tmp_path):
+    """Co-rewarding-II on vLLM: ``generate_with`` pushes the EMA teacher's weights (swapped
+    into the policy module), samples, and pushes the policy's back. In fp32 the teacher's
+    recorded log-probs are the teacher weights' own, the next plain ``generate`` is the
+    policy's again, and the policy module is bit for bit what it was."""
+    from vlcohort.config import VLLMConfig
+    from vlcohort.rollout.vllm import VLLMEngine
+    from vlcohort.training.ema import EMATeacher
+
+    folder = tiny_model_path("tiny:qwen2", cache_dir=tmp_path)
+    adapter = adapter_for(folder)
+    model = adapter.load_model()
+    teacher = EMATeacher(model, "cpu")  # the start weights
+    gen = torch.Generator().manual_seed(5)
+    with torch.no_grad():  # the policy moves far from them
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
+    teacher.update(0.5)  # teacher = (start + policy) / 2
+    before = [p.detach().clone() for p in model.parameters()]
+    engine = VLLMEngine(adapter, model, VLLMConfig(dtype="float32", sleep_mode=False,
+                                                   enforce_eager=True, max_num_seqs=16,
+                                                   kv_cache_memory_gib=0.25), seed=0)
+    rendered = [adapter.render(Problem(id=f"p{i}", text=f"What is {i} + {i}?")) for i in range(2)]
+    G, sampling = 4, SamplingParams(max_new_tokens=8, temperature=1.0)
+    try:
+        taught = engine.generate_with(teacher.swapped_in(), model, rendered, G, sampling, seed=3)
+        own = engine.generate(rendered, G, sampling, seed=3)
+    finally:
+        engine.close()
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), before))
+
+    def logprobs_under(rollouts, swapped: bool):
+        batch = adapter.encode_training(
+            adapter.encode_prompts([r for r in rendered for _ in range(G)]), rollouts.completions)
+        with torch.no_grad(), (teacher.swapped_in() if swapped else torch.enable_grad()):
+            lp = completion_logprobs(adapter, model, batch, 1.0)
+        mask = torch.zeros_like(rollouts.logprobs, dtype=torch.bool)
+        for i, c in enumerate(rollouts.completions):
+            mask[i, : len(c)] = True
+        return lp[:, : rollouts.logprobs.shape[1]][mask], rollouts.logprobs[mask]
+
+    t_lp, t_rec = logprobs_under(taught, swapped=True)
+    p_lp, p_rec = logprobs_under(own, swapped=False)
+    assert torch.allclose(t_lp, t_rec, atol=1e-3), "vLLM did not sample from the teacher"
+    assert torch.allclose(p_lp, p_rec, atol=1e-3), "the policy was not pushed back"
+    wrong, _ = logprobs_under(taught, swapped=False)  # the policy's log-probs differ: not weak
+    assert not torch.allclose(wrong, t_rec, atol=1e-2)

@@ -30,6 +30,12 @@ majority is wrong), with ``eps`` on the other options. Outcomes (default setting
   the shared distractor) both votes are wrong from the start; with 0.6 and 0.3 the strong
   agent's vote is right but it loses the race, and most prompts still end wrong.
 - ``gt_reward`` (ground_truth): the reference; both agents reach ~1.
+- ``co_rewarding_ii`` (ema_teacher_vote): each agent's teacher is an EMA of its own logit
+  table (``training.ema``: the trainer's update and cosine-annealed alpha, the published
+  0.01 -> 1e-5), sampling G answers whose vote labels the agent. A lagged self-vote: like
+  TTRL each agent ends near 1 on its strong half and near 0 on its weak half, since a
+  teacher made of the agent's own past cannot hold what the agent never knew. The lag
+  damps a drift the current self-vote would follow; it cannot supply the missing half.
 
 >>> r = simulate("co_rl", pa=0.9, pb=0.2, steps=5, seed=0)
 >>> sorted(r), sorted(r["A"])
@@ -54,6 +60,7 @@ import torch
 from vlcohort.answers.grading import get_grader
 from vlcohort.data.problems import LETTERS, Problem
 from vlcohort.training import grpo
+from vlcohort.training.ema import cosine_alpha, ema_update_
 from vlcohort.training.rewards import score, teachers_for, vote_all
 
 __all__ = [
@@ -72,6 +79,8 @@ METHODS: dict[str, tuple[str, str]] = {
     "co_rl": ("peer_vote", "ring"),
     "ttrl": ("self_vote", "self"),
     "gt_reward": ("ground_truth", "self"),
+    # Co-rewarding-II (arXiv 2508.00410): each agent's own EMA teacher votes
+    "co_rewarding_ii": ("ema_teacher_vote", "self"),
 }
 
 #: The two agents of the paper's example; agent A starts at ``pa`` on the first half.
@@ -85,7 +94,8 @@ AGENTS = ("A", "B")
 #: and 150 steps take every prompt of the default scenario past 0.98. Plain SGD needs an
 #: lr about 100x larger (the token-mean loss divides by B x G = 160): lr 5 does the same.
 DEFAULTS = dict(prompts=20, options=4, rollouts=8, steps=150, lr=0.05, optimizer="adam",
-                eps=1e-3, seed=0, tie="abstain", prompts_per_step=None)
+                eps=1e-3, seed=0, tie="abstain", prompts_per_step=None,
+                ema_alpha_start=0.01, ema_alpha_end=1e-5)  # the published Co-rewarding-II recipe
 
 
 @dataclass(frozen=True)
@@ -227,7 +237,9 @@ def simulate(method: str, pa: float = 0.9, pb: float = 0.2, steps: int = DEFAULT
              options: int = DEFAULTS["options"], rollouts: int = DEFAULTS["rollouts"],
              lr: float = DEFAULTS["lr"], optimizer: str = DEFAULTS["optimizer"],
              eps: float = DEFAULTS["eps"], tie: str = DEFAULTS["tie"],
-             prompts_per_step: int | None = DEFAULTS["prompts_per_step"]) -> dict:
+             prompts_per_step: int | None = DEFAULTS["prompts_per_step"],
+             ema_alpha_start: float = DEFAULTS["ema_alpha_start"],
+             ema_alpha_end: float = DEFAULTS["ema_alpha_end"]) -> dict:
     """Train the two tabular agents of ``make_scenario(pa, pb)`` with ``method``; return
     ``{agent: {"accuracy", "strong_half", "weak_half", "worst_prompt"}}`` after ``steps``
     steps, each the probability on the right option (see ``summarise``).
@@ -236,6 +248,9 @@ def simulate(method: str, pa: float = 0.9, pb: float = 0.2, steps: int = DEFAULT
     None), every agent samples G = ``rollouts`` answers per prompt, votes, and only then
     does each agent get teacher labels, rewards, group advantages and one update. The
     result depends only on the arguments (one seeded generator for prompts and samples).
+    ``co_rewarding_ii``: before sampling, each agent's EMA teacher table moves towards its
+    table by ``ema_alpha_start`` annealed to ``ema_alpha_end`` (``ema.cosine_alpha``) and
+    samples G answers; its vote is the agent's label.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from: {', '.join(METHODS)}")
@@ -245,11 +260,11 @@ def simulate(method: str, pa: float = 0.9, pb: float = 0.2, steps: int = DEFAULT
         raise ValueError(f"rollouts must be >= 2: group advantages need a group, got {rollouts}")
     with one_thread():
         return _simulate(method, pa, pb, steps, seed, prompts, options, rollouts, lr,
-                         optimizer, eps, tie, prompts_per_step)
+                         optimizer, eps, tie, prompts_per_step, (ema_alpha_start, ema_alpha_end))
 
 
 def _simulate(method, pa, pb, steps, seed, prompts, options, rollouts, lr, optimizer, eps,
-              tie, prompts_per_step) -> dict:
+              tie, prompts_per_step, ema=(0.01, 1e-5)) -> dict:
     source, topology = METHODS[method]
     scenario = make_scenario(pa, pb, prompts, options, eps)
     B = prompts if prompts_per_step is None else prompts_per_step
@@ -260,8 +275,10 @@ def _simulate(method, pa, pb, steps, seed, prompts, options, rollouts, lr, optim
     tables = [torch.nn.Parameter(initial_logits(scenario.probs[a]).float())  # [P, K] each
               for a in range(len(AGENTS))]
     optims = [make_optimizer([t], optimizer, lr) for t in tables]
+    teachers_ema = ([t.detach().clone() for t in tables] if source == "ema_teacher_vote"
+                    else [])  # [A] EMA of each table [P, K]
 
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         rows = (torch.arange(prompts) if B == prompts
                 else torch.randperm(prompts, generator=gen)[:B])  # [B]
         problems = [scenario.problems[i] for i in rows.tolist()]
@@ -269,10 +286,16 @@ def _simulate(method, pa, pb, steps, seed, prompts, options, rollouts, lr, optim
         sampled = [sample_answers(t, rows, rollouts, gen) for t in tables]  # [A] x ([B][G], [B, G])
         votes = [vote_all(answers, problems, tie=tie, grader=grader)
                  for answers, _ in sampled]  # [A][B]
+        own_teacher: list = [()] * len(tables)  # [A][B] the EMA teachers' votes
+        for a, ema_table in enumerate(teachers_ema):
+            ema_update_(ema_table, tables[a].detach(), cosine_alpha(step, steps, *ema))
+            answers_t, _ = sample_answers(ema_table, rows, rollouts, gen)  # [B][G]
+            own_teacher[a] = vote_all(answers_t, problems, tie=tie, grader=grader)
         # 2. teacher labels, rewards, advantages; 3. update
         for a, (table, opt) in enumerate(zip(tables, optims)):
             answers, picks = sampled[a]
-            teachers = teachers_for(source, a, votes, problems, topology, tie, grader)  # [B]
+            teachers = teachers_for(source, a, votes, problems, topology, tie, grader,
+                                    teacher_votes=own_teacher[a])  # [B]
             scored = score(answers, teachers, problems, grader)
             adv = grpo.group_advantages(scored.rewards, valid=scored.valid)  # [B, G]
             if bool((adv != 0).any()):  # as the trainer: no signal, no optimizer step
@@ -319,6 +342,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"the distractor (default {d['eps']})")
     parser.add_argument("--tie", choices=("abstain", "first", "canonical"), default=d["tie"],
                         help="vote tie rule (default abstain)")
+    parser.add_argument("--ema-alpha-start", type=float, default=d["ema_alpha_start"],
+                        help="co_rewarding_ii: the policy's weight in the first EMA update "
+                             f"of the teacher (default {d['ema_alpha_start']}, the published "
+                             "recipe's)")
+    parser.add_argument("--ema-alpha-end", type=float, default=d["ema_alpha_end"],
+                        help="co_rewarding_ii: the policy's weight in the last EMA update "
+                             f"(default {d['ema_alpha_end']})")
     parser.add_argument("--json", action="store_true",
                         help="print {method: {agent: {accuracy, strong_half, weak_half, "
                              "worst_prompt}}} as JSON")
@@ -358,7 +388,9 @@ def run(args: argparse.Namespace) -> int:
             method: simulate(method, args.pa, args.pb, args.steps, args.seed,
                              prompts=args.prompts, options=args.options,
                              rollouts=args.rollouts, lr=args.lr, optimizer=args.optimizer,
-                             eps=args.eps, tie=args.tie, prompts_per_step=args.prompts_per_step)
+                             eps=args.eps, tie=args.tie, prompts_per_step=args.prompts_per_step,
+                             ema_alpha_start=getattr(args, "ema_alpha_start", DEFAULTS["ema_alpha_start"]),
+                             ema_alpha_end=getattr(args, "ema_alpha_end", DEFAULTS["ema_alpha_end"]))
             for method in parse_methods(args.methods)
         }
     except ValueError as e:

@@ -1,0 +1,281 @@
+"""Co-rewarding (Zhang et al., arXiv 2508.00410): the EMA teacher's maths by hand
+(``training/ema.py``), the teacher-vote and cross-view rewards (``rewards.py``), bad
+inputs, and each method for two steps through the real ``vlcohort train`` path on tiny
+real models (CPU, offline), resume included."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from vlcohort.answers.grading import get_grader
+from vlcohort.answers.voting import majority_vote
+from vlcohort.cli import main
+from vlcohort.config import load_config
+from vlcohort.data.problems import Problem
+from vlcohort.monitoring.metrics import read_metrics
+from vlcohort.training.ema import EMATeacher, cosine_alpha, ema_update_
+from vlcohort.training.rewards import RewardInputs, cross_view_partners, reward_of
+from vlcohort.typed_yaml import ConfigError
+
+
+@pytest.fixture(autouse=True)
+def _tiny_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
+
+
+# ------------------------------------------------------------------------- EMA by hand
+
+
+def test_ema_update_by_hand():
+    """teacher <- (1 - a) teacher + a policy: a = 0.25, [4, -2] towards [0, 2] -> [3, -1]."""
+    t = torch.tensor([4.0, -2.0])
+    out = ema_update_(t, torch.tensor([0.0, 2.0]), 0.25)
+    assert out is t and t.tolist() == [3.0, -1.0]
+    ema_update_(t, torch.tensor([0.0, 2.0]), 0.5)  # again, a = 0.5: [1.5, 0.5]
+    assert t.tolist() == [1.5, 0.5]
+    half = torch.tensor([1.0], dtype=torch.bfloat16)  # the policy's dtype is cast to the teacher's
+    assert ema_update_(torch.tensor([0.0]), half, 1.0).tolist() == [1.0]
+
+
+def test_cosine_alpha_by_hand():
+    """alpha(t) = end + (start - end) (1 + cos(pi t / T)) / 2, t = step - 1 clipped to [0, T]."""
+    assert cosine_alpha(1, 4, 0.3, 0.1) == pytest.approx(0.3)
+    assert cosine_alpha(2, 4, 0.3, 0.1) == pytest.approx(0.1 + 0.1 * (1 + math.sqrt(0.5)))
+    assert cosine_alpha(3, 4, 0.3, 0.1) == pytest.approx(0.2)
+    assert cosine_alpha(5, 4, 0.3, 0.1) == pytest.approx(0.1)
+    assert cosine_alpha(9, 4, 0.3, 0.1) == pytest.approx(0.1)  # past the end: clipped
+    # the published recipe's ends (run_corewarding-II.sh): 0.01 -> 1e-5
+    assert cosine_alpha(1, 100, 0.01, 1e-5) == pytest.approx(0.01)
+
+
+def test_teacher_tracks_trained_weights_swaps_and_restores_bitwise():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
+    model[1].requires_grad_(False)  # frozen: not the teacher's (as a LoRA base)
+    teacher = EMATeacher(model, "cpu")
+    assert set(teacher.shadow) == {"0.weight", "0.bias"} and teacher.nbytes == 4 * (6 + 2)
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with torch.no_grad():
+        model[0].weight.add_(1.0)  # the policy moves by +1
+    teacher.update(0.25)  # the teacher follows by a quarter
+    assert torch.allclose(teacher.shadow["0.weight"], start["0.weight"] + 0.25)
+    before = [p.detach().clone() for p in model.parameters()]
+    with teacher.swapped_in():
+        assert torch.allclose(model[0].weight, start["0.weight"] + 0.25)
+        assert torch.equal(model[1].weight, before[2])  # frozen weights untouched
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), before))  # bit for bit
+    with pytest.raises(RuntimeError, match="boom"):  # restored on an error too
+        with teacher.swapped_in():
+            raise RuntimeError("boom")
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), before))
+    again = EMATeacher(model, "cpu")
+    again.load_state_dict(teacher.state_dict())
+    assert again.updates == 1 and all(torch.equal(again.shadow[n], teacher.shadow[n])
+                                      for n in teacher.shadow)
+    with pytest.raises(ValueError, match="lacks"):
+        again.load_state_dict({"0.bias": torch.zeros(2)})
+    with pytest.raises(ValueError, match="device"):
+        EMATeacher(model, "gpu0")
+
+
+def test_bf16_policy_keeps_a_float32_teacher():
+    """A step of 1e-5 is below bf16's spacing near 1 (2^-7): the teacher moves anyway."""
+    model = torch.nn.Linear(1, 1, bias=False).to(torch.bfloat16)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    teacher = EMATeacher(model, "same")
+    with torch.no_grad():
+        model.weight.fill_(2.0)
+    teacher.update(1e-5)
+    assert teacher.shadow["weight"].dtype == torch.float32
+    assert teacher.shadow["weight"].item() == pytest.approx(1.0 + 1e-5, abs=1e-7)
+
+
+# ------------------------------------------------------------------ the two rewards
+
+
+def _inputs(answers, votes, problems, **kw):
+    return RewardInputs(agent=0, answers=answers, votes=votes, problems=problems,
+                        trained=list(range(len(problems))), token_stats=lambda: None,
+                        group_size=len(answers[0]), grader=get_grader("corrected"), **kw)
+
+
+def test_teacher_vote_labels_the_policy_rollouts():
+    """The policy's own vote says "3" on prompt 0; the teacher's G samples say "4": the
+    rollouts answering 4 are rewarded, the teacher's tie on prompt 1 gives no label."""
+    problems = [Problem(id="p0", text="2+2?"), Problem(id="p1", text="1+1?")]
+    answers = [["3", "3", "4", None], ["2", "2", "2", "2"]]  # [P][G] the policy's
+    own = [majority_vote(a) for a in answers]
+    teacher = [majority_vote(["4", "4", "3", "4"]), majority_vote(["2", "5", None, None])]
+    got = reward_of("ema_teacher_vote", _inputs(answers, [own], problems, teacher_votes=teacher))
+    assert got.labels == ["4", None]
+    assert got.scored.rewards.tolist() == [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+    assert got.scored.valid.tolist() == [True, False]
+    assert got.metrics["teacher/agreement"] == 0.0  # "3" vs "4"; an abstention is no agreement
+    same = reward_of("ema_teacher_vote", _inputs(answers, [own], problems, teacher_votes=own))
+    assert same.metrics["teacher/agreement"] == 1.0  # the policy's vote as teacher: self-vote
+    with pytest.raises(ValueError, match="teacher votes"):  # no teacher: never a zero reward
+        reward_of("ema_teacher_vote", _inputs(answers, [own], problems))
+
+
+def test_cross_view_reward_pairs_each_wording_with_the_other():
+    """Round of B = 2: prompts 0, 1 as asked, 2, 3 their rephrasings. Prompt 0's rollouts
+    are labelled by the vote on prompt 2 and the other way round."""
+    assert cross_view_partners(4) == [2, 3, 0, 1]
+    assert cross_view_partners(8, 2) == [2, 3, 0, 1, 6, 7, 4, 5]
+    with pytest.raises(ValueError, match="do not split"):
+        cross_view_partners(6, 2)
+    p0, p1 = Problem(id="a", text="6/2?"), Problem(id="b", text="3*3?")
+    problems = [p0, p1, p0, p1]
+    answers = [["3", "3", "2"], ["9", "6", "6"], ["3", "2", "2"], ["9", "9", "1"]]
+    own = [majority_vote(a) for a in answers]  # 3, 6, 2, 9
+    got = reward_of("cross_view_vote", _inputs(answers, [own], problems, partners=(2, 3, 0, 1)))
+    assert got.labels == ["2", "9", "3", "6"]
+    assert got.scored.rewards.tolist() == [[0, 0, 1], [1, 0, 0], [1, 0, 0], [0, 0, 0]]
+    assert got.metrics["cross_view/agreement"] == 0.0
+    with pytest.raises(ValueError, match="partner"):
+        reward_of("cross_view_vote", _inputs(answers, [own], problems))
+
+
+# ------------------------------------------------------------------------ bad inputs
+
+
+def test_bad_settings_are_one_line_config_errors(tmp_path):
+    text = ["agents=[{name: A, path: 'tiny:qwen2'}]", "arms=[]"]
+    for bad, match in [(["reward.ema.alpha_start=0"], r"reward\.ema\.alpha_start"),
+                       (["reward.ema.alpha_end=2"], r"reward\.ema\.alpha_end"),
+                       (["reward.ema.every=0"], r"reward\.ema\.every"),
+                       (["reward.ema.device=gpu"], r"reward\.ema\.device"),
+                       (["reward.ema.teacher_view=rephrased"], r"agents\.0\.view")]:
+        with pytest.raises(ConfigError, match=match) as e:
+            load_config(None, ["method=co_rewarding_ii", *text, *bad])
+        assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"agents\.0\.view: cross_view_vote"):
+        load_config(None, ["method=co_rewarding_i", *text])
+    cfg = load_config(None, ["method=co_rewarding", *text])  # the alias, one agent
+    assert cfg.reward.source == "ema_teacher_vote" and cfg.reward.ema.alpha_start == 0.01
+    rw = tmp_path / "rw.json"
+    rw.write_text("{}")
+    with pytest.raises(ConfigError, match=r"data\.decouple"):
+        load_config(None, ["method=co_rewarding_i", "data.source=file", f"data.path={tmp_path}",
+                           f"agents=[{{name: A, path: 'tiny:qwen2', view: {{rewrite_file: {rw}}}}}]",
+                           "arms=[]", "data.decouple=true"])
+
+
+# ------------------------------------------------------------------------- end to end
+
+RUN = ["reward.answer_style=last_letter", "rollout.prompts_per_step=2",
+       "rollout.rollouts_per_prompt=8", "rollout.max_new_tokens=16", "grpo.micro_batch_seqs=8",
+       "optim.lr=1e-3", "optim.warmup_ratio=0", "log.plot=false", "log.tensorboard=false",
+       "run.seed=4", "arms=[]", "eval.every=0", "reward.min_share=0", "grpo.kl_coef=0",
+       "reward.tie=first", "prompt.system_prompt=You are a helpful assistant."]
+
+
+def test_co_rewarding_ii_trains_and_resumes_exactly(tmp_path):
+    """One agent, 4 steps with checkpoints at 2 and 4; a copy of the run cut back to its
+    step-2 checkpoint and resumed ends where the straight run did (metrics, weights and
+    teacher): the EMA teacher is saved and restored with the checkpoint. Its metrics are
+    logged, its memory once, and the teacher's alpha follows the cosine."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    common = ["method=co_rewarding", "agents=[{name: A, path: 'tiny:qwen2_5_vl'}]",
+              "data.tasks=[shape_colour, shape_kind]", "data.num_problems=16", *RUN,
+              "run.steps=4", "checkpoint.every=2", "reward.format_weight=0.5",
+              "reward.ema.alpha_start=0.5", "reward.ema.alpha_end=0.1"]
+    straight, parted = tmp_path / "straight", tmp_path / "parted"
+    assert main(["train", *common, f"run.output_dir={straight}"]) == 0
+    shutil.copytree(straight, parted)
+    shutil.rmtree(parted / "checkpoints/step-4")
+    (parted / "checkpoints/latest").write_text("step-2")
+    assert (parted / "checkpoints/step-2/A/ema_teacher.safetensors").is_file()
+    assert main(["train", "--resume", str(parted)]) == 0
+    a, b = read_metrics(straight / "metrics.jsonl"), read_metrics(parted / "metrics.jsonl")
+    strip = [{k: v for k, v in r.items() if not k.startswith("timing/")} for r in a]
+    assert [r["step"] for r in b] == [1, 2, 3, 4]
+    assert strip == [{k: v for k, v in r.items() if not k.startswith("timing/")} for r in b]
+    assert [r["agent/A/teacher/alpha"] for r in a] == pytest.approx(
+        [cosine_alpha(s, 4, 0.5, 0.1) for s in (1, 2, 3, 4)])
+    assert "agent/A/teacher/bytes" in a[0] and all("agent/A/teacher/bytes" not in r for r in a[1:])
+    assert all("agent/A/teacher/agreement" in r and "timing/teacher" in r for r in a)
+    assert any("agent/A/loss" in r for r in a), "nothing trained: weak test"
+    wa = load_file(straight / "checkpoints/step-4/A/model.safetensors")
+    wb = load_file(parted / "checkpoints/step-4/A/model.safetensors")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    ta = load_file(straight / "checkpoints/step-4/A/ema_teacher.safetensors")
+    tb = load_file(parted / "checkpoints/step-4/A/ema_teacher.safetensors")
+    assert ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta)
+    assert int(ta["__updates__"][0]) == 4
+    # the teacher lags the policy: it is neither the start nor the trained weights
+    name = next(k for k in ta if k != "__updates__" and not torch.equal(ta[k], wa[k].float()))
+    assert not torch.equal(ta[name], wa[name].float())
+
+
+def _text_data(tmp_path, n=6):
+    """Multiple-choice arithmetic as a JSONL file, and a rewrite file rephrasing each."""
+    path, rw = tmp_path / "train.jsonl", tmp_path / "rephrased.jsonl"
+    rows, rewrites = [], []
+    for i in range(n):
+        a, b = i + 1, i + 2
+        opts = [str(a + b), str(a + b + 1), str(a * b + 3), str(a + 2 * b)]
+        rows.append({"id": f"q{i}", "question": f"What is {a} + {b}?", "options": opts,
+                     "answer": "A"})
+        rewrites.append({"id": f"q{i}", "question": f"Add {b} to {a}. What do you get?"})
+    rows.append({"id": "no-rewrite", "question": "What is 1 + 1?", "options": ["2", "3"],
+                 "answer": "A"})
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    rw.write_text("\n".join(json.dumps(r) for r in rewrites) + "\n")
+    return path, rw
+
+
+def test_co_rewarding_i_and_the_combined_variant_train_two_agents(tmp_path, capsys):
+    """Two text agents, each answering the question and its rephrasing: every round holds
+    2B prompts (B asked, B rephrased) and each agent trains on all of them; a record
+    without a rephrasing is skipped and counted at load. Then the combined variant
+    (Co-rewarding-II's teacher answering the rephrasing, the published code's
+    data.use_aug=True) for two steps."""
+    path, rw = _text_data(tmp_path)
+    agents = (f"agents=[{{name: A, path: 'tiny:qwen2', view: {{rewrite_file: '{rw}'}}}}, "
+              f"{{name: B, path: 'tiny:qwen2', view: {{rewrite_file: '{rw}'}}}}]")
+    run = tmp_path / "i"
+    assert main(["train", "method=co_rewarding_i", agents, "data.source=file",
+                 f"data.path={path}", *RUN, "run.steps=2", f"run.output_dir={run}"]) == 0
+    assert "view_missing=1" in capsys.readouterr().err
+    recs = read_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in recs] == [1, 2]
+    for name in ("A", "B"):
+        assert all(f"agent/{name}/cross_view/agreement" in r for r in recs)
+        assert all(f"agent/{name}/reward/mean" in r for r in recs)
+
+    run2 = tmp_path / "combined"
+    assert main(["train", "method=co_rewarding_ii", agents, "data.source=file",
+                 f"data.path={path}", *RUN, "run.steps=2", "reward.ema.teacher_view=rephrased",
+                 f"run.output_dir={run2}"]) == 0
+    assert all("agent/B/teacher/agreement" in r for r in read_metrics(run2 / "metrics.jsonl"))
+
+
+def test_cross_view_round_holds_both_wordings(tmp_path):
+    """The round's prompts: B originals then their B rephrasings, rendered as such."""
+    from vlcohort.recipes.cohort import setup
+    from vlcohort.recipes.step import next_prompts
+
+    path, rw = _text_data(tmp_path)
+    cfg = load_config(None, ["method=co_rewarding_i", "data.source=file", f"data.path={path}",
+                             f"agents=[{{name: A, path: 'tiny:qwen2', view: {{rewrite_file: '{rw}'}}}}]",
+                             *RUN, "run.steps=1", f"run.output_dir={tmp_path / 'r'}"])
+    run = setup(cfg)
+    try:
+        prompts = next_prompts(run)
+        assert prompts.partners == (2, 3, 0, 1)
+        assert [p.id for p in prompts.problems[:2]] == [p.id for p in prompts.problems[2:]]
+        texts = [r.text for r in prompts.rendered[0]]
+        assert "What is" in texts[0] and "Add" in texts[2] and "What is" in texts[1]
+    finally:
+        from vlcohort.recipes.cohort import cleanup
+        run.cfg.checkpoint.at_end = False
+        cleanup(run)
