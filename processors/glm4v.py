@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import Adapter
+from .base import Adapter, mrope_packed_position_ids
 from .family import FamilyFacts, register_adapter, tiny_builder
 
 
@@ -35,10 +35,16 @@ class Glm4vAdapter(Adapter):
     stop_tokens = ("<|user|>", "<|observation|>", "<|endoftext|>")
     per_token_keys = ("mm_token_type_ids",)
     takes_video = True
+    packing = True  # tests/test_packing.py: packed = padded, with and without images
 
     @property
     def _ip(self):
         return self.processor.image_processor
+
+    def packed_position_ids(self, model, batch):
+        """3-D RoPE: text positions plus the model's temporal / height / width ids, per
+        sequence (``base.mrope_packed_position_ids``)."""
+        return mrope_packed_position_ids(model, batch)
 
     def processor_size(self) -> dict:
         """The image processor's ``size`` (``shortest_edge`` / ``longest_edge``: its

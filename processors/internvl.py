@@ -41,6 +41,7 @@ class InternVLAdapter(Adapter):
     takes_video = True
     settings = InternVLSettings
     vllm_tested = True
+    packing = True  # tests/test_packing.py: packed = padded (tiles concatenated in order)
 
     @property
     def _ip(self):

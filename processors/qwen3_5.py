@@ -66,6 +66,7 @@ class Qwen3_5Adapter(Qwen3VLAdapter):
     model_types = ("qwen3_5", "qwen3_5_moe")
     vllm_tested = False  # the request form is inherited, not yet run on a real vLLM
     settings = Qwen3_5Settings
+    packing = False  # its linear-attention (Gated DeltaNet) layers would run across packed sequences
 
     def apply_prompt_format(self, msgs: list[dict]) -> str:
         """The chat template (a VLM is always prompted through it), with

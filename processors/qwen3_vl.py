@@ -45,7 +45,7 @@ class Qwen3VLAdapter(Qwen2_5_VLAdapter):
 
     family = "Qwen3-VL"
     model_types = ("qwen3_vl",)
-    packing = False  # packed forward not yet tested against the padded one
+    packing = True  # tests/test_packing.py: packed = padded, DeepStack features included
     vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
 
 
@@ -58,6 +58,7 @@ class Qwen3VLMoeAdapter(Qwen3VLAdapter):
 
     family = "Qwen3-VL-MoE"
     model_types = ("qwen3_vl_moe",)
+    packing = False  # packed forward not tested against the padded one
 
 
 # ------------------------------------------------------------------------- tiny models

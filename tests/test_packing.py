@@ -126,13 +126,14 @@ def _check_isolation(spec: str, attn: str) -> None:
         assert float((c[1:] - b2[1:]).abs().max()) > 1e-4
 
 
-@pytest.mark.parametrize("spec", ["tiny:qwen2", "tiny:qwen2_5_vl", "tiny:qwen2_vl"])
+@pytest.mark.parametrize("spec", ["tiny:qwen2", "tiny:qwen2_5_vl", "tiny:qwen2_vl", "tiny:qwen3_vl",
+                                  "tiny:glm4v", "tiny:internvl3_5"])
 def test_packed_logprobs_and_gradients_equal_padded(spec):
     _check_family(spec)
 
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
-@pytest.mark.parametrize("spec", ["tiny:qwen2", "tiny:qwen2_5_vl"])
+@pytest.mark.parametrize("spec", ["tiny:qwen2", "tiny:qwen2_5_vl", "tiny:glm4v", "tiny:internvl3_5"])
 def test_packed_sequences_do_not_attend_to_each_other(spec, attn):
     _check_isolation(spec, attn)
 
