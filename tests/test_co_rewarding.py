@@ -279,3 +279,49 @@ def test_cross_view_round_holds_both_wordings(tmp_path):
         from vlcohort.recipes.cohort import cleanup
         run.cfg.checkpoint.at_end = False
         cleanup(run)
+
+
+@pytest.mark.distributed
+def test_zero3_agent_group_keeps_the_ema_of_its_partitions(tmp_path):
+    """One agent over two ranks under ZeRO-3 (gloo): each rank keeps the EMA of its own
+    partition of every weight, saves it as its own file, and a resume loads it back."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    from vlcohort.processors import tiny_model_path
+
+    run = tmp_path / "run"
+    args = ["method=co_rewarding", "agents=[{name: A, path: 'tiny:qwen2_5_vl'}]",
+            "data.tasks=[shape_colour, shape_kind]", "data.num_problems=16", *RUN,
+            "rollout.rollouts_per_prompt=4", "rollout.max_new_tokens=8", "grpo.micro_batch_seqs=4",
+            "reward.format_weight=0.5", "run.threads=1", "distributed.timeout_s=60",
+            "distributed.ranks_per_agent=2", "distributed.zero_stage=3"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+
+    def torchrun(*extra):
+        out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                              "--nproc_per_node=2", "-m", "vlcohort", "train", *extra],
+                             env=env, capture_output=True, text=True, timeout=600,
+                             cwd=Path(__file__).resolve().parents[1])
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+        return out
+
+    out = torchrun(*args, "run.steps=2", f"run.output_dir={run}")
+    assert "# EMA teacher of A:" in out.stdout
+    folder = run / "checkpoints/step-2/A"
+    parts = [load_file(folder / f"ema_teacher-rank{r}.safetensors") for r in (0, 1)]
+    assert parts[0].keys() == parts[1].keys()
+    whole = load_file(tiny_model_path("tiny:qwen2_5_vl") / "model.safetensors")
+    total = sum(t.numel() for t in whole.values())
+    held = sum(t.numel() for p in parts for k, t in p.items() if k != "__updates__")
+    assert total <= held < total + 2 * len(whole) * 2  # two partitions (+ ZeRO's padding)
+    assert all(int(p["__updates__"][0]) == 2 for p in parts)
+    torchrun("--resume", str(run), "run.steps=3")
+    recs = read_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in recs] == [1, 2, 3]
+    assert all("agent/A/teacher/agreement" in r for r in recs)
