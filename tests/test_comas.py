@@ -172,16 +172,15 @@ def _records_and_turns(run):
 
 
 def test_two_step_tiny_vlm_run_through_vlcohort_train(tmp_path):
-    """Three tiny VLMs on picture problems, 2 steps, 2 rounds: every turn logged, the
-    pictures in every turn, every judge turn scored or counted as unreadable (-1), every
-    logged key documented."""
+    """Three tiny VLMs on picture problems, 2 steps: every turn logged, every judge turn
+    scored or counted as unreadable (-1), every logged key documented, checkpoints."""
     run = tmp_path / "run"
     args = ["train", *SMALL, VLM3, "data.tasks=[shape_colour]", "data.num_problems=8",
-            "comas.rounds=2", "run.steps=2", f"run.output_dir={run}"]
+            "comas.rounds=1", "run.steps=2", f"run.output_dir={run}"]
     assert main(args) == 0
     recs, turns = _records_and_turns(run)
     assert [r["step"] for r in recs] == [1, 2]
-    A, B, G, R = 3, 2, 1, 2
+    A, B, G, R = 3, 2, 1, 1
     assert len(turns) == 2 * 3 * A * B * G * R
     for r in recs:
         judged = [t for t in turns if t["step"] == r["step"] and t["kind"] == "judge"]
@@ -207,15 +206,20 @@ def _in(key, docs):
     return any(re.match("^" + re.sub(r"<[a-z_]+>", "[^/]+", re.escape(p)) + "$", key) for p in docs)
 
 
-def test_turn_prompts_carry_the_problem_images(tmp_path):
+def test_turn_prompts_carry_the_images_and_the_earlier_round(tmp_path):
     from vlcohort.recipes.cohort import setup
 
     cfg = load_config(None, [*SMALL, VLM3, "data.tasks=[shape_colour]", "data.num_problems=4",
-                             "comas.rounds=1", "run.steps=1", f"run.output_dir={tmp_path / 'r'}"])
+                             "comas.rounds=2", "run.steps=1", f"run.output_dir={tmp_path / 'r'}"])
     run = setup(cfg)
     disc = comas.discuss(run, 1, run.stream.problems[:1])
     assert {t.kind for t in disc.turns} == set(comas.KINDS)
     assert all(t.rendered is not None and len(t.rendered.images) == 1 for t in disc.turns)
+    # round 2: each solver sees round 1's solutions and critiques of its thread
+    crit1 = [t for t in disc.turns if t.round == 1 and t.kind == "critique"]
+    assert any(comas.quoted(c.text) for c in crit1)
+    for sol2 in (t for t in disc.turns if t.round == 2 and t.kind == "solution"):
+        assert all(comas.quoted(c.text) in sol2.rendered.text for c in crit1 if comas.quoted(c.text))
     run.logger.close()
 
 
@@ -247,3 +251,39 @@ def test_update_of_real_turns_uses_reinforce_pp_and_moves_the_weights(tmp_path):
     after = run.agents[0].model.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
     run.logger.close()
+
+
+def test_turns_that_do_not_render_are_skipped_and_counted(tmp_path):
+    """A critique prompt over data.max_prompt_tokens: every critique is skipped, and so is
+    every judge turn that would have read it; counted, nothing rewarded, the run goes on."""
+    run = tmp_path / "run"
+    long_task = "Check every step of the solution above with great care. " * 80
+    assert main(["train", *SMALL, TEXT3, *TEXT_DATA, "comas.rounds=1", "run.steps=1",
+                 "data.max_prompt_tokens=400", f"comas.critique_instruction={long_task}",
+                 f"run.output_dir={run}"]) == 0
+    recs, turns = _records_and_turns(run)
+    A, B = 3, 2
+    assert recs[0]["comas/skipped_turns"] == 2 * A * B  # critiques and their judges
+    assert "comas/judge_parse_rate" not in recs[0]
+    assert not any(t["trained"] for t in turns)
+    assert {t["kind"] for t in turns if t["generated"]} == {"solution"}
+
+
+def test_resume_continues_the_discussions_exactly(tmp_path):
+    """2 straight steps of 2 rounds == 1 step, then --resume for 1 more: metrics and
+    discussions; round 2's solvers see round 1's discussion."""
+    straight, parted = tmp_path / "straight", tmp_path / "parted"
+    common = ["train", *SMALL, TEXT3, *TEXT_DATA, "comas.rounds=2", "grpo.kl_coef=0.01",
+              "grpo.kl_kind=k1", "grpo.kl_in_reward=true"]  # REINFORCE++'s reward-side KL
+    assert main([*common, "run.steps=2", f"run.output_dir={straight}"]) == 0
+    assert main([*common, "run.steps=1", f"run.output_dir={parted}"]) == 0
+    assert main(["train", "--resume", str(parted), "run.steps=2"]) == 0
+    (a, ta), (b, tb) = _records_and_turns(straight), _records_and_turns(parted)
+
+    def strip(recs):
+        return [{k: v for k, v in r.items() if not k.startswith("timing/")} for r in recs]
+
+    assert strip(a) == strip(b) and ta == tb
+    assert {t["step"] for t in tb} == {1, 2} and {t["round"] for t in tb} == {1, 2}
+    assert len(tb) == 2 * 2 * 3 * 3 * 2  # steps x rounds x kinds x agents x problems
+    assert all("agent/A/kl" in r for r in a)  # the reward-side KL pass ran
