@@ -82,6 +82,38 @@ def test_teacher_tracks_trained_weights_swaps_and_restores_bitwise():
         EMATeacher(model, "gpu0")
 
 
+def test_lora_teacher_keeps_the_adapter_only():
+    """A LoRA policy: the teacher is the EMA of the adapter weights (2 x r x d here), the
+    frozen base is shared; swapping it in changes the output, swapping out restores it."""
+    from peft import LoraConfig, get_peft_model
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj, self.out = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.out(self.proj(x))
+
+    torch.manual_seed(0)
+    model = get_peft_model(Net(), LoraConfig(r=2, lora_alpha=4, target_modules=["proj"],
+                                             lora_dropout=0.0))
+    teacher = EMATeacher(model, "cpu")
+    assert sorted(n.split(".")[-3] for n in teacher.shadow) == ["lora_A", "lora_B"]
+    assert teacher.nbytes == 4 * (2 * 4 + 4 * 2)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.fill_(0.5)  # the adapter trains away from its zero start
+        y = model(x)
+        with teacher.swapped_in():  # the teacher: lora_B still 0, the base model's output
+            with model.disable_adapter():
+                base = model(x)
+            assert torch.equal(model(x), base)
+        assert torch.equal(model(x), y)
+
+
 def test_bf16_policy_keeps_a_float32_teacher():
     """A step of 1e-5 is below bf16's spacing near 1 (2^-7): the teacher moves anyway."""
     model = torch.nn.Linear(1, 1, bias=False).to(torch.bfloat16)

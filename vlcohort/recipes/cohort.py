@@ -1,5 +1,5 @@
-"""The cohort recipe (``vlcohort train``: Co-RL, TTRL, GT-Reward, INTUITOR, RENT), readable
-top to bottom.
+"""The cohort recipe (``vlcohort train``: Co-RL, TTRL, GT-Reward, INTUITOR, RENT,
+Co-rewarding I and II), readable top to bottom.
 
     setup    resolved config saved; problems loaded; every agent built (model, optimizer,
              schedule, reference when KL > 0, rollout engine); resume from a checkpoint
@@ -32,6 +32,19 @@ Departures from the published Co-RL code, on purpose:
   (``top_count / len(valid)``), ``reward.min_share_of=parsed``, which the paper's recipes
   set (their gate is off, min_share 0, so both read the same there);
 - rollout log-probs feed a token-level importance-sampling correction (Co-RL used none).
+
+Departures from the published Co-rewarding code (arXiv 2508.00410), on purpose:
+- every agent of a cohort is its own Co-rewarding learner (the paper trains one model);
+- votes cluster by the grader's equivalence classes and reward by ``in_winning_class``,
+  as every vote here; the published code compares extracted \\boxed{} strings exactly and
+  breaks a tie by the answer seen first (``Counter.most_common``: ``reward.tie=first``);
+- II: the KL reference stays the run's starting weights; the published code's teacher
+  is its worker's reference module, so its KL anchor moves with the teacher. The
+  teacher's EMA is float32 whatever the policy's dtype (a bf16 copy could not take a
+  1e-5 step);
+- I: the rephrasing is each agent's ``agents.N.view`` (a rewrite file or a column, resolved
+  at load: a record without one is skipped and counted), not a second data file read in
+  step with the first.
 """
 
 from __future__ import annotations

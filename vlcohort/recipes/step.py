@@ -12,9 +12,17 @@ and the :class:`Run` state it reads (built by ``cohort.setup``).
     update            local agents: one GRPO update each, then the LR schedule  update metrics
     step_record       per-agent and cohort metrics, one record on every rank
 
+Co-rewarding (arXiv 2508.00410) rides on the same phases. II: at the start of a step each
+EMA teacher (``training/ema.py``) moves towards its agent's policy; after ``generate`` it
+samples G completions of the same prompts from the policy module with its weights
+swapped in (``teacher_generate``), and its vote (``teacher_vote``, one more all-gather)
+labels its agent's rollouts. I: ``next_prompts`` puts each problem in the round twice,
+as asked and in each agent's rephrasing (P = 2B), and each wording's rollouts are
+rewarded by the agent's own vote on the other (``rewards.cross_view_partners``).
+
 All generation and answer extraction finishes before any agent updates, so a step's
 rewards never depend on a half-updated peer (``docs/design.md``, the cohort step). P = B
-prompts, or A x B with ``data.decouple``; which prompts a rank generates and an agent
+prompts (2B for Co-rewarding-I), or A x B with ``data.decouple``; which prompts a rank generates and an agent
 trains on is the distributed layer's :class:`~vlcohort.training.distributed.StepPlan`.
 What an answer is (math, code) is the run's :class:`~vlcohort.training.rewards.AnswerKind`.
 """
