@@ -13,7 +13,7 @@ and the :class:`Run` state it reads (built by ``cohort.setup``).
     step_record       per-agent and cohort metrics, one record on every rank
 
 Co-rewarding (arXiv 2508.00410) rides on the same phases. II: at the start of a step each
-EMA teacher (``training/ema.py``) moves towards its agent's policy; after ``generate`` it
+EMA teacher (``training/ema.py``) moves towards its agent's policy; before ``generate`` it
 samples G completions of the same prompts from the policy module with its weights
 swapped in (``teacher_generate``), and its vote (``teacher_vote``, one more all-gather)
 labels its agent's rollouts. I: ``next_prompts`` puts each problem in the round twice,
@@ -272,14 +272,15 @@ def sample_round(run: Run, step: int, round_: int, timing: dict[str, float]) -> 
     prompts = next_prompts(run)
     problems, rendered = prompts.problems, prompts.rendered  # [P], [A][P]
     plan = step_plan(run.layout, len(problems), run.cfg.data.decouple)
-    t0 = time.perf_counter()
-    generated = generate(run, step, rendered, plan, round_)
-    timing["timing/rollout"] += time.perf_counter() - t0
     sampled: dict[int, Rollouts] = {}
     if has_teachers(run):  # Co-rewarding-II: each EMA teacher's G samples per prompt
+        # first: a vllm engine then ends on the policy's own generate, asleep as always
         t0 = time.perf_counter()
         sampled = teacher_generate(run, step, prompts.teacher_rendered, plan, round_)
         timing["timing/teacher"] += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    generated = generate(run, step, rendered, plan, round_)
+    timing["timing/rollout"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     answered = vote(run, exchange_answers(run, generated, plan, problems), problems)
     teacher_votes = (teacher_vote(run, sampled, plan, problems) if has_teachers(run)

@@ -725,7 +725,9 @@ class VLLMEngine:
         into the engine (:meth:`update_weights`, vLLM's in-place reload), sampled from, and
         once the context has restored the policy's values those are pushed back, even when
         sampling fails. Two weight pushes per call; the prefix and encoder caches are reset
-        by each push, so no cached prompt state crosses between the two models."""
+        by each push, so no cached prompt state crosses between the two models. The push
+        back leaves the weights awake (as after an update's push): the trainer calls this
+        before the policy's own :meth:`generate`, which puts the engine to sleep again."""
         try:
             with weights:
                 self.update_weights(model)

@@ -13,9 +13,11 @@ The maths are two pure functions, checked by hand in ``tests/test_co_rewarding.p
 from ``reward.ema.alpha_start`` to ``reward.ema.alpha_end``, so the teacher follows the
 policy less and less as training goes on. The update runs at the start of every step
 ``s`` with ``s % reward.ema.every == 0``, before the teacher samples, as the published
-code (``ray_trainer_coreward.py``: ``global_steps % update_interval == 0``, then
-``update_alpha(step)`` in ``fsdp_vllm.py``) does. Its defaults (``alpha_start`` 0.01,
-``alpha_end`` 1e-5, ``every`` 1) are the published recipe's, ``run_corewarding-II.sh``.
+code (github.com/tmlr-group/Co-rewarding, Co-rewarding-II: its trainer tests
+``global_steps % update_interval == 0``, then its sharding manager's ``update_alpha(step)``
+anneals alpha) does. Its defaults (``alpha_start`` 0.01, ``alpha_end`` 1e-5, ``every`` 1)
+are the published recipe's, run_corewarding-II.sh; the code's own fallbacks (0.3, 0.05,
+30) are not what the paper ran.
 
 Memory and place. The teacher keeps one float32 copy of the weights the policy *trains*
 (``requires_grad``): every weight for a full fine-tune, the adapter weights only for a
