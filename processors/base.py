@@ -238,15 +238,15 @@ class TrainingBatch:
     prompt_len: int
     packed_index: torch.Tensor | None = None
     """Set on a packed batch (:meth:`Adapter.pack_training`): ``inputs`` then hold the N
-    sequences' real tokens concatenated into one row [1, S] (no padding, per-sequence
-    position ids, no attention mask), and ``packed_index`` [C] is, for each real
-    completion token in row-major order of ``completion_mask`` (C of them), the index in
-    that row of the token whose hidden state predicts it. ``completion_ids`` /
+    sequences' real tokens concatenated into rows [R, W] (per-sequence position ids, no
+    attention mask), and ``packed_index`` [C] is, for each real completion token in
+    row-major order of ``completion_mask`` (C of them), the index in the rows read
+    row-major ([R x W]) of the token whose hidden state predicts it. ``completion_ids`` /
     ``completion_mask`` stay [N, T], so callers read a packed batch like a padded one."""
 
     @property
     def packed(self) -> bool:
-        """Whether ``inputs`` are one packed row (see ``packed_index``)."""
+        """Whether ``inputs`` are packed rows (see ``packed_index``)."""
         return self.packed_index is not None
 
     def to(self, device) -> "TrainingBatch":
@@ -297,8 +297,8 @@ class Adapter:
     ``AutoModelForCausalLM`` maps to a model class (the text adapter: Gemma-3 text, Phi,
     OLMo, Granite, ...). Registered families keep priority."""
     packing: ClassVar[bool] = False
-    """The family's training batches can be packed (:meth:`pack_training`: one row, no
-    padding, sequences kept apart by position ids that restart at 0, which transformers'
+    """The family's training batches can be packed (:meth:`pack_training`: sequences
+    concatenated into rows, sequences kept apart by position ids that restart at 0, which transformers'
     masks read as packed sequences). Set True only for a family whose packed log-probs and
     gradients are tested equal to the padded ones (``tests/test_packing.py``); a family
     that leaves it False keeps the padded path whatever ``grpo.packing`` says."""
@@ -565,38 +565,79 @@ class Adapter:
         :attr:`packing` (a family serving several model types may narrow it per model)."""
         return bool(self.packing)
 
-    def pack_training(self, model, batch: TrainingBatch) -> TrainingBatch:
-        """A padded training batch as one packed row (``TrainingBatch.packed_index``).
+    def pack_training(self, model, batch: TrainingBatch,
+                      max_row_tokens: int | None = None) -> TrainingBatch:
+        """A padded training batch packed into rows (``TrainingBatch.packed_index``).
 
-        The real tokens (``attention_mask`` 1) of the N rows are concatenated in row order
-        into ``input_ids`` [1, S], per-token family tensors alike; per-image tensors
-        (``pixel_values``, ``image_grid_thw``, ...) are already concatenated in row order
-        and stay as they are, so the i-th image still fills the i-th run of placeholders.
-        Position ids come from :meth:`packed_position_ids` of the padded batch, so each
-        sequence gets the positions it has alone. No attention mask: transformers
-        (``masking_utils.find_packed_sequence_indices``; flash-attention's
-        ``_is_packed_sequence``) then reads positions that restart as sequence starts and
-        masks attention across sequences. ``model`` only supplies the position rule."""
+        The real tokens (``attention_mask`` 1) of the N sequences are concatenated in
+        sequence order, per-token family tensors alike; per-image tensors
+        (``pixel_values``, ``image_grid_thw``, ...) are already concatenated in sequence
+        order and stay as they are, so the i-th image still fills the i-th run of
+        placeholders (rows are read row-major). Position ids come from
+        :meth:`packed_position_ids` of the padded batch, so each sequence gets the
+        positions it has alone. No attention mask: transformers
+        (``masking_utils.find_packed_sequence_indices``) reads positions that restart as
+        sequence starts and masks attention across sequences.
+
+        ``max_row_tokens`` None: one row [1, S], no padding at all (what flash-attention's
+        variable-length kernels need: transformers' ``_is_packed_sequence`` reads packing
+        only from a batch of one row; its cost is the sum of each sequence's own). An int:
+        consecutive sequences fill rows of at most max(``max_row_tokens``, the longest
+        sequence) tokens (next fit, so the order is kept), each row padded at its end by a
+        dummy sequence of pad tokens (positions from 0 again, outputs unused): with
+        attention that materialises the [S, S] mask (sdpa, eager), a row no wider than
+        the padded batch keeps attention's cost at most the padded batch's. ``model``
+        only supplies the position rule."""
         if not bool(batch.completion_mask.any()):
             return batch  # no completion token to score: nothing to gain, nothing to index
         inputs = batch.inputs
         real = inputs["attention_mask"].bool()  # [N, L]
         N, L = real.shape
         P, T = batch.prompt_len, batch.completion_ids.shape[1]
-        pos = self.packed_position_ids(model, batch)  # [N, L] or [R, N, L]
+        lengths = real.sum(1).tolist()  # [N] real tokens per sequence
+        S = int(sum(lengths))
+        width = S if max_row_tokens is None else max(int(max_row_tokens), max(lengths))
+        rows: list[list[int]] = [[]]  # sequences of each row, in order (next fit)
+        used = 0
+        for n, k in enumerate(lengths):
+            if rows[-1] and used + k > width:
+                rows.append([])
+                used = 0
+            rows[-1].append(n)
+            used += k
+        fill = [sum(lengths[n] for n in r) for r in rows]
+        W = max(fill)  # [R, W]: the rows' width
+        pos = self.packed_position_ids(model, batch)  # [N, L] or [D, N, L]
+        flat_pos = pos[real] if pos.dim() == 2 else pos[:, real]  # [S] or [D, S]
+        pad = torch.arange(W, dtype=flat_pos.dtype, device=flat_pos.device)
+
+        def layout(flat: torch.Tensor, pad_value) -> torch.Tensor:
+            """[..., S] real tokens (last dim) -> [..., R, W]: rows padded at their end."""
+            out, start = [], 0
+            for k in fill:
+                piece = flat[..., start: start + k]
+                start += k
+                if k < W:
+                    tail = (pad[: W - k].expand(*flat.shape[:-1], W - k) if pad_value is None
+                            else flat.new_full((*flat.shape[:-1], W - k), pad_value))
+                    piece = torch.cat([piece, tail], dim=-1)
+                out.append(piece)
+            return torch.stack(out, dim=-2)
+
         packed: dict[str, torch.Tensor] = {}
         for key, value in inputs.items():
             if key == "attention_mask":
                 continue
-            if key == "input_ids" or (key in self.per_token_keys and value.dim() >= 2
-                                      and tuple(value.shape[:2]) == (N, L)):
-                packed[key] = value[real][None]  # [1, S, ...]
+            if key == "input_ids" or (key in self.per_token_keys and value.dim() == 2
+                                      and tuple(value.shape) == (N, L)):
+                packed[key] = layout(value[real], self.pad_token_id() if key == "input_ids" else 0)
             else:
                 packed[key] = value
-        packed["position_ids"] = (pos[real][None] if pos.dim() == 2
-                                  else pos[:, real][:, None])  # [1, S] or [R, 1, S]
-        where = real.flatten().long().cumsum(0).view(N, L) - 1  # [N, L] index in the row
-        index = where[:, P - 1: P + T - 1][batch.completion_mask.bool()]  # [C]
+        packed["position_ids"] = layout(flat_pos, None)  # [R, W] or [D, R, W]
+        # [S] flat index -> index in the [R, W] rows read row-major
+        slot = torch.cat([r * W + torch.arange(k) for r, k in enumerate(fill)])
+        flat_index = real.flatten().long().cumsum(0).view(N, L) - 1  # [N, L]
+        index = slot[flat_index[:, P - 1: P + T - 1][batch.completion_mask.bool()]]  # [C]
         return TrainingBatch(inputs=packed, completion_ids=batch.completion_ids,
                              completion_mask=batch.completion_mask, prompt_len=P,
                              packed_index=index)

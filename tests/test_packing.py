@@ -81,16 +81,27 @@ def _assert_same_grads(a: dict, b: dict) -> None:
 def _check_family(spec: str, attn: str = "sdpa") -> None:
     adapter, model, rendered = _setup(spec, attn)
     assert adapter.can_pack(model)
-    comps = _completions()
+    comps = _completions((90, 5, 2))  # the first sequence the longest: the others share a row
     padded = _batch(adapter, rendered, comps)
-    packed = adapter.pack_training(model, padded)
-    assert packed.packed and "attention_mask" not in packed.inputs
     real = int(padded.inputs["attention_mask"].sum())
-    assert packed.inputs["input_ids"].shape == (1, real) < padded.inputs["input_ids"].shape
+    one = adapter.pack_training(model, padded)
+    assert one.packed and "attention_mask" not in one.inputs
+    assert one.inputs["input_ids"].shape == (1, real) < padded.inputs["input_ids"].shape
+    # rows no wider than the longest sequence: two sequences share a row, one row ends
+    # in a pad run (a dummy sequence)
+    lengths = padded.inputs["attention_mask"].sum(1).tolist()
+    rows = adapter.pack_training(model, padded, 0)
+    R, W = rows.inputs["input_ids"].shape
+    assert W == max(lengths) and R == 2 and R * W > sum(lengths), (lengths, R, W)
+    for packed in (one, rows):
+        _check_same(adapter, model, padded, packed)
+
+
+def _check_same(adapter, model, padded, packed) -> None:
     with torch.no_grad():
         a = completion_logprobs(adapter, model, padded)
         b = completion_logprobs(adapter, model, packed)
-    assert a.shape == b.shape == (3, 17)
+    assert a.shape == b.shape == padded.completion_ids.shape
     assert float((a - b).abs().max()) < ATOL
     assert bool((b[padded.completion_mask == 0] == 0).all())
     w = torch.randn(a.shape, generator=torch.Generator().manual_seed(1))
@@ -105,7 +116,7 @@ def _check_family(spec: str, attn: str = "sdpa") -> None:
 def _check_isolation(spec: str, attn: str) -> None:
     """Changing sequence 0's completion changes its own log-probs and no other's."""
     adapter, model, rendered = _setup(spec, attn)
-    comps = _completions()
+    comps = _completions((5, 3, 2))  # short enough for all three to share each row
     changed = [[t + 1 for t in comps[0]], comps[1], comps[2]]
     with torch.no_grad():
         b = completion_logprobs(adapter, model, adapter.pack_training(model, _batch(adapter, rendered, comps)))

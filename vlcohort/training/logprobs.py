@@ -132,9 +132,9 @@ def _chunked_pass(adapter: Adapter, model, batch: TrainingBatch, temperature: fl
     P, T = batch.prompt_len, batch.completion_ids.shape[1]
     chunk_tokens = chunk_tokens or adapter.options.logprob_chunk_tokens
     ids = batch.completion_ids  # [N, T]
-    if batch.packed:  # hidden [1, S, H]: the C real completion tokens as one row
+    if batch.packed:  # hidden [R, W, H]: the C real completion tokens as one row
         rows = batch.completion_ids.shape[0]
-        h = hidden[0, batch.packed_index][None]  # [1, C, H]
+        h = hidden.reshape(-1, hidden.shape[-1])[batch.packed_index][None]  # [1, C, H]
         ids = batch.completion_ids[batch.completion_mask.bool()][None]  # [1, C]
         T = h.shape[1]
         chunk_tokens = chunk_tokens * rows  # the padded pass's N x c rows per LM-head call

@@ -40,8 +40,10 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
     ``tokens`` 0: ``size`` consecutive sequences each, ``rows`` a slice. ``tokens`` > 0:
     micro-batches of about ``tokens`` real tokens (:func:`token_micro_batches`), within
     each mini-batch of ``mini`` sequences (0: all N), ``rows`` a LongTensor of row
-    indices. ``packing``: each batch packed into one row without padding
-    (``Adapter.pack_training``) when the family can pack this model; else padded.
+    indices. ``packing``: each batch packed (``Adapter.pack_training``) when the family
+    can pack this model, else padded: into one row under flash-attention (its
+    variable-length kernels), else into rows no wider than the batch's longest sequence
+    (attention that materialises the mask then costs at most the padded batch's).
     """
     G = rollouts.group_size
     N = len(rollouts.completions)
@@ -50,6 +52,7 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
     else:
         groups = [slice(start, min(N, start + size)) for start in range(0, N, size)]
     pack = packing and agent.adapter.can_pack(agent.model)
+    one_row = str(getattr(agent.adapter.options, "attn_implementation", "")).startswith("flash")
     out = []
     for rows in groups:
         index = row_indices(rows)
@@ -58,7 +61,7 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
                        else [rollouts.completions[n] for n in index])
         batch = agent.adapter.encode_training(prompts, completions)
         if pack:
-            batch = agent.adapter.pack_training(agent.model, batch)
+            batch = agent.adapter.pack_training(agent.model, batch, None if one_row else 0)
         out.append((rows, batch.to(device) if device is not None else batch))
     return out
 
