@@ -127,6 +127,44 @@ def test_bf16_policy_keeps_a_float32_teacher():
     assert teacher.shadow["weight"].item() == pytest.approx(1.0 + 1e-5, abs=1e-7)
 
 
+def test_hf_engine_samples_from_the_teacher_and_restores_the_policy_bitwise(tmp_path):
+    """The hf engine reads the policy module itself: inside ``generate_with`` it samples
+    from the teacher's weights (its recorded log-probs are the teacher's, not the
+    policy's), and afterwards every parameter is bit for bit what it was."""
+    from vlcohort.processors import adapter_for, tiny_model_path
+    from vlcohort.rollout.base import SamplingParams
+    from vlcohort.rollout.hf import HFEngine
+    from vlcohort.training.logprobs import completion_logprobs
+
+    adapter = adapter_for(tiny_model_path("tiny:qwen2", cache_dir=tmp_path))
+    model = adapter.load_model()
+    teacher = EMATeacher(model, "same")
+    gen = torch.Generator().manual_seed(5)
+    with torch.no_grad():  # the policy moves far from the start; the teacher half way
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
+    teacher.update(0.5)
+    before = [p.detach().clone() for p in model.parameters()]
+    engine = HFEngine(adapter, model)
+    rendered = [adapter.render(Problem(id=f"p{i}", text=f"What is {i} + {i}?")) for i in range(2)]
+    G = 3
+    taught = engine.generate_with(teacher.swapped_in(), model, rendered, G,
+                                  SamplingParams(max_new_tokens=6), seed=1)
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), before))
+    batch = adapter.encode_training(adapter.encode_prompts([r for r in rendered for _ in range(G)]),
+                                    taught.completions)
+    mask = torch.zeros_like(taught.logprobs, dtype=torch.bool)
+    for i, c in enumerate(taught.completions):
+        mask[i, : len(c)] = True
+    with torch.no_grad():
+        policy = completion_logprobs(adapter, model, batch, 1.0)[:, : mask.shape[1]][mask]
+        with teacher.swapped_in():
+            own = completion_logprobs(adapter, model, batch, 1.0)[:, : mask.shape[1]][mask]
+    assert torch.allclose(own, taught.logprobs[mask], atol=1e-4)
+    assert not torch.allclose(policy, taught.logprobs[mask], atol=1e-2)  # not weak: they differ
+
+
 # ------------------------------------------------------------------ the two rewards
 
 
@@ -291,11 +329,14 @@ def test_co_rewarding_i_and_the_combined_variant_train_two_agents(tmp_path, caps
         assert all(f"agent/{name}/cross_view/agreement" in r for r in recs)
         assert all(f"agent/{name}/reward/mean" in r for r in recs)
 
-    run2 = tmp_path / "combined"
-    assert main(["train", "method=co_rewarding_ii", agents, "data.source=file",
+    run2 = tmp_path / "combined"  # agent B on self-vote beside it: a mixed cohort
+    mixed = agents.replace("{name: B,", "{name: B, reward_source: self_vote,")
+    assert main(["train", "method=co_rewarding_ii", mixed, "data.source=file",
                  f"data.path={path}", *RUN, "run.steps=2", "reward.ema.teacher_view=rephrased",
                  f"run.output_dir={run2}"]) == 0
-    assert all("agent/B/teacher/agreement" in r for r in read_metrics(run2 / "metrics.jsonl"))
+    recs = read_metrics(run2 / "metrics.jsonl")
+    assert all("agent/A/teacher/agreement" in r and "agent/B/teacher/agreement" not in r
+               for r in recs)
 
 
 def test_cross_view_round_holds_both_wordings(tmp_path):
