@@ -27,7 +27,9 @@ is 2^-7), so a bf16 EMA would never move. That is 4 bytes per trained weight (a 
 fine-tune: 28 GB), on the CPU (``reward.ema.device=cpu``, the published recipe offloads
 its teacher, ``ref.fsdp_config.param_offload=True``) or beside the policy
 (``device=same``: faster swaps, device memory). :attr:`EMATeacher.nbytes` is printed at
-setup.
+setup and logged at step 1 (``teacher/bytes``). While the teacher samples, a copy of the
+policy's own values of those weights (in their dtype: 2 bytes each in bf16) is held
+there too, to restore them after.
 
 Sampling. The teacher is never a second model: :meth:`EMATeacher.swapped_in` copies the
 EMA into the policy's own parameters for the teacher's generation and copies the policy's
