@@ -1,4 +1,4 @@
-"""Command line: ``vlcohort train | config | simulate | eval | diversity | plot | export | tiny``.
+"""Command line: ``vlcohort train | config | simulate | eval | diversity | plot | export | tiny | plan``.
 
 Configs are YAML files plus ``key.sub=value`` overrides, given as ``--set key=value`` or
 as bare ``key=value`` arguments::
@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     from vlcohort.export import add_arguments as add_export_arguments
 
     add_export_arguments(p)
+    p = sub.add_parser("plan", help="will the cohort fit? GPU memory per agent and rank (weights, "
+                       "ZeRO states, vLLM, activations), from the checkpoints' config.json alone")
+    from vlcohort.plan import add_arguments as add_plan_arguments
+
+    add_plan_arguments(p)
     p = sub.add_parser("tiny", help="build tiny offline models and print their folders")
     p.add_argument("names", nargs="*", help="tiny model names (default: all)")
     return parser
@@ -97,7 +102,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     takes positionals only before the first option of a subcommand."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command in ("train", "config") and all(
+    if extra and args.command in ("train", "config", "plan") and all(
             "=" in a and not a.startswith("-") for a in extra):
         args.overrides = [*args.overrides, *extra]
     elif extra:
@@ -188,6 +193,12 @@ def _export(args) -> int:
     return export_run(args)
 
 
+def _plan(args) -> int:
+    from vlcohort.plan import run as plan_run
+
+    return plan_run(args)
+
+
 def _tiny(args) -> int:
     from vlcohort.processors.tiny import TINY_MODELS, tiny_model_path
 
@@ -204,7 +215,7 @@ def _tiny(args) -> int:
 #: Each command's handler: parsed arguments -> exit code.
 COMMANDS = {"train": _train_or_config, "config": _train_or_config, "simulate": _simulate,
             "eval": _eval, "diversity": _diversity, "plot": _plot, "export": _export,
-            "tiny": _tiny}
+            "tiny": _tiny, "plan": _plan}
 
 
 def train(cfg: Config, resume: str | None = None, overwrite: bool = False,

@@ -1,0 +1,373 @@
+"""``vlcohort plan``: parameter counts against the real classes, model states against
+DeepSpeed's own estimators, activations and totals against a measured CPU update, and bad
+inputs (``vlcohort/plan.py``, ``docs/plan.md``)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from vlcohort.cli import main
+from vlcohort.config import load_config
+from vlcohort.plan import (
+    GIB,
+    attention_mask_bytes,
+    kv_cache_bytes_per_token,
+    layer_activation_bytes_per_token,
+    lora_params,
+    model_facts,
+    plain_state_bytes,
+    plan,
+    zero_state_bytes,
+)
+from vlcohort.typed_yaml import ConfigError
+
+TINY = ("qwen2", "qwen2_5_vl", "internvl3_5", "gemma3")
+
+#: The parameter count the hub lists for Qwen/Qwen2.5-VL-7B-Instruct (its safetensors
+#: index's total, "8.29B params" on the model page).
+QWEN25VL_7B_PARAMS = 8_292_166_656
+
+
+@pytest.fixture(autouse=True)
+def _tiny_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
+
+
+def _ds_model_to_params(model):
+    from deepspeed.runtime.zero.stage3 import model_to_params
+
+    return model_to_params(model)
+
+
+# ----------------------------------------------------------------------------- counts
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_meta_counts_equal_the_real_models(name):
+    """Meta-device counts = sum(p.numel()) and DeepSpeed's largest layer of the real model."""
+    from vlcohort.processors import adapter_for
+
+    facts = model_facts(f"tiny:{name}")
+    real = adapter_for(f"tiny:{name}").load_model()
+    total, largest = _ds_model_to_params(real)
+    assert facts.params == sum(p.numel() for p in real.parameters()) == total
+    assert facts.largest_layer_params == largest
+    assert facts.model_class == type(real).__name__
+
+
+def test_lora_count_equals_peft():
+    from peft import LoraConfig, get_peft_model
+
+    from vlcohort.processors import adapter_for
+
+    facts = model_facts("tiny:qwen2_5_vl")
+    for targets in ("all-linear", "q_proj,v_proj"):
+        model = adapter_for("tiny:qwen2_5_vl").load_model()
+        tlist = targets if targets == "all-linear" else targets.split(",")
+        peft = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=tlist))
+        trained = sum(p.numel() for p in peft.parameters() if p.requires_grad)
+        assert lora_params(list(facts.linear_shapes), 8, targets, facts.output_layer) == trained
+
+
+def _published_config(published_path) -> dict:
+    return json.loads((published_path("qwen2_5_vl_7b_instruct") / "config.json").read_text())
+
+
+def test_published_qwen25vl_7b_count(published_path, tmp_path):
+    """The meta count of the published config is the hub's figure, and equals a real
+    instantiation of depth- and vocabulary-reduced copies scaled back linearly."""
+    from transformers import AutoConfig, AutoModelForImageTextToText
+    from transformers.initialization import no_init_weights
+
+    folder = tmp_path / "q7"
+    folder.mkdir()
+    published = _published_config(published_path)
+    (folder / "config.json").write_text(json.dumps(published))
+    facts = model_facts(str(folder))
+    assert facts.params == QWEN25VL_7B_PARAMS
+    assert (facts.layers, facts.hidden, facts.kv_heads, facts.head_dim, facts.vocab) == (28, 3584, 4, 128, 152064)
+
+    def real_count(layers: int, depth: int, vocab: int) -> int:
+        cfg = json.loads(json.dumps(published))
+        cfg.update(num_hidden_layers=layers, vocab_size=vocab)
+        cfg["vision_config"].update(depth=depth, fullatt_block_indexes=[0])
+        sub = tmp_path / f"c{layers}{depth}{vocab}"
+        sub.mkdir()
+        (sub / "config.json").write_text(json.dumps(cfg))
+        with no_init_weights():  # real CPU tensors, left uninitialised (never touched)
+            model = AutoModelForImageTextToText.from_config(AutoConfig.from_pretrained(sub),
+                                                            dtype=torch.bfloat16)
+        assert next(model.parameters()).device.type == "cpu"
+        return sum(p.numel() for p in model.parameters())
+
+    base = real_count(1, 1, 1024)
+    per_text_layer = real_count(2, 1, 1024) - base
+    per_vision_block = real_count(1, 2, 1024) - base
+    per_128_tokens = real_count(1, 1, 1152) - base
+    scaled = (base + 27 * per_text_layer + 31 * per_vision_block
+              + (152064 - 1024) // 128 * per_128_tokens)
+    assert scaled == facts.params
+
+
+# ----------------------------------------------------------------------------- DeepSpeed
+
+
+def _ds_estimates(P: int, largest: int, gpus: int):
+    from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+    out = {}
+    for off in (False, True):
+        out[(2, off, False)] = estimate_zero2_model_states_mem_needs(P, gpus, 1, cpu_offload=off)
+        for off_p in ((False, True) if off else (False,)):
+            cpu, gpu, _ = estimate_zero3_model_states_mem_needs(P, largest, gpus, 1, cpu_offload=off,
+                                                                cpu_offload_params=off_p,
+                                                                zero_init=False)
+            out[(3, off, off_p)] = (cpu, gpu)
+    return out
+
+
+def _printed_gib(fn, *args) -> list[float]:
+    """The per-GPU GiB column of a DeepSpeed ``*_all_cold`` table."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        fn(*args)
+    return [float(m) for m in re.findall(r"\|\s+([\d.]+)GB \|", buf.getvalue())]
+
+
+def test_zero_states_equal_deepspeeds_estimators(published_path, tmp_path):
+    """Bytes of zero_state_bytes = DeepSpeed's estimators (GPU and host), byte for byte,
+    for the tiny models and the published 7B config over 1-8 GPUs; and the printed
+    ``*_all_cold`` tables (GiB to two decimals) read the same."""
+    from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs_all_cold
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs_all_cold
+
+    folder = tmp_path / "q7"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_published_config(published_path)))
+    worst = 0.0
+    for facts in [model_facts("tiny:qwen2_5_vl"), model_facts(str(folder))]:
+        P, big = facts.params, facts.largest_layer_params
+        for gpus in (1, 2, 4, 8):
+            ds = _ds_estimates(P, big, gpus)
+            for (stage, off, off_p), (cpu, gpu) in ds.items():
+                ours = zero_state_bytes(P, P, stage, gpus, 2, big, off, off_p)
+                worst = max(worst, abs(ours.gpu - gpu) / gpu, abs(ours.host - cpu) / cpu)
+                assert abs(ours.gpu - gpu) <= 1 and abs(ours.host - cpu) <= 1, (stage, off, off_p, gpus)
+            z2 = _printed_gib(estimate_zero2_model_states_mem_needs_all_cold, P, gpus)
+            assert z2 == [round(zero_state_bytes(P, P, 2, gpus, 2, big, o).gpu / GIB, 2) for o in (True, False)]
+            z3 = _printed_gib(estimate_zero3_model_states_mem_needs_all_cold, P, big, gpus)
+            ours3 = [zero_state_bytes(P, P, 3, gpus, 2, big, True, True).gpu] * 2 + \
+                    [zero_state_bytes(P, P, 3, gpus, 2, big, True, False).gpu] * 2 + \
+                    [zero_state_bytes(P, P, 3, gpus, 2, big, False, False).gpu] * 2
+            assert z3 == [round(b / GIB, 2) for b in ours3]
+    print(f"largest relative difference from DeepSpeed's estimators: {worst:.2e}")
+    assert worst < 1e-9
+
+
+def test_bytes_per_parameter_by_hand():
+    """Hand-computed per-parameter bytes: plain AdamW 4 x dtype; ZeRO-1 2 + 2 + 16 / R;
+    ZeRO-2 2 + 18 / R; ZeRO-3 18 / R + 4 x largest; stage 0 = 20; float32 ZeRO-2 4 + 12 / R."""
+    P = 1000
+    assert plain_state_bytes(P, P, 2).gpu == 8 * P
+    assert plain_state_bytes(P, P, 4).gpu == 16 * P
+    assert plain_state_bytes(P, 100, 2, trainable_bytes=4).gpu == 900 * 2 + 100 * 16
+    assert zero_state_bytes(P, P, 0, 4, 2).gpu == 20 * P
+    assert zero_state_bytes(P, P, 1, 4, 2).gpu == 4 * P + 16 * P // 4
+    assert zero_state_bytes(P, P, 2, 4, 2).gpu == 2 * P + 18 * P // 4
+    assert zero_state_bytes(P, P, 3, 4, 2, largest_layer=10).gpu == 18 * P // 4 + 40
+    assert zero_state_bytes(P, P, 2, 4, 4).gpu == 4 * P + 12 * P // 4
+
+
+def test_cache_and_activation_formulas_by_hand():
+    # Qwen2.5-VL-7B: 28 layers x 4 KV heads x 128 x 2 (K, V) x 2 bytes
+    assert kv_cache_bytes_per_token(28, 4, 128, 2) == 57_344
+    assert kv_cache_bytes_per_token(28, 4, 128, 2, tensor_parallel=2) == 28_672
+    # h = q = 8, I = 16, bf16: norms 2 (4 + 4) 8 = 128, Q K V 2 x 24 = 48, out 2 x 2 x 8 = 32,
+    # MLP 4 x 2 x 16 = 128
+    assert layer_activation_bytes_per_token(8, 8, 16, 2) == 336
+    assert attention_mask_bytes(2, 10, 2, 3) == 2 * 100 * 7
+
+
+# ----------------------------------------------------------------------------- measured
+
+MEASURE = r'''
+import json, sys, shutil
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+
+def status(key):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+
+folder, dtype, ckpt = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+from vlcohort.config import load_config
+from vlcohort.plan import plan
+from vlcohort.processors.base import RenderedPrompt
+from vlcohort.rollout.base import Rollouts
+from vlcohort.training.agent import build_agent
+from vlcohort.training.update import update_agent
+G, N, T, words = 2, 8, 256, (400, 300, 400, 300)
+cfg = load_config(None, ["method=gt_reward", "agents=[{name: A, path: '%s', dtype: %s, "
+                         "gradient_checkpointing: %s}]" % (folder, dtype, str(ckpt).lower()),
+                         f"rollout.prompts_per_step={N // G}", f"rollout.rollouts_per_prompt={G}",
+                         f"rollout.max_new_tokens={T}", f"grpo.micro_batch_seqs={N // 2}",
+                         "grpo.max_grad_norm=0", "grpo.packing=false", "optim.warmup_ratio=0",
+                         "optim.schedule=constant", "data.max_prompt_tokens=0"])
+agent = build_agent(cfg.agents[0], cfg)
+rendered = [RenderedPrompt(f"p{b}", " ".join(["apple"] * w), []) for b, w in enumerate(words)]
+gen = torch.Generator().manual_seed(0)
+comps = [torch.randint(10, 500, (T,), generator=gen).tolist() for _ in range(N)]
+ro = Rollouts(prompts=None, completions=comps, texts=[""] * N, logprobs=torch.full((N, T), -1.0),
+              finished=[False] * N, group_size=G)
+adv = torch.tensor([1.0, -1.0] * (N // 2))
+update_agent(agent, rendered, ro, adv, cfg.grpo, 1.0, length_norm=T)  # Adam states, one-time work
+base = status("VmRSS")
+Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM)
+update_agent(agent, rendered, ro, adv, cfg.grpo, 1.0, length_norm=T)
+peak = status("VmHWM")
+P = agent.adapter.encode_prompts([rendered[0]]).inputs["input_ids"].shape[1]
+a = plan(cfg, 1000.0, 1, prompt_tokens=P, suggest=False).agents[0]
+print(json.dumps({"measured": peak - base, "parts": a.parts}))
+'''
+
+
+@pytest.fixture(scope="module")
+def small_checkpoint(tmp_path_factory) -> Path:
+    """A real-class Qwen2 checkpoint big enough for activations to dominate the update
+    (hidden 256, MLP 768, 4 layers, 4 heads), with the tiny model's tokenizer."""
+    from transformers import AutoConfig, Qwen2ForCausalLM
+
+    from vlcohort.processors.tiny import tiny_model_path
+
+    src = tiny_model_path("tiny:qwen2")
+    folder = tmp_path_factory.mktemp("plan") / "qwen2-small"
+    folder.mkdir()
+    for f in src.iterdir():
+        if f.suffix != ".safetensors" and f.name != "config.json":
+            shutil.copy(f, folder / f.name)
+    cfg = AutoConfig.from_pretrained(src)
+    cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers = 256, 768, 4
+    cfg.num_attention_heads = cfg.num_key_value_heads = 4
+    cfg.layer_types = ["full_attention"] * 4
+    torch.manual_seed(0)
+    Qwen2ForCausalLM(cfg).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc peak RSS")
+@pytest.mark.parametrize("dtype,ckpt", [("float32", False), ("bfloat16", True)])
+def test_planned_update_against_measured_peak(small_checkpoint, tmp_path, dtype, ckpt):
+    """One real update (``update_agent``, two micro-batches of 4 padded sequences) in a
+    fresh process: the peak resident memory above the state before it (weights and Adam
+    states already there) against the plan's gradients + activations + logits. glibc
+    returns every block above 64 KiB to the system (MALLOC_MMAP_THRESHOLD_), so RSS follows
+    the tensors. The plan is an upper bound: it must not fall below the measurement, and
+    it over-counts by at most 15% (measured: +2.4% and +3.6%; docs/plan.md)."""
+    script = tmp_path / "measure.py"
+    script.write_text(MEASURE)
+    env = {**__import__("os").environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, str(script), str(small_checkpoint), dtype, str(int(ckpt))],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    parts = rec["parts"]
+    planned = parts["grads"] + parts["activations"] + parts["logits"]
+    error = planned / rec["measured"] - 1
+    print(f"{dtype} checkpointing={ckpt}: measured {rec['measured'] / 2**20:.0f} MiB, "
+          f"planned {planned / 2**20:.0f} MiB, error {error:+.1%}")
+    assert 0.0 <= error <= 0.15
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+def _cfg(*overrides):
+    return load_config(None, ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2', device: cuda}, "
+                              "{name: B, path: 'tiny:qwen2_5_vl', device: cuda}]",
+                              "data.max_prompt_tokens=512", *overrides])
+
+
+def test_plan_sums_its_parts_and_places_agents():
+    p = plan(_cfg("rollout.engine=vllm"), 80, 1)
+    a, b = p.agents
+    assert a.gpu == b.gpu == 0 and a.optimizer == "adamw"
+    assert a.resident == a.parts["weights"] + a.parts["grads"] + a.parts["optimizer"]
+    # the first engine sleeps in one process, the second cannot
+    assert a.engine_sleeps and not b.engine_sleeps
+    gen = a.resident + b.resident + b.engine_awake + a.engine_awake
+    assert p.gpu_phases[0]["generation"] == gen
+    assert p.gpu_phases[0]["update"] == a.resident + b.resident + b.engine_awake + max(
+        a.update_extra, b.update_extra)
+    q = plan(_cfg("distributed.zero_stage=3"), 80, 4)
+    assert [x.gpu for x in q.agents] == [0, 2] and q.agents[0].optimizer == "zero-3"
+    assert q.agents[0].parts["weights"] == q.agents[0].params * 4 // 2
+
+
+def test_plan_names_the_first_knob():
+    """An agent whose activations overflow the GPU gets gradient checkpointing first."""
+    cfg = load_config(None, ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2', device: cuda}]",
+                             "rollout.prompts_per_step=8", "rollout.rollouts_per_prompt=8",
+                             "grpo.micro_batch_seqs=64", "rollout.max_new_tokens=1024",
+                             "data.max_prompt_tokens=3072"])
+    need = plan(cfg, 1000, 1).gpu_peaks[0]
+    p = plan(cfg, need / GIB * 0.9, 1)
+    assert not p.fits
+    assert p.agents[0].knob.startswith("agents.0.gradient_checkpointing=true"), p.agents[0].knob
+    smaller = plan(cfg, need / GIB * 0.02, 1).agents[0].knob  # checkpointing alone is not enough
+    assert smaller.startswith("grpo.micro_batch_seqs="), smaller
+
+
+def test_cli_plan_table_and_json(capsys):
+    assert main(["plan", "agents.0.path=tiny:qwen2", "--gpus", "2", "--gpu-gib", "80"]) == 0
+    out = capsys.readouterr().out
+    assert "fits: yes" in out and "zero-2" in out
+    assert main(["plan", "--json", "--gpus", "2", "--prompt-tokens", "64"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["fits"] and data["gpus"] == 2 and len(data["agents"]) == 2
+
+
+# ----------------------------------------------------------------------------- bad inputs
+
+
+@pytest.mark.parametrize("case", ["no_config", "unknown_type", "uncached_hub", "gpu_size", "gpus"])
+def test_bad_inputs_are_one_line_errors(case, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    args = ["plan", "--gpus", "1"]
+    if case == "no_config":
+        (tmp_path / "empty").mkdir()
+        args.append(f"agents.0.path={tmp_path / 'empty'}")
+        want = "agents.0.path"
+    elif case == "unknown_type":
+        (tmp_path / "odd").mkdir()
+        (tmp_path / "odd" / "config.json").write_text('{"model_type": "no_such_model"}')
+        args.append(f"agents.1.path={tmp_path / 'odd'}")
+        want = "no_such_model"
+    elif case == "uncached_hub":
+        args.append("agents.1.path=someone/not-cached-model")
+        want = "hf download someone/not-cached-model config.json"
+    elif case == "gpu_size":
+        args += ["--gpu-gib", "0"]
+        want = "--gpu-gib"
+    else:
+        args = ["plan", "--gpus", "3"]
+        want = "distributed.ranks_per_agent"
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert want in err and len(err.splitlines()) == 1, err
+    if case == "uncached_hub":
+        assert "agents.1.path" in err
+    with pytest.raises(ConfigError):
+        plan(load_config(None, []), -5, 1)
