@@ -283,9 +283,12 @@ def sample_round(run: Run, step: int, round_: int, timing: dict[str, float]) -> 
     timing["timing/rollout"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     answered = vote(run, exchange_answers(run, generated, plan, problems), problems)
-    teacher_votes = (teacher_vote(run, sampled, plan, problems) if has_teachers(run)
-                     else {})  # {agent: [P]}
-    rewarded = reward(run, generated, answered, problems, plan, teacher_votes, prompts.partners)
+    co: dict[str, Any] = {}  # Co-rewarding's extra inputs, only where a round has them
+    if has_teachers(run):
+        co["teacher_votes"] = teacher_vote(run, sampled, plan, problems)  # {agent: [P]}
+    if prompts.partners:
+        co["partners"] = prompts.partners  # [P]
+    rewarded = reward(run, generated, answered, problems, plan, **co)
     timing["timing/grading"] += time.perf_counter() - t0
     return Round(tuple(problems), plan, tuple(generated), tuple(answered), rewarded)
 
