@@ -208,18 +208,32 @@ def test_micro_batches_pack_only_when_asked_and_supported():
 
     adapter, model, rendered = _setup("tiny:qwen2_5_vl")
     agent = SimpleNamespace(adapter=adapter, model=model)
-    ro = _rollouts(_completions((5, 17, 2, 9, 1, 4), seed=2), G=2)
-    padded = micro_batches(agent, rendered, ro, 4)  # the default: as before packing existed
-    assert [rows for rows, _ in padded] == [slice(0, 4), slice(4, 6)]
+    ro = _rollouts(_completions((150, 2, 3, 150, 1, 2), seed=2), G=2)  # a long one per batch
+    padded = micro_batches(agent, rendered, ro, 3)  # the default: as before packing existed
+    assert [rows for rows, _ in padded] == [slice(0, 3), slice(3, 6)]
     assert not any(tb.packed for _, tb in padded)
-    packed = micro_batches(agent, rendered, ro, 4, packing=True)
-    assert [rows for rows, _ in packed] == [slice(0, 4), slice(4, 6)]
-    assert all(tb.packed for _, tb in packed)
+    packed = micro_batches(agent, rendered, ro, 3, packing=True)
+    assert [rows for rows, _ in packed] == [slice(0, 3), slice(3, 6)]
+    assert all(tb.packed and tb.inputs["input_ids"].shape[0] == 2 for _, tb in packed)
     adapter.packing = False  # a family that declares it cannot pack keeps the padded path
-    kept = micro_batches(agent, rendered, ro, 4, packing=True)
+    kept = micro_batches(agent, rendered, ro, 3, packing=True)
     assert not any(tb.packed for _, tb in kept)
     for (_, x), (_, y) in zip(padded, kept):
         assert torch.equal(x.inputs["input_ids"], y.inputs["input_ids"])
+
+
+def test_a_batch_with_little_padding_stays_padded():
+    """Equal prompts and completions: packing saves no position, the batch stays padded
+    (``PACK_MIN_SAVING``); the same prompts with a long-tailed completion pack."""
+    from types import SimpleNamespace
+
+    adapter, model, rendered = _setup("tiny:qwen2_5_vl")
+    agent = SimpleNamespace(adapter=adapter, model=model)
+    same = [rendered[1]] * 3
+    (_, tb), = micro_batches(agent, same, _rollouts(_completions((6, 6, 6)), G=1), 3, packing=True)
+    assert not tb.packed
+    (_, tb), = micro_batches(agent, same, _rollouts(_completions((90, 6, 6)), G=1), 3, packing=True)
+    assert tb.packed
 
 
 def test_text_adapter_packs_only_the_model_types_it_names():
@@ -253,31 +267,36 @@ def _update(overrides):
 
     base = ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2_5_vl'}]",
             "rollout.prompts_per_step=3", "rollout.rollouts_per_prompt=4",
-            "rollout.max_new_tokens=12", "optim.warmup_ratio=0",
+            "rollout.max_new_tokens=40", "optim.warmup_ratio=0",
             "optim.schedule=constant", "grpo.max_grad_norm=0"]
     cfg = load_config(None, [*base, *overrides])
     agent = build_agent(cfg.agents[0], cfg)
     rendered = [agent.adapter.render(p) for p in _problems(True)]
     torch.manual_seed(0)
-    rollouts = agent.engine.generate(rendered, 4, SamplingParams(max_new_tokens=12), seed=0)
-    rollouts.completions = [c[: 1 + (5 * n) % 12] for n, c in enumerate(rollouts.completions)]
+    rollouts = agent.engine.generate(rendered, 4, SamplingParams(max_new_tokens=40), seed=0)
+    rollouts.completions = [c[: 1 + (13 * n) % 40] for n, c in enumerate(rollouts.completions)]
+    from vlcohort.training.update import update_micro_batches
+
+    packed = [tb.packed for _, tb in update_micro_batches(agent, rendered, rollouts, cfg.grpo, None)]
     trainable = [p for p in agent.model.parameters() if p.requires_grad]
     agent.optimizer = torch.optim.SGD(trainable, lr=1.0)
     before = {n: p.detach().clone() for n, p in agent.model.named_parameters() if p.requires_grad}
     adv = torch.linspace(-1.0, 1.0, 12)
-    metrics = update_agent(agent, rendered, rollouts, adv, cfg.grpo, 1.0, 12)
-    return metrics, {n: p.detach() - before[n] for n, p in agent.model.named_parameters()
-                     if p.requires_grad}
+    metrics = update_agent(agent, rendered, rollouts, adv, cfg.grpo, 1.0, 40)
+    return metrics, packed, {n: p.detach() - before[n] for n, p in agent.model.named_parameters()
+                             if p.requires_grad}
 
 
 @pytest.mark.parametrize("extra", [[], ["grpo.ppo_epochs=2", "grpo.mini_batch_seqs=6"]])
 def test_token_budget_and_packing_give_the_fixed_split_update(extra):
-    """One update from the same rollouts (completions cut to lengths 1..12): padded
+    """One update from the same rollouts (completions cut to lengths 1..40): padded
     micro-batches of 3 sequences, packed ones, and packed token-budget micro-batches move
     the weights the same (the loss normaliser is the mini-batch's in every split)."""
-    ref_m, ref = _update(["grpo.packing=false", "grpo.micro_batch_seqs=3", *extra])
-    for over in (["grpo.micro_batch_seqs=3"], ["grpo.micro_batch_tokens=150", "grpo.micro_batch_seqs=3"]):
-        m, got = _update([*over, *extra])
+    ref_m, packed, ref = _update(["grpo.packing=false", "grpo.micro_batch_seqs=3", *extra])
+    assert not any(packed)
+    for over in (["grpo.micro_batch_seqs=3"], ["grpo.micro_batch_tokens=200", "grpo.micro_batch_seqs=3"]):
+        m, packed, got = _update([*over, *extra])
+        assert any(packed)
         assert abs(m["loss"] - ref_m["loss"]) < 1e-5
         for n in ref:
             scale = float(ref[n].abs().max())
