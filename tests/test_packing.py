@@ -301,3 +301,17 @@ def test_token_budget_and_packing_give_the_fixed_split_update(extra):
         for n in ref:
             scale = float(ref[n].abs().max())
             assert float((got[n] - ref[n]).abs().max()) <= ATOL + 1e-4 * scale, (over, n)
+
+
+@pytest.mark.parametrize("over, match", [
+    (["grpo.micro_batch_tokens=-1"], r"^grpo\.micro_batch_tokens=-1 must be 0"),
+    (["grpo.micro_batch_tokens=512", "distributed.ranks_per_agent=2"],
+     r"^grpo\.micro_batch_tokens with distributed\.ranks_per_agent=2: .* set grpo\.micro_batch_tokens=0"),
+])
+def test_bad_token_budgets_are_one_line_config_errors(over, match):
+    from vlcohort.typed_yaml import ConfigError
+
+    with pytest.raises(ConfigError, match=match):
+        load_config(None, over)
+    assert load_config(None, ["grpo.micro_batch_tokens=512"]).grpo.micro_batch_tokens == 512
+    assert load_config(None, []).grpo.packing is True

@@ -778,6 +778,11 @@ def _check_batch_fits(cfg: Config) -> None:
     if g.micro_batch_tokens < 0:
         raise ConfigError(f"grpo.micro_batch_tokens={g.micro_batch_tokens} must be 0 (micro-batches "
                           "of grpo.micro_batch_seqs sequences) or a positive token budget")
+    if g.micro_batch_tokens > 0 and cfg.distributed.ranks_per_agent > 1:
+        raise ConfigError(f"grpo.micro_batch_tokens with distributed.ranks_per_agent="
+                          f"{cfg.distributed.ranks_per_agent}: ranks would form unequal numbers of "
+                          "micro-batches, and ZeRO's collectives need the same on every rank; set "
+                          "grpo.micro_batch_tokens=0 (grpo.packing still applies)")
 
 
 def _check_sampling_fits(cfg: Config) -> None:

@@ -26,6 +26,7 @@ from vlcohort.rollout.base import Rollouts
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent, zero_stage
 from vlcohort.training.logprobs import completion_logprobs, completion_token_stats
+from vlcohort.typed_yaml import ConfigError
 
 #: A packed micro-batch is used only when its rows hold at most this share of the padded
 #: batch's token positions: packing a batch with next to no padding (the demo's: equal
@@ -79,7 +80,14 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
 def update_micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
                          g: GRPOConfig, device: torch.device | None) -> list[tuple[Any, Any]]:
     """:func:`micro_batches` as ``grpo`` sets them (``micro_batch_seqs``,
-    ``micro_batch_tokens``, ``packing``, ``mini_batch_seqs``): every pass of a step uses it."""
+    ``micro_batch_tokens``, ``packing``, ``mini_batch_seqs``): every pass of a step uses it.
+    Token-budget micro-batches are refused in an agent group of several ranks (world size
+    / agents, known only here): each rank would form its own number of micro-batches."""
+    layout = getattr(agent, "layout", None)
+    if g.micro_batch_tokens > 0 and layout is not None and getattr(layout, "ranks_per_agent", 1) > 1:
+        raise ConfigError(f"grpo.micro_batch_tokens={g.micro_batch_tokens} with "
+                          f"{layout.ranks_per_agent} ranks per agent: ranks would form unequal "
+                          "numbers of micro-batches; set grpo.micro_batch_tokens=0")
     return micro_batches(agent, rendered, rollouts, g.micro_batch_seqs, device,
                          tokens=g.micro_batch_tokens, packing=g.packing, mini=g.mini_batch_seqs)
 
