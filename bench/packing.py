@@ -14,7 +14,8 @@ same starting weights (restored before every timed update):
 - ``padding share``: the share of the update's token positions that are padding, over
   the micro-batches one forward sees (padded: sum of n x L per micro-batch; packed: S
   real tokens in rows no wider than the longest sequence, so only the pad runs that end
-  rows);
+  rows); ``packed mbs``: how many micro-batches were packed (a micro-batch that packing
+  would shrink by less than 10% stays padded: ``update.PACK_MIN_SAVING``);
 - ``update s``: the median wall time of ``vlcohort.training.update.update_agent`` (the
   old-log-prob pass when one is needed, the reference pass when the loss has a KL term,
   forward / backward / optimizer step, the weight push of the HF engine), over
@@ -132,8 +133,9 @@ class Setup:
         sync()
         return time.perf_counter() - t0
 
-    def logprobs(self, g) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """([N, T] log-probs, [N, T] completion mask, padding share) at the start weights."""
+    def logprobs(self, g) -> tuple[torch.Tensor, torch.Tensor, float, str]:
+        """([N, T] log-probs, [N, T] completion mask, padding share, "packed micro-batches /
+        micro-batches") at the start weights."""
         from vlcohort.training.update import (
             completion_mask,
             policy_logprobs,
@@ -149,7 +151,8 @@ class Setup:
         with torch.no_grad():
             lp = policy_logprobs(self.agent, mbs, T, self.cfg.rollout.temperature)
         lengths = row_tokens(self.agent, self.rendered, self.rollouts)
-        return lp.cpu(), completion_mask(mbs, N, T, device).cpu(), padding_share(mbs, lengths)
+        packed = f"{sum(tb.packed for _, tb in mbs)}/{len(mbs)}"
+        return lp.cpu(), completion_mask(mbs, N, T, device).cpu(), padding_share(mbs, lengths), packed
 
 
 def sync() -> None:
@@ -189,8 +192,8 @@ def measure(setup: Setup, modes: dict, repeats: int) -> dict:
     """Per mode: padding share, median update seconds, log-probs; runs interleaved."""
     out = {name: {"times": []} for name in modes}
     for name, g in modes.items():
-        lp, mask, share = setup.logprobs(g)
-        out[name].update(lp=lp, mask=mask, share=share)
+        lp, mask, share, packed = setup.logprobs(g)
+        out[name].update(lp=lp, mask=mask, share=share, packed=packed)
     for name, g in modes.items():  # warm-up, untimed
         setup.update_time(g)
     for _ in range(repeats):
@@ -209,12 +212,13 @@ def report(setup: Setup, res: dict) -> float:
           f"{min(lens)}..{max(lens)} (mean {sum(lens) / N:.0f}), packs: "
           f"{setup.agent.adapter.can_pack(setup.agent.model)}")
     base = res["padded"]
-    print(f"  {'mode':<22} {'padding share':>13} {'update s':>9} {'vs padded':>9} {'max |dlogp|':>11}")
+    print(f"  {'mode':<22} {'packed mbs':>10} {'padding share':>13} {'update s':>9} {'vs padded':>9} "
+          f"{'max |dlogp|':>11}")
     worst = 0.0
     for name, r in res.items():
         diff = float(((r["lp"] - base["lp"]).abs() * base["mask"]).max())
         worst = max(worst, diff)
-        print(f"  {name:<22} {r['share']:>13.3f} {r['median']:>9.3f} "
+        print(f"  {name:<22} {r['packed']:>10} {r['share']:>13.3f} {r['median']:>9.3f} "
               f"{r['median'] / base['median']:>9.3f} {diff:>11.2e}")
     return worst
 

@@ -44,6 +44,6 @@ def test_quick_run_prints_the_ratio_and_equal_logprobs(bench, capsys):
     diff = float(re.search(r"^max_logprob_diff=([\d.e+-]+)$", out, re.M).group(1))
     assert ratio > 0 and diff < 1e-5
     shares = {m.group(1).strip(): float(m.group(2))
-              for m in re.finditer(r"^  (padded|packed[^\d]*\d* ?\w*)\s+([\d.]+)\s", out, re.M)}
+              for m in re.finditer(r"^  (padded|packed[^\d]*\d* ?\w*)\s+\d+/\d+\s+([\d.]+)\s", out, re.M)}
     assert shares["padded"] > 0.1  # long-tailed lengths: much of a padded batch is padding
     assert shares["packed"] < shares["padded"]
