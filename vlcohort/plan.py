@@ -211,7 +211,7 @@ def activation_bytes(tokens: int, layers: int, per_token_layer: int, hidden: int
 def kv_cache_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes_: int,
                              tensor_parallel: int = 1) -> int:
     """One token's keys and values over every layer: 2 x layers x kv_heads x head_dim x bytes
-    (vLLM's paged cache, ``vllm/v1/kv_cache_interface.py``'s page size per token), the KV
+    (the page size per token of vLLM's paged KV cache, full-attention layers), the KV
     heads split over the tensor-parallel ranks (replicated when there are fewer heads than
     ranks). Sliding-window layers are counted at full length: an upper bound."""
     heads = max(1, math.ceil(kv_heads / max(1, tensor_parallel)))
