@@ -642,6 +642,17 @@ class Adapter:
                              completion_mask=batch.completion_mask, prompt_len=P,
                              packed_index=index)
 
+    def share_images(self, batch: TrainingBatch, copies: Sequence[int]) -> TrainingBatch:
+        """*Family hook*: the batch with one vision-tower input per distinct image.
+
+        ``copies[i]`` is, for the i-th image of the batch (in order), the index of the
+        distinct image it repeats (distinct images numbered by first appearance): the G
+        rollouts of a prompt carry its images G times. A family that can hand one image's
+        features to every copy returns a batch whose forward runs the tower once per
+        distinct image (gradients from every copy add up in the shared features); by
+        default the batch as it is."""
+        return batch
+
     def packed_position_ids(self, model, batch: TrainingBatch) -> torch.Tensor:
         """*Family hook*: the position ids each real token of the padded ``batch`` has in
         its own sequence, [N, L] (values on padding are unused): 0, 1, 2, ... from each

@@ -48,6 +48,7 @@ class Qwen2_5_VLAdapter(Adapter):
     settings = Qwen2_5_VLSettings
     vllm_tested = True
     packing = True  # tests/test_packing.py: packed = padded, with and without images
+    vision_per_distinct_image = True  # share_images: tests/test_packing.py
 
     @property
     def _ip(self):
@@ -103,6 +104,47 @@ class Qwen2_5_VLAdapter(Adapter):
         """M-RoPE: text positions plus the model's temporal / height / width ids, per
         sequence (``base.mrope_packed_position_ids``)."""
         return mrope_packed_position_ids(model, batch)
+
+    def share_images(self, batch, copies):
+        """``pixel_values`` of the distinct images only (each image's patch rows, split by
+        ``image_grid_thw``), with ``image_copies`` [images] naming the distinct image each
+        batch image repeats and ``image_grid_thw_distinct`` their grids;
+        ``image_grid_thw`` keeps every image (the M-RoPE ids need it)."""
+        inputs = batch.inputs
+        grid = inputs.get("image_grid_thw")
+        if (not self.vision_per_distinct_image or grid is None or len(copies) != grid.shape[0]
+                or len(set(copies)) == len(copies)):
+            return batch
+        import torch
+
+        first = {}
+        for i, j in enumerate(copies):
+            first.setdefault(int(j), i)
+        keep = [first[j] for j in range(len(first))]  # batch image of each distinct image
+        pieces = torch.split(inputs["pixel_values"], grid.prod(-1).tolist())
+        shared = {k: v for k, v in inputs.items() if k != "pixel_values"}
+        shared["pixel_values"] = torch.cat([pieces[i] for i in keep])
+        shared["image_grid_thw_distinct"] = grid[keep]
+        shared["image_copies"] = torch.as_tensor(list(copies), dtype=torch.long)
+        return type(batch)(inputs=shared, completion_ids=batch.completion_ids,
+                           completion_mask=batch.completion_mask, prompt_len=batch.prompt_len,
+                           packed_index=batch.packed_index)
+
+    def decoder_hidden_states(self, model, inputs):
+        """The base model's hidden states; with shared images (:meth:`share_images`) the
+        vision tower runs on the distinct images and each copy gets its image's features
+        (the model's ``mm_encoder_outputs`` input)."""
+        if "image_copies" not in inputs:
+            return super().decoder_hidden_states(model, inputs)
+        from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+        inputs = dict(inputs)
+        copies = inputs.pop("image_copies").tolist()
+        grid = inputs.pop("image_grid_thw_distinct")
+        base = model.model
+        feats = base.get_image_features(inputs.pop("pixel_values"), grid, return_dict=True).pooler_output
+        image = BaseModelOutputWithPooling(pooler_output=[feats[j] for j in copies])
+        return base(**inputs, mm_encoder_outputs={"image": image}, use_cache=False).last_hidden_state
 
 
 # --------------------------------------------------------------------------- tiny model

@@ -315,3 +315,43 @@ def test_bad_token_budgets_are_one_line_config_errors(over, match):
         load_config(None, over)
     assert load_config(None, ["grpo.micro_batch_tokens=512"]).grpo.micro_batch_tokens == 512
     assert load_config(None, []).grpo.packing is True
+
+
+def test_image_copies_number_distinct_images_by_first_appearance():
+    from vlcohort.training.update import image_copies
+
+    # rows from prompts 0, 0, 1, 1, 2 with 2, 1, 0 images: prompt 0's two images twice
+    assert image_copies([0, 0, 1, 1, 2], [2, 1, 0]) == [0, 1, 0, 1, 2, 2]
+    assert image_copies([1, 2], [2, 1, 0]) == [0]
+
+
+@pytest.mark.parametrize("spec", ["tiny:qwen2_5_vl", "tiny:qwen2_vl"])
+def test_one_vision_pass_per_distinct_image(spec):
+    """G = 3 rollouts of a two-image and a one-image prompt: the shared batch runs the
+    vision tower on 3 images instead of 9, and its log-probs and gradients (vision tower
+    included) equal the unshared batch's, padded and packed."""
+    from vlcohort.training.update import image_copies
+
+    adapter, model, rendered = _setup(spec)
+    rows = [rendered[0]] * 3 + [rendered[1]] * 3
+    comps = _completions((9, 4, 6, 2, 7, 3), seed=4)
+    padded = _batch(adapter, rows, comps)
+    copies = image_copies([0, 0, 0, 1, 1, 1], [2, 1])
+    shared = adapter.share_images(padded, copies)
+    seen = []
+    hook = model.model.visual.register_forward_hook(lambda m, a, o: seen.append(int(a[0].shape[0])))
+    w = torch.randn(padded.completion_ids.shape, generator=torch.Generator().manual_seed(5))
+    patches = padded.inputs["image_grid_thw"].prod(-1)
+    try:
+        ref = _grads(adapter, model, padded, w)
+        assert seen == [int(patches.sum())]
+        for batch in (shared, adapter.pack_training(model, shared)):
+            seen.clear()
+            _assert_same_grads(ref, _grads(adapter, model, batch, w))
+            assert seen == [int(patches[[0, 1, 6]].sum())]  # the 3 distinct images' patches
+            with torch.no_grad():
+                diff = completion_logprobs(adapter, model, batch) - completion_logprobs(adapter, model, padded)
+            assert float(diff.abs().max()) < ATOL
+    finally:
+        hook.remove()
+    assert any("visual" in n for n in ref)

@@ -48,7 +48,8 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
     micro-batches of about ``tokens`` real tokens (:func:`token_micro_batches`), within
     each mini-batch of ``mini`` sequences (0: all N), ``rows`` a LongTensor of row
     indices. ``packing``: each batch packed (``Adapter.pack_training``) when the family
-    can pack this model, else padded: into one row under flash-attention (its
+    can pack this model, else padded, and (any family that can) its vision tower run once
+    per distinct image (``Adapter.share_images``); packed into one row under flash-attention (its
     variable-length kernels), else into rows no wider than the batch's longest sequence
     (attention that materialises the mask then costs at most the padded batch's); a
     batch that packing would shrink by less than 1 - :data:`PACK_MIN_SAVING` stays
@@ -69,12 +70,23 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
         completions = (rollouts.completions[rows] if isinstance(rows, slice)
                        else [rollouts.completions[n] for n in index])
         batch = agent.adapter.encode_training(prompts, completions)
+        if packing:  # the G rollouts of a prompt share its images: one tower pass each
+            copies = image_copies([n // G for n in index], [len(r.images) for r in rendered])
+            batch = agent.adapter.share_images(batch, copies)
         if pack:
             packed = agent.adapter.pack_training(agent.model, batch, None if one_row else 0)
             if packed.inputs["input_ids"].numel() <= PACK_MIN_SAVING * batch.inputs["input_ids"].numel():
                 batch = packed
         out.append((rows, batch.to(device) if device is not None else batch))
     return out
+
+
+def image_copies(prompts: Sequence[int], n_images: Sequence[int]) -> list[int]:
+    """For each image of a batch whose rows come from ``prompts`` (``n_images[b]`` images
+    each, in order), the index of the distinct image it is (numbered by first
+    appearance): a prompt's G rows repeat its images."""
+    seen: dict[tuple[int, int], int] = {}
+    return [seen.setdefault((b, k), len(seen)) for b in prompts for k in range(n_images[b])]
 
 
 def update_micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
