@@ -212,6 +212,11 @@ def test_micro_batches_pack_only_when_asked_and_supported():
     padded = micro_batches(agent, rendered, ro, 3)  # the default: as before packing existed
     assert [rows for rows, _ in padded] == [slice(0, 3), slice(3, 6)]
     assert not any(tb.packed for _, tb in padded)
+    for rows, tb in padded:  # exactly the family's own padded encoding of those rows
+        own = _batch(adapter, [rendered[n // 2] for n in range(rows.start, rows.stop)],
+                     ro.completions[rows])
+        assert own.inputs.keys() == tb.inputs.keys()
+        assert all(torch.equal(own.inputs[k], tb.inputs[k]) for k in own.inputs)
     packed = micro_batches(agent, rendered, ro, 3, packing=True)
     assert [rows for rows, _ in packed] == [slice(0, 3), slice(3, 6)]
     assert all(tb.packed and tb.inputs["input_ids"].shape[0] == 2 for _, tb in packed)

@@ -47,13 +47,13 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
     ``tokens`` 0: ``size`` consecutive sequences each, ``rows`` a slice. ``tokens`` > 0:
     micro-batches of about ``tokens`` real tokens (:func:`token_micro_batches`), within
     each mini-batch of ``mini`` sequences (0: all N), ``rows`` a LongTensor of row
-    indices. ``packing``: each batch packed (``Adapter.pack_training``) when the family
-    can pack this model, else padded, and (any family that can) its vision tower run once
-    per distinct image (``Adapter.share_images``); packed into one row under flash-attention (its
+    indices. ``packing``: the vision tower runs once per distinct image where the family
+    can (``Adapter.share_images``), and each batch is packed (``Adapter.pack_training``)
+    where the family can pack this model: into one row under flash-attention (its
     variable-length kernels), else into rows no wider than the batch's longest sequence
     (attention that materialises the mask then costs at most the padded batch's); a
     batch that packing would shrink by less than 1 - :data:`PACK_MIN_SAVING` stays
-    padded.
+    padded. ``packing`` False, ``tokens`` 0: the padded batches of before packing existed.
     """
     G = rollouts.group_size
     N = len(rollouts.completions)
