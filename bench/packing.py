@@ -8,8 +8,10 @@ What it measures
 ----------------
 For each setup, the same rollouts are trained on with ``grpo.packing=false`` (every
 micro-batch padded to its longest prompt + completion) and ``grpo.packing=true`` (each
-micro-batch's sequences concatenated into one row, ``Adapter.pack_training``), from the
-same starting weights (restored before every timed update):
+micro-batch's sequences concatenated into rows, ``Adapter.pack_training``, and, for
+Qwen2-VL / Qwen2.5-VL, the vision tower run once per distinct image instead of once per
+rollout, ``Adapter.share_images``), from the same starting weights (restored before
+every timed update):
 
 - ``padding share``: the share of the update's token positions that are padding, over
   the micro-batches one forward sees (padded: sum of n x L per micro-batch; packed: S
