@@ -141,6 +141,44 @@ METRIC_DOCS.update({
 })
 
 
+#: Co-rewarding (``co_rewarding_ii``: ``vlcohort/training/ema.py``; ``co_rewarding_i``:
+#: ``rewards.cross_view_partners``): the teachers behind the labels.
+METRIC_DOCS.update({
+    "agent/<a>/teacher/agreement": "co_rewarding_ii: share of prompts where the EMA teacher's "
+                                   "vote and the agent's own vote are one answer class",
+    "agent/<a>/teacher/alpha": "co_rewarding_ii: the policy's weight in this step's EMA update "
+                               "of the teacher (reward.ema.alpha_start -> alpha_end, half cosine)",
+    "agent/<a>/teacher/bytes": "co_rewarding_ii: the EMA teacher's memory on this rank (float32 "
+                               "copy of the trained weights; a LoRA agent: the adapter), step 1 only",
+    "agent/<a>/cross_view/agreement": "co_rewarding_i: share of prompts where the agent's votes "
+                                      "on the question and on its rephrasing are one answer class",
+    "timing/teacher": "co_rewarding_ii: seconds of the EMA teachers' sampling, weight swaps and "
+                      "engine pushes, all agents",
+})
+
+#: CoMAS (``method: comas``, ``vlcohort/recipes/comas.py``): solution / critique / judge turns.
+METRIC_DOCS.update({
+    "agent/<a>/comas/solution_reward": "mean reward of the agent's solution turns with a "
+                                       "readable score: (s - score_min) / (score_max - score_min)",
+    "agent/<a>/comas/critique_reward": "mean reward of the agent's critique turns with a "
+                                       "readable score: 1 - the solution's reward",
+    "agent/<a>/comas/judge_reward": "mean reward of the agent's judge turns: 0 readable, "
+                                    "comas.malformed_penalty not",
+    "agent/<a>/comas/judge_parse_rate": "share of the agent's judge turns whose score could be read",
+    "agent/<a>/comas/turns": "turns of the agent in its update (unreadable-score solutions "
+                             "and critiques left out)",
+    "comas/judge_parse_rate": "share of the step's judge turns whose score could be read",
+    "comas/judge_unparsed": "judge turns of the step whose score could not be read (reward "
+                            "comas.malformed_penalty; their solution and critique untrained)",
+    "comas/judge_unparsed/<reason>": "the same by reason: no_score | several_scores | "
+                                     "not_integer | out_of_range",
+    "comas/score_mean": "mean readable score of the step",
+    "comas/skipped_turns": "turns not generated because their prompt did not render (too "
+                           "long, an image for a text-only agent), with the turns that "
+                           "depend on them",
+})
+
+
 def documented(key: str) -> bool:
     """Whether a logged key matches a documented pattern (README table = this dict)."""
     import re
