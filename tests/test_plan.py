@@ -356,8 +356,7 @@ def test_cli_plan_table_and_json(capsys):
 
 
 @pytest.mark.parametrize("case", ["no_config", "unknown_type", "uncached_hub", "gpu_size", "gpus"])
-def test_bad_inputs_are_one_line_errors(case, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+def test_bad_inputs_are_one_line_errors(case, tmp_path, capsys):
     args = ["plan", "--gpus", "1"]
     if case == "no_config":
         (tmp_path / "empty").mkdir()
@@ -382,5 +381,7 @@ def test_bad_inputs_are_one_line_errors(case, tmp_path, capsys, monkeypatch):
     assert want in err and len(err.splitlines()) == 1, err
     if case == "uncached_hub":
         assert "agents.1.path" in err
-    with pytest.raises(ConfigError):
-        plan(load_config(None, []), -5, 1)
+    if case == "gpu_size":
+        for bad in (-5, float("nan")):
+            with pytest.raises(ConfigError, match="--gpu-gib"):
+                plan(load_config(None, []), bad, 1)
