@@ -20,6 +20,7 @@ from vlcohort.training.grpo import RETURN_NORMALISERS, reinforce_pp_advantages
 from vlcohort.typed_yaml import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
+TEXT2 = "agents=[{name: A, path: 'tiny:qwen2'}, {name: B, path: 'tiny:qwen2'}]"
 TEXT3 = "agents=[{name: A, path: 'tiny:qwen2'}, {name: B, path: 'tiny:qwen2'}, {name: C, path: 'tiny:qwen2'}]"
 VLM3 = ("agents=[{name: A, path: 'tiny:qwen2_5_vl'}, {name: B, path: 'tiny:qwen2_5_vl'}, "
         "{name: C, path: 'tiny:qwen2_5_vl'}]")
@@ -82,10 +83,58 @@ def test_zero_sum_rewards_and_the_malformed_penalty_by_hand():
     assert sol.tolist() == [0.75] and crit.tolist() == [0.25]
 
 
-def test_roles_are_three_different_agents():
+def test_offset_roles_are_three_different_agents():
     assert comas.roles(4, 1, 2) == [(0, 1, 2), (1, 2, 3), (2, 3, 0), (3, 0, 1)]
     for solver, critic, judge in comas.roles(3, 1, 2):
         assert len({solver, critic, judge}) == 3
+    # comas.roles=offset: the same rotation in every thread, slot t * A + a
+    cfg = _cfg("comas.roles=offset")
+    assert comas.round_roles(cfg, 3, 2, 1, 1) == ([1, 2, 0, 1, 2, 0], [2, 0, 1, 2, 0, 1])
+
+
+def test_shuffled_roles_are_balanced_seeded_and_may_meet_their_own_solution():
+    """CoMAS's rule: per round the list [0..A-1] repeated once per discussion is shuffled for
+    the critics and again for the judges: A = 4 agents, T = 5 threads -> 20 slots, each
+    agent critic of exactly 5 and judge of exactly 5; the draw is a function of (run.seed,
+    step, round) only."""
+    cfg = _cfg("run.seed=7")
+    crit, judge = comas.round_roles(cfg, 4, 5, 3, 2)
+    assert len(crit) == len(judge) == 20
+    assert sorted(crit) == sorted(judge) == [0] * 5 + [1] * 5 + [2] * 5 + [3] * 5
+    assert comas.round_roles(cfg, 4, 5, 3, 2) == (crit, judge)  # the same draw again
+    assert comas.round_roles(_cfg("run.seed=7"), 4, 5, 3, 2) == (crit, judge)  # a resumed run
+    others = [comas.round_roles(cfg, 4, 5, 4, 2), comas.round_roles(cfg, 4, 5, 3, 1),
+              comas.round_roles(_cfg("run.seed=8"), 4, 5, 3, 2)]
+    assert all(o != (crit, judge) for o in others)  # another step, round or seed: another draw
+    assert crit != judge  # the critics and judges are separate shuffles
+    # nothing keeps an agent from its own solution (slot t * A + a has solver a)
+    draws = [comas.round_roles(cfg, 4, 5, step, 1)[0] for step in range(1, 6)]
+    assert any(c[i] == i % 4 for c in draws for i in range(20))
+    # the shuffle itself: balanced for any generator state, one agent per slot
+    crit2, judge2 = comas.shuffled_roles(2, 3, comas.round_rng(0, 1, 1, comas.DRAW_CRITICS),
+                                         comas.round_rng(0, 1, 1, comas.DRAW_JUDGES))
+    assert sorted(crit2) == sorted(judge2) == [0, 0, 0, 1, 1, 1]
+
+
+def test_references_are_a_seeded_subset_without_repeats():
+    rng = comas.round_rng(5, 2, 2, comas.DRAW_REFERENCES)
+    picks = [comas.pick_references(4, 2, rng) for _ in range(50)]
+    assert all(len(p) == 2 and len(set(p)) == 2 and set(p) <= {0, 1, 2, 3} for p in picks)
+    assert len({tuple(sorted(p)) for p in picks}) == 6  # every pair of 4 is drawn: C(4, 2)
+    again = comas.round_rng(5, 2, 2, comas.DRAW_REFERENCES)
+    assert [comas.pick_references(4, 2, again) for _ in range(50)] == picks
+    assert comas.pick_references(1, 2, rng) == [0]  # fewer than asked: all of them
+    assert comas.pick_references(0, 2, rng) == []
+
+
+def test_solution_prompt_shows_numbered_discussions_or_none_yet():
+    p = Problem(id="p", text="What is 2 + 2?", gold="4")
+    first = comas.solution_text(p, [], "Solve it.")
+    assert "(no discussion yet)" in first and "Discussion 1" not in first
+    later = comas.solution_text(p, [("2 + 2 = 5", "5 is wrong"), ("it is 4", "right")], "Solve it.")
+    assert "Discussion 1\nSolution:\n2 + 2 = 5\n\nEvaluation:\n5 is wrong" in later
+    assert "Discussion 2\nSolution:\nit is 4\n\nEvaluation:\nright" in later
+    assert "Discussion 3" not in later and later.endswith("Solve it.")
 
 
 # ------------------------------------------------------------------ REINFORCE++
@@ -132,17 +181,26 @@ def _cfg(*extra):
 def test_config_defaults_and_fields():
     c = _cfg().comas
     assert (c.score_min, c.score_max, c.malformed_penalty, c.advantage) == (1, 3, -1.0, "reinforce_pp")
+    assert (c.rounds, c.roles, c.references) == (2, "shuffled", 2)  # CoMAS's num_rounds, num_references
     keys = {k for k, _, _ in field_docs()}
-    assert {"comas.rounds", "comas.judge_offset", "comas.malformed_penalty"} <= keys
+    assert {"comas.rounds", "comas.roles", "comas.references", "comas.judge_offset",
+            "comas.malformed_penalty"} <= keys
+    # two agents are a cohort under the shuffled roles
+    assert len(load_config(None, ["method=comas", TEXT2, *TEXT_DATA]).agents) == 2
     method_doc = next(doc for k, _, doc in field_docs() if k == "method")
     assert "comas" in method_doc
 
 
 @pytest.mark.parametrize("extra,match", [
-    (["agents=[{name: A, path: 'tiny:qwen2'}, {name: B, path: 'tiny:qwen2'}]"],
-     r"method=comas needs at least 3 agents"),
-    (["comas.judge_offset=3"], r"solver, critic and judge must be three different agents"),
-    (["comas.critic_offset=2"], r"two different offsets"),
+    (["agents=[{name: A, path: 'tiny:qwen2'}]"],
+     r"agents: method=comas needs at least 2 agents \(comas.roles=shuffled"),
+    ([TEXT2, "comas.roles=offset"],
+     r"agents: method=comas with comas.roles=offset needs at least 3 agents"),
+    (["comas.roles=fixed"], r"comas.roles: 'fixed' is not one of: shuffled, offset"),
+    (["comas.references=0"], r"comas.references: must be >= 1"),
+    (["comas.roles=offset", "comas.judge_offset=3"],
+     r"solver, critic and judge must be three different agents"),
+    (["comas.roles=offset", "comas.critic_offset=2"], r"two different offsets"),
     (["comas.malformed_penalty=0"], r"comas.malformed_penalty: must be < 0"),
     (["comas.score_min=3"], r"comas.score_min=3 must be below comas.score_max=3"),
     (["comas.rounds=0"], r"comas.rounds"),
@@ -156,11 +214,11 @@ def test_config_errors_are_one_line(extra, match):
     assert "\n" not in str(e.value)
 
 
-def test_cli_refuses_two_agents_in_one_line(capsys):
-    assert main(["config", "method=comas", "agents=[{name: A, path: 'tiny:qwen2'}, "
-                 "{name: B, path: 'tiny:qwen2'}]"]) == 2
+def test_cli_refuses_two_offset_agents_in_one_line(capsys):
+    assert main(["config", "method=comas", "comas.roles=offset", TEXT2]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("config error: agents: method=comas needs at least 3 agents")
+    assert err.startswith("config error: agents: method=comas with comas.roles=offset needs "
+                          "at least 3 agents")
     assert len(err.splitlines()) == 1
 
 
@@ -192,9 +250,10 @@ def test_two_step_tiny_vlm_run_through_vlcohort_train(tmp_path):
             assert t["reward"] == (-1.0 if t["score"] is None else 0.0)
         for name in ("qwen", "gemma", "internvl"):
             assert f"agent/{name}/comas/judge_reward" in r and f"agent/{name}/lr" in r
-    for t in turns:  # solver, critic and judge of a solution are three agents
-        if t["kind"] != "solution":
-            assert t["agent"] != t["solver"]
+    for step in (1, 2):  # shuffled roles: each agent critiques and judges B * G = 2 a round
+        for kind in ("critique", "judge"):
+            writers = sorted(t["agent"] for t in turns if t["step"] == step and t["kind"] == kind)
+            assert writers == ["gemma", "gemma", "internvl", "internvl", "qwen", "qwen"]
     undocumented = {k for r in recs for k in r
                     if not documented(k) and not _in(k, comas.COMAS_METRIC_DOCS)}
     assert not undocumented, undocumented
@@ -211,16 +270,29 @@ def test_turn_prompts_carry_the_images_and_the_earlier_round(tmp_path):
     from vlcohort.recipes.cohort import setup
 
     cfg = load_config(None, [*SMALL, VLM3, "data.tasks=[shape_colour]", "data.num_problems=4",
-                             "comas.rounds=2", "run.steps=1", f"run.output_dir={tmp_path / 'r'}"])
+                             "rollout.rollouts_per_prompt=2", "comas.rounds=2", "run.steps=1",
+                             f"run.output_dir={tmp_path / 'r'}"])
     run = setup(cfg)
     disc = comas.discuss(run, 1, run.stream.problems[:1])
     assert {t.kind for t in disc.turns} == set(comas.KINDS)
     assert all(t.rendered is not None and len(t.rendered.images) == 1 for t in disc.turns)
-    # round 2: each solver sees round 1's solutions and critiques of its thread
-    crit1 = [t for t in disc.turns if t.round == 1 and t.kind == "critique"]
-    assert any(comas.quoted(c.text) for c in crit1)
-    for sol2 in (t for t in disc.turns if t.round == 2 and t.kind == "solution"):
-        assert all(comas.quoted(c.text) in sol2.rendered.text for c in crit1 if comas.quoted(c.text))
+    assert all("(no discussion yet)" in t.rendered.text
+               for t in disc.turns if t.round == 1 and t.kind == "solution")
+    # round 2: the solvers of a thread see the same 2 of its 3 round-1 discussions, drawn
+    # from (run.seed, step, round): the draw of round_rng(0, 1, 2) over 3 per thread, in order
+    rng = comas.round_rng(0, 1, 2, comas.DRAW_REFERENCES)
+    for thread in (0, 1):
+        want = comas.pick_references(3, 2, rng)
+        crit1 = {t.solver: t for t in disc.turns
+                 if t.round == 1 and t.kind == "critique" and t.thread == thread}
+        sols2 = [t for t in disc.turns if t.round == 2 and t.kind == "solution" and t.thread == thread]
+        assert len(sols2) == 3 and all(t.references == want for t in sols2)
+        for sol2 in sols2:
+            text = sol2.rendered.text
+            assert "Discussion 2" in text and "Discussion 3" not in text
+            for k, solver in enumerate(want, 1):
+                assert f"Discussion {k}\nSolution:\n" in text
+                assert comas.quoted(crit1[solver].text) in text
     run.logger.close()
 
 

@@ -659,18 +659,31 @@ class ComasConfig:
     """CoMAS, co-evolving agents by interaction rewards (``method: comas``; Xue et al.,
     arXiv 2510.08529; ``vlcohort/recipes/comas.py``). Each step every agent writes a
     solution to each of ``rollout.prompts_per_step`` problems (``rollout.rollouts_per_prompt``
-    independent discussions each), a peer critiques it and a third agent scores it as judge;
+    independent discussions each), an evaluator critiques it and a scorer scores it;
     every turn is a rollout of the agent that wrote it, and each agent takes one update on
     all of its turns."""
 
     rounds: int = 2
     """Discussion rounds: each round every agent writes a solution (from round 2 on, seeing
-    the previous round's solutions and critiques), which is critiqued and scored."""
+    ``comas.references`` of the previous round's solutions and critiques), which is
+    critiqued and scored (CoMAS's num_rounds: 2)."""
+    roles: str = "shuffled"
+    """Who critiques and who scores each solution. shuffled (CoMAS's rule): per round, a
+    balanced list of the agents (each once per discussion) is shuffled once for the
+    critics and once for the scorers, so each agent critiques and scores equally often
+    and may meet its own solution; drawn from (run.seed, step, round), so a run and its
+    resume draw alike; needs >= 2 agents | offset: the critic of agent a's solution is
+    a + critic_offset, the scorer a + judge_offset (mod A), three different agents, so
+    >= 3 agents."""
+    references: int = 2
+    """From round 2 on, a solver sees this many of its discussion's previous-round
+    (solution, critique) pairs, drawn at random without repeats (all of them when fewer),
+    the same draw for every solver of that discussion (CoMAS's num_references: 2)."""
     critic_offset: int = 1
-    """The critic of agent a's solution is agent (a + critic_offset) mod A (a peer)."""
+    """roles=offset: the critic of agent a's solution is agent (a + critic_offset) mod A."""
     judge_offset: int = 2
-    """The judge of agent a's solution is agent (a + judge_offset) mod A: neither the
-    solver nor the critic, so a cohort needs at least 3 agents."""
+    """roles=offset: the judge of agent a's solution is agent (a + judge_offset) mod A:
+    neither the solver nor the critic, so such a cohort needs at least 3 agents."""
     score_min: int = 1
     """Lowest score a judge may give (CoMAS: 1)."""
     score_max: int = 3
@@ -678,25 +691,29 @@ class ComasConfig:
     (s - score_min) / (score_max - score_min), its critique the complement."""
     malformed_penalty: float = -1.0
     """Reward of a judge turn whose score cannot be read (none, two different ones, out of
-    range); its solution and critique then get no reward and are left out of the update.
-    A readable judge turn gets 0."""
+    range); its solution and critique then get no reward and are left out of the update
+    (counted). A readable judge turn gets 0."""
     advantage: str = "reinforce_pp"
     """reinforce_pp: REINFORCE++ (arXiv 2501.03262), each agent's returns normalised over
     its whole batch of turns, token-weighted as OpenRLHF | reinforce_pp_seq: the same, each
     turn weighing 1. grpo.adv_scale is not used."""
-    solution_instruction: str = ("Please reason step by step, and put your final answer "
-                                 "within \\boxed{}.")
-    """Appended to a solution turn (round 1: the problem; later rounds: the problem and the
-    previous round's discussion)."""
+    solution_instruction: str = (
+        "Solve the problem step by step, drawing on the discussion above where it helps, "
+        "and write the final answer inside \\boxed{}.")
+    """The solver's task, after the problem and the discussion so far (round 1: none yet;
+    later rounds: ``comas.references`` earlier solutions with their critiques)."""
     critique_instruction: str = (
-        "Evaluate the solution above critically. Check each step and the final answer, "
-        "point out every error you find, and say whether the solution is correct. Do not "
-        "write a new full solution.")
+        "Examine this solution and find every error and weakness in it. List the mistakes "
+        "one by one, each with what is wrong and why. Be brief: do not restate the "
+        "solution's reasoning and do not write a solution of your own.")
     """The critic's task, after the problem and the solution."""
     judge_instruction: str = (
-        "Based on the problem, the solution and the evaluation, score the solution: 1 if it "
-        "is wrong, 2 if it is partly right or you are unsure, 3 if it is correct. Explain "
-        "briefly, then end your reply with the score as <score>N</score>, written once.")
+        "Weigh whether the evaluation's objections really hold, then score the solution "
+        "with an integer from 1 to 3. 3: the solution is fully correct and none of the "
+        "mistakes the evaluation names is real. 2: some minor mistakes the evaluation names "
+        "are real, but the solution is still correct overall. 1: a mistake the evaluation "
+        "names is fatal and makes the answer wrong. Give a short reason first, then end your "
+        "reply with the score written once as <score>N</score>, N being 1, 2 or 3.")
     """The judge's task, after the problem, the solution and its critique; the score is read
     from ``<score>N</score>`` in the judge's reply only."""
 

@@ -77,6 +77,8 @@ _OWN_CHOICES: dict[str, tuple[str, ...]] = {
     "distributed.backend": ("auto", "nccl", "gloo"),
     "self_play.band_rule": ("value", "quantile"),
     "self_play.images": ("auto", "on", "off"),
+    # recipes.comas.ROLE_RULES: who critiques and who scores each solution
+    "comas.roles": ("shuffled", "offset"),
     "log.wandb.mode": ("online", "offline", "disabled"),
     # training.ema.EMA_DEVICES; what the EMA teacher answers (recipes.step.next_prompts)
     "reward.ema.device": ("cpu", "same"),
@@ -597,11 +599,17 @@ def check_self_play(sp: SelfPlayConfig) -> None:
 
 
 def check_comas(c: ComasConfig) -> None:
-    """``comas.*`` (``method: comas`` only): rounds, offsets, the score range, the estimator."""
+    """``comas.*`` (``method: comas`` only): rounds, roles, references, offsets (roles=offset),
+    the score range, the estimator."""
     _check_choice("comas.advantage", c.advantage)
+    _check_choice("comas.roles", c.roles)
     if c.rounds < 1:
         raise ConfigError(f"comas.rounds: must be >= 1, got {c.rounds}")
-    if c.critic_offset < 1 or c.judge_offset < 1 or c.critic_offset == c.judge_offset:
+    if c.references < 1:
+        raise ConfigError(f"comas.references: must be >= 1 (CoMAS: 2), got {c.references}; "
+                          "a solver from round 2 on sees that many earlier discussions")
+    if c.roles == "offset" and (c.critic_offset < 1 or c.judge_offset < 1
+                                or c.critic_offset == c.judge_offset):
         raise ConfigError(f"comas.critic_offset={c.critic_offset} and comas.judge_offset="
                           f"{c.judge_offset}: two different offsets >= 1 (the critic and the "
                           "judge are peers of the solver and of each other)")
@@ -668,14 +676,20 @@ def _check_self_play_fits(cfg: Config) -> None:
 
 
 def _check_comas_fits(cfg: Config) -> None:
-    """``method: comas``: at least 3 agents (solver, critic and judge of a solution are three
-    different agents, ``comas.*_offset`` mod A), no single ``reward.source``, one run; its
-    batch is every turn an agent wrote, not B x G groups, so ``grpo.adv_scale`` is unused."""
+    """``method: comas``: enough agents for its roles (shuffled: >= 2, so a solution can
+    meet a peer's critique and score, as CoMAS's shuffle allows with any cohort; offset: >= 3,
+    solver, critic and judge three different agents, ``comas.*_offset`` mod A), no single
+    ``reward.source``, one run; its batch is every turn an agent wrote, not B x G groups,
+    so ``grpo.adv_scale`` is unused."""
     A, c = len(cfg.agents), cfg.comas
-    if A < 3:
-        raise ConfigError(f"agents: method=comas needs at least 3 agents (solver, critic and "
-                          f"judge of a solution are three different agents), got {A}")
-    if len({0, c.critic_offset % A, c.judge_offset % A}) < 3:
+    if c.roles == "shuffled" and A < 2:
+        raise ConfigError(f"agents: method=comas needs at least 2 agents (comas.roles=shuffled "
+                          f"draws critics and scorers among the agents), got {A}")
+    if c.roles == "offset" and A < 3:
+        raise ConfigError(f"agents: method=comas with comas.roles=offset needs at least 3 agents "
+                          f"(solver, critic and judge of a solution are three different agents), "
+                          f"got {A}; use comas.roles=shuffled for 2")
+    if c.roles == "offset" and len({0, c.critic_offset % A, c.judge_offset % A}) < 3:
         raise ConfigError(f"comas.critic_offset={c.critic_offset} / comas.judge_offset="
                           f"{c.judge_offset} with {A} agents: solver, critic and judge must be "
                           f"three different agents; use offsets in 1..{A - 1}, not equal")

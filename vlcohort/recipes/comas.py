@@ -3,15 +3,23 @@ recipe of its own (``vlcohort train`` with ``method: comas``).
 
 Agents discuss each problem; every turn of the discussion is a rollout of the agent that
 wrote it, rewarded by what a peer judge said of it, and each agent takes one update on all
-of its turns. A agents (>= 3), B problems per step, G independent discussions per problem
-(``rollout.rollouts_per_prompt``), R rounds (``comas.rounds``); one thread = one discussion:
+of its turns. A agents, B problems per step, G independent discussions per problem
+(``rollout.rollouts_per_prompt``, CoMAS's n_samples_per_prompt), R rounds
+(``comas.rounds``); one thread = one discussion, T = B x G threads:
 
-    round r, every thread, every agent a:
-      solution  agent a solves the problem (r > 1: seeing round r-1's solutions and
-                critiques of that thread)                                 B*G*A turns
-      critique  agent a + critic_offset (mod A) critiques that solution    B*G*A turns
-      judge     agent a + judge_offset (mod A) reads both and writes <score>s</score>,
-                s in [score_min, score_max]                                B*G*A turns
+    round r, every thread t, every agent a:
+      solution  agent a solves the problem; the prompt shows the discussion so far: none in
+                round 1, from round 2 ``comas.references`` (2) of round r-1's (solution,
+                critique) pairs of thread t, a random subset, the same for every solver
+                of t                                                      T*A turns
+      critique  the critic of slot (t, a) lists the solution's errors      T*A turns
+      judge     the judge of slot (t, a) reads both and writes <score>s</score>,
+                s in [score_min, score_max]                               T*A turns
+    roles       ``comas.roles=shuffled`` (default, CoMAS's rule): per round the balanced
+                list [0..A-1] x T is shuffled once for the critics, once for the judges,
+                so every agent critiques T and judges T solutions a round, its own
+                included | ``offset``: critic a + critic_offset, judge a + judge_offset
+                (mod A), three different agents
     rewards     solution (s - min) / (max - min), critique the complement (zero-sum),
                 judge 0; a score that cannot be read: judge malformed_penalty (-1), its
                 solution and critique no reward and out of the update (counted)
@@ -19,27 +27,45 @@ of its turns. A agents (>= 3), B problems per step, G independent discussions pe
                 grpo.kl_in_reward) -> REINFORCE++ advantages, normalised over the agent's
                 whole batch (no group baseline) -> one ``update_agent`` call
 
-Each agent writes R x B x G turns of each kind per step (the offsets are rotations, so
-every agent critiques and judges as often as it solves). Everything is generated and
-scored before any agent updates, as in the cohort step.
+Each agent writes R x T turns of each kind per step. The shuffles and the reference
+subsets come from :func:`round_rng` (run.seed, step, round), so a run and its resume draw
+alike. Everything is generated and scored before any agent updates, as in the cohort step.
 
-What follows the paper (its abstract, Figure 2 and the method as summarised in the brief
-this module was written from; the published code, github.com/xxyQwQ/CoMAS on MARTI, was
-not readable here): the three interaction kinds (solution, evaluation, scoring), the 1-3
-score, the solution reward (s - 1) / 2 and the evaluation reward 1 - (s - 1) / 2, the -1 of
-an unreadable score, REINFORCE++ with a reward-side KL (OpenRLHF's estimator, which MARTI
-trains with: returns normalised over the batch, token-weighted), one policy per agent.
+What follows CoMAS's published code (the MARTI workflow ``marti/worlds/workflows/comas.py``,
+its reward ``marti/verifiers/comas_reward.py`` and ``scripts/train_comas.sh``, read in the
+public fork github.com/wt-2048/comas): one discussion per agent per problem and round, the
+shuffled balanced critics and scorers, num_references = 2 earlier discussions shown as
+numbered (solution, evaluation) blocks (the scores not shown), the 1-3 score and its three
+standards (3: correct, no objection holds; 2: minor real mistakes, still correct; 1: a
+fatal mistake), the solution reward (s - 1) / 2, the evaluation reward 1 - (s - 1) / 2, the
+scorer's 0, REINFORCE++ (OpenRLHF's ``reinforce`` estimator, gamma 1: returns normalised
+over the agent's replay buffer, token-weighted), one policy per agent. Our default
+instructions paraphrase the published prompts (solver: problem, discussion, answer in
+\\boxed{}; evaluator: list every error briefly, do not retell the reasoning; scorer: the
+three standards, a short reason, then the score in <score></score>).
 
-Where we chose, and say so:
-- roles by rotation: the critic of agent a is a + critic_offset, the judge a +
-  judge_offset (mod A), so solver, critic and judge are three different agents and a
-  judge never scores its own solution or its own critique;
-- the score is read only from the judge's own reply, as ``<score>N</score>``; all tags
-  there must agree (two different scores, none, a non-integer or one out of range:
-  unreadable). Score tags and image placeholders inside quoted solutions and critiques are
-  defused before the judge sees them, so a solution cannot plant a score;
-- round r > 1 shows a solver the previous round's solutions and critiques of its thread
-  (not the judges' replies): the discussion, not the verdicts;
+Where we depart, and why:
+- an unreadable score: the published reward gives the scorer -1 and the solution and
+  evaluation 0, still trained on; here the scorer gets ``malformed_penalty`` (-1) and the
+  solution and critique are left out of the update and counted
+  (``comas/judge_unparsed``): a 0 there would be a made-up verdict (for the solution, the
+  worst score; for the critique, half-way), and a skip that is counted is never a silent
+  zero reward;
+- the score is read strictly, only from the judge's own reply, as ``<score>N</score>``; all
+  tags there must agree (two different scores, none, a non-integer or one out of range:
+  unreadable). The fork's parser instead falls back to the last digit 1-3 in the text, and
+  to a neutral 2 when nothing parses, so its -1 never fires; a policy would learn that
+  omitting the tag costs nothing (a free 2). Score tags and image placeholders inside
+  quoted solutions and critiques are defused before the judge sees them, so a solution
+  cannot plant a score;
+- the draws are seeded per (run.seed, step, round), not from numpy's global state, so a
+  resumed run repeats the straight run's roles and references; ``comas.roles=offset``
+  keeps a rotation where an agent never critiques or scores its own work;
+- one solver instruction for every task: the published code has a math, a coding (a
+  Python block) and a science (a decimal in \\boxed{}) variant of each prompt, picked by
+  the data's task column; here ``comas.*_instruction`` are one text each;
+- one optimizer step per agent per step over all of its turns (mini_batch_seqs=0); the
+  published trainer steps every train_batch_size (64) sequences of a shuffled buffer;
 - a turn whose prompt does not render (longer than ``data.max_prompt_tokens``, an image
   for a text-only agent) is skipped with the turns that depend on it, counted in
   ``comas/skipped_turns``; problems that some agent cannot render at all are skipped at
@@ -47,8 +73,9 @@ Where we chose, and say so:
 - images: a problem's pictures go with it into every turn of its thread (a critic or a
   judge of a figure problem needs the figure), so VLM agents work; a text-only agent
   cannot take a figure problem (skipped and counted, as in the cohort recipe);
-- one process (agents may sit on different GPUs, ``agents.N.device``); agent groups under
-  torchrun are refused.
+- one process, no DeepSpeed (agents may sit on different GPUs, ``agents.N.device``;
+  agent groups under torchrun are refused), where the published run uses Ray, ZeRO-3,
+  Adam offload and vLLM engines per agent.
 
 Gold answers, where the data has them, are read only for metrics (``agent/<a>/acc`` of
 the solutions), never for a reward.
@@ -165,33 +192,80 @@ def question_text(problem: Problem) -> str:
     return text
 
 
-def solution_text(problem: Problem, earlier: Sequence[tuple[str, str, str]], instruction: str) -> str:
-    """A solution turn's user text: the problem, round r-1's discussion of the thread
-    (``earlier``: (agent name, solution, critique)), the instruction."""
-    parts = [f"Problem:\n{question_text(problem)}"]
-    if earlier:
-        parts.append("Earlier solutions and their evaluations in this discussion:")
-        for name, sol, crit in earlier:
-            parts.append(f"Solution by agent {name}:\n{quoted(sol)}\n\n"
-                         f"Evaluation of it:\n{quoted(crit)}")
-        parts.append("Taking the discussion into account, write your own solution.")
+def solution_text(problem: Problem, references: Sequence[tuple[str, str]], instruction: str) -> str:
+    """A solution turn's user text: the problem, the discussion so far (``references``:
+    earlier (solution, critique) pairs, shown as numbered discussions; none in round 1),
+    the instruction."""
+    parts = [f"Problem:\n{question_text(problem)}", "The discussion so far, for reference:"]
+    if references:
+        for k, (sol, crit) in enumerate(references, 1):
+            parts.append(f"Discussion {k}\nSolution:\n{quoted(sol)}\n\nEvaluation:\n{quoted(crit)}")
+    else:
+        parts.append("(no discussion yet)")
     parts.append(instruction)
     return "\n\n".join(parts)
 
 
 def critique_text(problem: Problem, solution: str, instruction: str) -> str:
-    return (f"Problem:\n{question_text(problem)}\n\nSolution by another agent:\n"
+    return (f"Problem:\n{question_text(problem)}\n\nThe solution to evaluate:\n"
             f"{quoted(solution)}\n\n{instruction}")
 
 
 def judge_text(problem: Problem, solution: str, critique: str, instruction: str) -> str:
-    return (f"Problem:\n{question_text(problem)}\n\nSolution:\n{quoted(solution)}\n\n"
-            f"Evaluation of the solution:\n{quoted(critique)}\n\n{instruction}")
+    return (f"Problem:\n{question_text(problem)}\n\nThe solution to score:\n{quoted(solution)}\n\n"
+            f"The evaluation of the solution:\n{quoted(critique)}\n\n{instruction}")
+
+
+#: ``comas.roles``: who critiques and who scores each solution (config_checks names them).
+ROLE_RULES = ("shuffled", "offset")
+
+#: The seeded draws of a round, each from its own stream (:func:`round_rng`).
+DRAW_REFERENCES, DRAW_CRITICS, DRAW_JUDGES = 0, 1, 2
+
+
+def round_rng(seed: int, step: int, rnd: int, draw: int) -> np.random.Generator:
+    """The generator of one draw (``DRAW_*``) of one round: a pure function of (run.seed,
+    step, round, draw), so a resumed run draws what the straight run did, and the
+    references, critics and judges never share a stream."""
+    return np.random.default_rng([seed & (2**63 - 1), step, rnd, draw])
 
 
 def roles(A: int, critic_offset: int, judge_offset: int) -> list[tuple[int, int, int]]:
-    """[A] (solver, critic, judge) of each solver a: the two peers by rotation."""
+    """[A] (solver, critic, judge) of each solver a under ``comas.roles=offset``: the two
+    peers by rotation."""
     return [(a, (a + critic_offset) % A, (a + judge_offset) % A) for a in range(A)]
+
+
+def shuffled_roles(A: int, threads: int, critics: np.random.Generator,
+                   judges: np.random.Generator) -> tuple[list[int], list[int]]:
+    """``comas.roles=shuffled`` (CoMAS's rule) for one round of ``threads`` discussions of A
+    solutions each: the balanced list (0..A-1 once per discussion) shuffled by ``critics``
+    gives the critic of slot t * A + a (thread t, solver a), shuffled again by ``judges``
+    its judge. Each agent critiques ``threads`` solutions and judges ``threads``; nothing
+    keeps an agent from its own solution or critique. Returns critic [T*A], judge [T*A]."""
+    order = np.tile(np.arange(A), threads)  # [T*A]
+    crit, judge = order.copy(), order.copy()
+    critics.shuffle(crit)
+    judges.shuffle(judge)
+    return crit.tolist(), judge.tolist()
+
+
+def round_roles(cfg: Config, A: int, threads: int, step: int, rnd: int
+                ) -> tuple[list[int], list[int]]:
+    """Critic [T*A] and judge [T*A] of every slot t * A + a of a round, by ``comas.roles``."""
+    c = cfg.comas
+    if c.roles == "offset":
+        triples = roles(A, c.critic_offset, c.judge_offset)
+        return ([triples[a][1] for _ in range(threads) for a in range(A)],
+                [triples[a][2] for _ in range(threads) for a in range(A)])
+    return shuffled_roles(A, threads, round_rng(cfg.run.seed, step, rnd, DRAW_CRITICS),
+                          round_rng(cfg.run.seed, step, rnd, DRAW_JUDGES))
+
+
+def pick_references(available: int, k: int, rng: np.random.Generator) -> list[int]:
+    """min(k, available) distinct indices of ``available`` earlier discussions, in the order
+    drawn (CoMAS shows a random subset of ``num_references``)."""
+    return [int(i) for i in rng.choice(available, size=min(k, available), replace=False)]
 
 
 # ============================================================================ turns
@@ -212,6 +286,8 @@ class Turn:
     reward: float = 0.0
     valid: bool = False  # generated and rewarded (trained on)
     score: int | None = None  # judge turns: the score read from the reply (None: unreadable)
+    references: list[int] = field(default_factory=list)  # solution turns: the solvers of the
+    # previous round's discussions shown, in the order shown
 
 
 @dataclass
@@ -257,26 +333,33 @@ def _generate(run: Run, step: int, turns: list[Turn], rnd: int, kind: str,
 
 
 def discuss(run: Run, step: int, problems: list[Problem]) -> Discussion:
-    """All rounds of every thread: solutions, critiques, judges, scores and rewards."""
+    """All rounds of every thread: solutions, critiques, judges, scores and rewards.
+
+    Round r, thread t: every agent a writes a solution (r > 1: seeing ``comas.references``
+    of round r-1's (solution, critique) pairs of thread t, one draw per thread); the
+    critic and the judge of slot (t, a) come from :func:`round_roles`."""
     cfg, c = run.cfg, run.cfg.comas
     A, G = len(run.names), cfg.rollout.rollouts_per_prompt
     disc = Discussion(problems=list(problems))
     threads = [(b, g) for b in range(len(problems)) for g in range(G)]
-    triples = roles(A, c.critic_offset, c.judge_offset)
-    earlier: dict[int, list[tuple[str, str, str]]] = {t: [] for t in range(len(threads))}
+    T = len(threads)
+    earlier: dict[int, list[tuple[int, str, str]]] = {t: [] for t in range(T)}
     for rnd in range(1, c.rounds + 1):
+        critic_of, judge_of = round_roles(cfg, A, T, step, rnd)  # [T*A] each
+        refs_rng = round_rng(cfg.run.seed, step, rnd, DRAW_REFERENCES)
         sols: dict[tuple[int, int], Turn] = {}
         for t, (b, _) in enumerate(threads):
+            shown = [earlier[t][i] for i in pick_references(len(earlier[t]), c.references, refs_rng)]
+            body = solution_text(problems[b], [(sol, crit) for _, sol, crit in shown],
+                                 c.solution_instruction)
             for a in range(A):
-                turn = Turn("solution", a, t, rnd, a)
-                turn.rendered = _try_render(run, disc, a, problems[b], t, rnd, "solution",
-                                            solution_text(problems[b], earlier[t],
-                                                          c.solution_instruction))
+                turn = Turn("solution", a, t, rnd, a, references=[solver for solver, _, _ in shown])
+                turn.rendered = _try_render(run, disc, a, problems[b], t, rnd, "solution", body)
                 sols[(t, a)] = turn
         _generate(run, step, list(sols.values()), rnd, "solution", disc)
         crits: dict[tuple[int, int], Turn] = {}
         for (t, a), sol in sols.items():
-            critic = triples[a][1]
+            critic = critic_of[t * A + a]
             turn = Turn("critique", critic, t, rnd, a)
             if sol.rendered is not None:
                 b = threads[t][0]
@@ -289,7 +372,7 @@ def discuss(run: Run, step: int, problems: list[Problem]) -> Discussion:
         _generate(run, step, list(crits.values()), rnd, "critique", disc)
         judges: dict[tuple[int, int], Turn] = {}
         for (t, a), crit in crits.items():
-            judge = triples[a][2]
+            judge = judge_of[t * A + a]
             turn = Turn("judge", judge, t, rnd, a)
             if crit.rendered is not None:
                 b = threads[t][0]
@@ -301,8 +384,8 @@ def discuss(run: Run, step: int, problems: list[Problem]) -> Discussion:
             judges[(t, a)] = turn
         _generate(run, step, list(judges.values()), rnd, "judge", disc)
         score_round(run, disc, sols, crits, judges)
-        for t in range(len(threads)):
-            earlier[t] = [(run.names[a], sols[(t, a)].text, crits[(t, a)].text)
+        for t in range(T):
+            earlier[t] = [(a, sols[(t, a)].text, crits[(t, a)].text)
                           for a in range(A) if crits[(t, a)].rendered is not None]
     return disc
 
@@ -472,7 +555,8 @@ def step_metrics(disc: Discussion) -> dict[str, float]:
 
 def log_turns(run: Run, step: int, disc: Discussion) -> None:
     """One line per turn in ``discussions.jsonl``: who wrote what for whom, its score (judge
-    turns), reward and whether it was trained on."""
+    turns), reward, whether it was trained on and (solution turns) whose earlier
+    discussions it was shown."""
     G = run.cfg.rollout.rollouts_per_prompt
     with run_folder.open_append(run.dir / DISCUSSIONS) as f:
         for t in disc.turns:
@@ -481,7 +565,8 @@ def log_turns(run: Run, step: int, disc: Discussion) -> None:
                 "thread": t.thread, "kind": t.kind, "agent": run.names[t.agent],
                 "solver": run.names[t.solver], "generated": t.rendered is not None,
                 "score": t.score, "reward": t.reward if t.valid else None,
-                "trained": t.valid, "text": t.text}) + "\n")
+                "trained": t.valid, "references": [run.names[a] for a in t.references],
+                "text": t.text}) + "\n")
 
 
 # ============================================================================ the run
@@ -512,6 +597,14 @@ def summary_line(run: Run, record: dict[str, Any]) -> str:
     return " ".join(bits) + f" | {record.get('timing/step', 0):.1f}s"
 
 
+def roles_line(cfg: Config) -> str:
+    """How the run's critics and judges are chosen, for its opening line."""
+    c, A = cfg.comas, len(cfg.agents)
+    if c.roles == "offset":
+        return f"critic a+{c.critic_offset}, judge a+{c.judge_offset} (mod {A})"
+    return "critics and judges shuffled per round, each agent equally often (seeded)"
+
+
 def run_comas(cfg: Config, resume: str | Path | None = None) -> int:
     """A whole CoMAS run (``vlcohort train`` with ``method: comas``): the cohort recipe's
     setup, checkpoints, resume and cleanup; this module's step."""
@@ -519,9 +612,9 @@ def run_comas(cfg: Config, resume: str | Path | None = None) -> int:
     A, B, G = len(cfg.agents), cfg.rollout.prompts_per_step, cfg.rollout.rollouts_per_prompt
     print(f"# comas: {A} agents, {B} problems x {G} discussions x {c.rounds} rounds per step; "
           f"each agent writes {B * G * c.rounds} solutions, critiques and judge turns each "
-          f"({3 * B * G * c.rounds} sequences in its update at most); critic a+{c.critic_offset}, "
-          f"judge a+{c.judge_offset} (mod {A}); score {c.score_min}-{c.score_max}, unreadable "
-          f"{c.malformed_penalty}; advantages {c.advantage}")
+          f"({3 * B * G * c.rounds} sequences in its update at most); {roles_line(cfg)}; "
+          f"{c.references} earlier discussions shown from round 2; score "
+          f"{c.score_min}-{c.score_max}, unreadable {c.malformed_penalty}; advantages {c.advantage}")
     if launched_world_size() > 1:
         raise TrainingError("method=comas runs in one process (a discussion's turns depend on "
                             "each other); launch it without torchrun and place agents with "
