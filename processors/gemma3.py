@@ -56,6 +56,11 @@ class Gemma3Adapter(Adapter):
     image_token = "<image_soft_token>"  # the processor's image_token_id is <start_of_image>
     settings = Gemma3Settings
     vllm_tested = True
+    # Padded only: with packed sequences transformers (5.24) reads the image-block
+    # bidirectional mask (token_type_ids) at per-sequence positions instead of row indices
+    # (masking_utils.remap_positions_for_packed_sequence), so image tokens would attend
+    # wrongly; tests/test_packing.py measures the difference.
+    packing = False
 
     @property
     def pan_and_scan(self) -> bool:

@@ -360,3 +360,16 @@ def test_one_vision_pass_per_distinct_image(spec):
     finally:
         hook.remove()
     assert any("visual" in n for n in ref)
+
+
+def test_gemma3_declares_no_packing_and_would_differ_packed():
+    """Gemma-3 keeps the padded path: its packed forward does not give the padded
+    log-probs in this transformers version (the image-block mask is read at per-sequence
+    positions once sequences are packed)."""
+    adapter, model, rendered = _setup("tiny:gemma3")
+    assert not adapter.can_pack(model)
+    padded = _batch(adapter, rendered, _completions())
+    with torch.no_grad():
+        a = completion_logprobs(adapter, model, padded)
+        b = completion_logprobs(adapter, model, adapter.pack_training(model, padded))
+    assert float((a - b).abs().max()) > 1e-3
