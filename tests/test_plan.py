@@ -343,6 +343,42 @@ def test_plan_names_the_first_knob():
     assert smaller.startswith("grpo.micro_batch_seqs="), smaller
 
 
+def test_token_budget_micro_batches_and_their_knob():
+    """grpo.micro_batch_tokens sets the forward's tokens (a longer sequence alone), and the
+    knob halves it rather than switching to micro_batch_seqs."""
+    cfg = load_config(None, ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2', device: cuda}]",
+                             "rollout.max_new_tokens=64", "data.max_prompt_tokens=192",
+                             "grpo.micro_batch_tokens=1024"])
+    a = plan(cfg, 80, 1).agents[0]
+    f = model_facts("tiny:qwen2")
+    per_layer = layer_activation_bytes_per_token(f.hidden, f.heads * f.head_dim, f.mlp_width, 4)
+    assert a.micro_seqs == 4 and a.seq_tokens == 256
+    assert a.parts["activations"] == 1024 * (f.layers * per_layer + 12 * f.hidden) + \
+        attention_mask_bytes(4, 256, 4, f.layers)
+    need = plan(cfg, 1000, 1).gpu_peaks[0]
+    cfg.agents[0].gradient_checkpointing = True  # leave the budget as the first knob
+    knob = plan(cfg, need / GIB * 0.5, 1).agents[0].knob
+    assert knob.startswith("grpo.micro_batch_tokens="), knob
+
+
+def test_vision_patches_per_image_token():
+    from types import SimpleNamespace as NS
+
+    from vlcohort.plan import patches_per_image_token
+
+    assert patches_per_image_token(NS(vision_config=NS(spatial_merge_size=2))) == 4  # Qwen-VL 2 x 2
+    assert patches_per_image_token(NS(vision_config=NS(), downsample_ratio=0.5)) == 4  # InternVL
+    gemma = NS(vision_config=NS(image_size=896, patch_size=14), mm_tokens_per_image=256)
+    assert patches_per_image_token(gemma) == 16  # 64 x 64 patches pooled to 256 tokens
+    cfg = _cfg()
+    f = model_facts("tiny:qwen2_5_vl")
+    plain, seen = plan(cfg, 80, 1).agents[1], plan(cfg, 80, 1, image_tokens=10).agents[1]
+    vpl = layer_activation_bytes_per_token(f.vision_hidden, f.vision_hidden, f.vision_mlp, 4)
+    patches = seen.micro_seqs * 10 * 4
+    extra = patches * (f.vision_layers * vpl + 12 * f.vision_hidden)
+    assert seen.parts["activations"] - plain.parts["activations"] == extra
+
+
 def test_cli_plan_table_and_json(capsys):
     assert main(["plan", "agents.0.path=tiny:qwen2", "--gpus", "2", "--gpu-gib", "80"]) == 0
     out = capsys.readouterr().out

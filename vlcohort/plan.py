@@ -293,6 +293,7 @@ class ModelFacts:
     vision_mlp: int = 0
     linear_shapes: tuple[tuple[str, int, int], ...] = ()
     output_layer: str = ""
+    patches_per_image_token: int = 4
 
 
 def config_folder(spec: str, where: str) -> Path:
@@ -370,7 +371,27 @@ def _facts_from_folder(folder: str, trust_remote_code: bool) -> ModelFacts:
         vision_layers=int(_first(vision, "depth", "num_hidden_layers") or 0),
         vision_hidden=int(_first(vision, "hidden_size") or 0),
         vision_mlp=int(_first(vision, "intermediate_size") or 0),
-        linear_shapes=linears, output_layer=output_layer)
+        linear_shapes=linears, output_layer=output_layer,
+        patches_per_image_token=patches_per_image_token(config))
+
+
+def patches_per_image_token(config) -> int:
+    """Vision-tower patches behind one image token of the decoder, from the config: a
+    spatial merge of m x m patches (Qwen-VL's ``spatial_merge_size``), a pixel shuffle by
+    ``downsample_ratio`` (InternVL: 0.5 -> 4), or a fixed token count per image (Gemma-3:
+    (896 / 14)^2 patches pooled to ``mm_tokens_per_image`` 256 -> 16); else 4."""
+    vision = getattr(config, "vision_config", None)
+    merge = _first(vision, "spatial_merge_size")
+    if merge:
+        return int(merge) ** 2
+    ratio = getattr(config, "downsample_ratio", None)
+    if ratio:
+        return max(1, round(1 / float(ratio) ** 2))
+    per_image = getattr(config, "mm_tokens_per_image", None)
+    size, patch = _first(vision, "image_size"), _first(vision, "patch_size")
+    if per_image and isinstance(size, int) and isinstance(patch, int):
+        return max(1, (size // patch) ** 2 // int(per_image))
+    return 4
 
 
 def _first(cfg, *names):
@@ -493,7 +514,7 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
     micro_tokens = int(getattr(g, "micro_batch_tokens", 0) or 0)
     if micro_tokens > 0:
         micro = max(1, micro_tokens // max(1, L))
-        tokens = micro_tokens
+        tokens = max(micro_tokens, L)  # a longer sequence goes alone
     else:
         micro = max(1, min(g.micro_batch_seqs, seqs_rank))
         tokens = micro * L
@@ -538,20 +559,21 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
         mask = attention_mask_bytes(micro, L, e, 1 if mc.gradient_checkpointing else f.layers)
         mask_off = attention_mask_bytes(micro, L, e, f.layers)
         mask_on = attention_mask_bytes(micro, L, e, 1)
-        vis = 0
+        vis_on = vis_off = 0  # the vision tower's, over the patches behind the image tokens
         if image_tokens and f.vision_layers:
-            patches = micro * image_tokens * 4  # a 2 x 2 merge of patches into each image token
+            patches = micro * image_tokens * f.patches_per_image_token
             vpl = layer_activation_bytes_per_token(f.vision_hidden, f.vision_hidden, f.vision_mlp, e)
-            vis = activation_bytes(patches, f.vision_layers, vpl, f.vision_hidden, e,
-                                   mc.gradient_checkpointing)
+            vis_on, vis_off = (activation_bytes(patches, f.vision_layers, vpl, f.vision_hidden, e, ck)
+                               for ck in (True, False))
+        vis = vis_on if mc.gradient_checkpointing else vis_off
         from vlcohort.training.logprobs import LOGITS_BUDGET_BYTES
 
         logit = logits_bytes(micro, T, f.vocab, mc.logprob_chunk_tokens, e, LOGITS_BUDGET_BYTES,
                              ro.temperature != 1.0)
         parts = {"weights": int(st.weights), "grads": int(st.grads), "optimizer": int(st.optimizer),
                  "zero3_gather": int(st.gather), "reference": int(ref),
-                 "activations": int(act + mask + vis), "activations_no_ckpt": int(act_off + mask_off + vis),
-                 "activations_ckpt": int(act_on + mask_on + vis), "logits": int(logit)}
+                 "activations": int(act + mask + vis), "activations_no_ckpt": int(act_off + mask_off + vis_off),
+                 "activations_ckpt": int(act_on + mask_on + vis_on), "logits": int(logit)}
         ap = AgentPlan(index=i, name=mc.name, model_class=f.model_class, params=f.params,
                        trainable=trainable, gpu=gpu_idx, ranks=R, optimizer=opt_name, parts=parts,
                        seq_tokens=L, micro_seqs=micro, notes=notes,
@@ -644,10 +666,16 @@ def _knobs(cfg, i: int, one_process: bool) -> list[tuple[str, dict]]:
     out: list[tuple[str, dict]] = []
     if not mc.gradient_checkpointing:
         out.append((f"agents.{i}.gradient_checkpointing=true", {"ckpt": True}))
-    m = g.micro_batch_seqs
-    while m > 1:
-        m //= 2
-        out.append((f"grpo.micro_batch_seqs={m}", {"micro": m}))
+    if getattr(g, "micro_batch_tokens", 0):
+        t = g.micro_batch_tokens
+        while t > 256:
+            t //= 2
+            out.append((f"grpo.micro_batch_tokens={t}", {"micro_tokens": t}))
+    else:
+        m = g.micro_batch_seqs
+        while m > 1:
+            m //= 2
+            out.append((f"grpo.micro_batch_seqs={m}", {"micro": m}))
     if cfg.rollout.engine == "vllm":
         if v.sleep_mode is False and (not one_process or i == 0):
             out.append(("rollout.vllm.sleep_mode=auto", {"sleep": "auto"}))
@@ -673,8 +701,8 @@ def _apply(cfg, i: int, change: dict):
         new.agents[i].gradient_checkpointing = True
     if "micro" in change:
         new.grpo.micro_batch_seqs = change["micro"]
-        if hasattr(new.grpo, "micro_batch_tokens"):
-            new.grpo.micro_batch_tokens = 0
+    if "micro_tokens" in change:
+        new.grpo.micro_batch_tokens = change["micro_tokens"]
     if "sleep" in change:
         new.rollout.vllm.sleep_mode = change["sleep"]
     if "util" in change:
