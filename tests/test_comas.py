@@ -222,6 +222,28 @@ def test_cli_refuses_two_offset_agents_in_one_line(capsys):
     assert len(err.splitlines()) == 1
 
 
+def test_paper_recipe_has_the_published_settings(tmp_path):
+    """configs/comas_qwen25_3b_x4_comas7.yaml against scripts/train_comas.sh and comas.yaml of
+    CoMAS's code; its data columns read a file of CoMAS's layout (prompt, answer, task, id)."""
+    path = ROOT / "configs" / "comas_qwen25_3b_x4_comas7.yaml"
+    cfg = load_config(path)
+    assert [a.path for a in cfg.agents] == ["Qwen/Qwen2.5-3B-Instruct"] * 4
+    c, r, g, o = cfg.comas, cfg.rollout, cfg.grpo, cfg.optim
+    assert (c.rounds, c.references, c.roles) == (2, 2, "shuffled")
+    assert (r.prompts_per_step, r.rollouts_per_prompt, r.max_new_tokens, r.temperature) == (64, 4, 4096, 1.0)
+    assert cfg.data.limit == 2000 and cfg.run.steps == 2000 // 64  # 1 episode, last batch dropped
+    assert (g.kl_coef, g.mask_truncated_completions, g.micro_batch_seqs) == (0.0, True, 2)
+    assert (o.lr, o.warmup_ratio, o.schedule, o.min_lr_ratio) == (1e-6, 0.03, "cosine", 0.1)
+    rows = [{"id": "math-1", "task": "math", "prompt": "What is 2 + 3?", "answer": "5"},
+            {"id": "science-1", "task": "science", "prompt": "g in m/s^2?", "answer": "9.8"}]
+    (tmp_path / "train.json").write_text(json.dumps(rows))
+    from vlcohort.data.sources import load_problems
+
+    got = load_problems(load_config(path, [f"data.path={tmp_path / 'train.json'}"]))
+    assert [(p.id, p.text, p.gold) for p in got] == [("math-1", "What is 2 + 3?", "5"),
+                                                      ("science-1", "g in m/s^2?", "9.8")]
+
+
 # ------------------------------------------------------------------ tiny runs
 
 
