@@ -59,6 +59,7 @@ class LlavaOnevisionAdapter(Adapter):
     family = "LLaVA-OneVision"
     model_types = ("llava_onevision",)
     vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
+    packing = True  # tests/test_packing.py: packed = padded (per-image tensors kept in order)
     placeholder_tokens = ("<image>", "<video>")
     stop_tokens = ("<|im_end|>", "<|endoftext|>")
     image_token = "<image>"

@@ -61,6 +61,7 @@ class Mistral3Adapter(Adapter):
     family = "Mistral-3 (Pixtral)"
     model_types = ("mistral3",)
     vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
+    packing = True  # tests/test_packing.py: packed = padded (per-image tensors kept in order)
     placeholder_tokens = ("[IMG]", "[IMG_BREAK]", "[IMG_END]")
     stop_tokens = ("</s>",)
     settings = Mistral3Settings

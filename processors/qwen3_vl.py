@@ -59,7 +59,7 @@ class Qwen3VLMoeAdapter(Qwen3VLAdapter):
 
     family = "Qwen3-VL-MoE"
     model_types = ("qwen3_vl_moe",)
-    packing = False  # packed forward not tested against the padded one
+    packing = True  # tests/test_packing.py: packed = padded
 
 
 # ------------------------------------------------------------------------- tiny models

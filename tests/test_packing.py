@@ -138,7 +138,8 @@ def _check_isolation(spec: str, attn: str) -> None:
 
 
 @pytest.mark.parametrize("spec", ["tiny:qwen2", "tiny:qwen2_5_vl", "tiny:qwen2_vl", "tiny:qwen3_vl",
-                                  "tiny:glm4v", "tiny:internvl3_5"])
+                                  "tiny:qwen3_vl_moe", "tiny:glm4v", "tiny:internvl3_5",
+                                  "tiny:llava_onevision", "tiny:mistral3"])
 def test_packed_logprobs_and_gradients_equal_padded(spec):
     _check_family(spec)
 
