@@ -207,6 +207,8 @@ def test_config_defaults_and_fields():
     (["comas.advantage=grpo"], r"comas.advantage: 'grpo' is not one of: reinforce_pp"),
     (["reward.source=peer_vote"], r"method=comas has no single reward source"),
     (["rollout.dynamic_sampling=true"], r"rollout.dynamic_sampling: not used by method=comas"),
+    (["grpo.micro_batch_seqs=2", "grpo.mini_batch_seqs=3"],
+     r"grpo.mini_batch_seqs=3 / micro_batch_seqs=2: method=comas takes one optimizer step"),
 ])
 def test_config_errors_are_one_line(extra, match):
     with pytest.raises(ConfigError, match=match) as e:
@@ -232,7 +234,8 @@ def test_paper_recipe_has_the_published_settings(tmp_path):
     assert (c.rounds, c.references, c.roles) == (2, 2, "shuffled")
     assert (r.prompts_per_step, r.rollouts_per_prompt, r.max_new_tokens, r.temperature) == (64, 4, 4096, 1.0)
     assert cfg.data.limit == 2000 and cfg.run.steps == 2000 // 64  # 1 episode, last batch dropped
-    assert (g.kl_coef, g.mask_truncated_completions, g.micro_batch_seqs) == (0.0, True, 2)
+    assert (g.kl_coef, g.mask_truncated_completions, g.micro_batch_seqs, g.mini_batch_seqs) == \
+        (0.0, True, 2, 64)
     assert (o.lr, o.warmup_ratio, o.schedule, o.min_lr_ratio) == (1e-6, 0.03, "cosine", 0.1)
     rows = [{"id": "math-1", "task": "math", "prompt": "What is 2 + 3?", "answer": "5"},
             {"id": "science-1", "task": "science", "prompt": "g in m/s^2?", "answer": "9.8"}]
@@ -345,6 +348,38 @@ def test_update_of_real_turns_uses_reinforce_pp_and_moves_the_weights(tmp_path):
     assert "loss" in metrics and metrics["skipped_updates"] == 0
     after = run.agents[0].model.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
+    assert _adam_steps(run.agents[0]) == 1  # grpo.mini_batch_seqs=0: one optimizer step
+    run.logger.close()
+
+
+def _adam_steps(agent) -> int:
+    return {int(st["step"]) for st in agent.optimizer.state.values()}.pop()
+
+
+def test_mini_batches_take_one_step_per_slice_of_a_seeded_shuffle(tmp_path):
+    """grpo.mini_batch_seqs=2 (CoMAS's trainer steps every train_batch_size sequences of a
+    shuffled buffer): an agent's 6 turns are permuted by a seeded draw of (run.seed, step,
+    agent) and take 6 / 2 = 3 optimizer steps."""
+    from vlcohort.recipes.cohort import setup
+
+    cfg = load_config(None, [*SMALL, TEXT3, *TEXT_DATA, "comas.rounds=1", "run.steps=1",
+                             "grpo.micro_batch_seqs=2", "grpo.mini_batch_seqs=2",
+                             f"run.output_dir={tmp_path / 'r'}"])
+    run = setup(cfg)
+    disc = comas.discuss(run, 1, run.stream.problems[:2])
+    for t in disc.turns:
+        t.valid = t.rendered is not None
+    batch = comas.agent_batch(disc, 0)
+    batch.rewards = torch.tensor([1.0, 0.0, 0.5, 0.5, 0.0, -1.0])
+    order = comas.update_order(cfg, 1, 0, 6)
+    assert sorted(order) == list(range(6)) and order == comas.update_order(cfg, 1, 0, 6)
+    assert order != list(range(6)) and order != comas.update_order(cfg, 1, 1, 6)
+    mixed = comas.shuffled_batch(batch, order)
+    assert mixed.rewards.tolist() == [batch.rewards.tolist()[k] for k in order]
+    assert [t.kind for t in mixed.turns] == [batch.turns[k].kind for k in order]
+    assert mixed.rollouts.completions == [batch.rollouts.completions[k] for k in order]
+    metrics, _ = comas.update_one(run, 0, run.agents[0], mixed)
+    assert "loss" in metrics and _adam_steps(run.agents[0]) == 3
     run.logger.close()
 
 

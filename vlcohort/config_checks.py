@@ -680,7 +680,7 @@ def _check_comas_fits(cfg: Config) -> None:
     meet a peer's critique and score, as CoMAS's shuffle allows with any cohort; offset: >= 3,
     solver, critic and judge three different agents, ``comas.*_offset`` mod A), no single
     ``reward.source``, one run; its batch is every turn an agent wrote, not B x G groups,
-    so ``grpo.adv_scale`` is unused."""
+    so ``grpo.adv_scale`` is unused and ``grpo.mini_batch_seqs`` slices that batch."""
     A, c = len(cfg.agents), cfg.comas
     if c.roles == "shuffled" and A < 2:
         raise ConfigError(f"agents: method=comas needs at least 2 agents (comas.roles=shuffled "
@@ -707,11 +707,11 @@ def _check_comas_fits(cfg: Config) -> None:
         if value:
             raise ConfigError(message)
     g = cfg.grpo
-    if g.micro_batch_seqs < 1 or g.mini_batch_seqs != 0:
+    if g.micro_batch_seqs < 1 or g.mini_batch_seqs < 0 or g.mini_batch_seqs % g.micro_batch_seqs:
         raise ConfigError(f"grpo.mini_batch_seqs={g.mini_batch_seqs} / micro_batch_seqs="
                           f"{g.micro_batch_seqs}: method=comas takes one optimizer step per "
-                          "epoch over all of an agent's turns (mini_batch_seqs=0) in "
-                          "micro-batches of micro_batch_seqs >= 1")
+                          "mini_batch_seqs of an agent's shuffled turns (0: one step over all "
+                          "of them), a multiple of micro_batch_seqs >= 1")
 
 
 def _check_self_play_training(cfg: Config) -> None:

@@ -25,7 +25,9 @@ of its turns. A agents, B problems per step, G independent discussions per probl
                 solution and critique no reward and out of the update (counted)
     update      per agent: its turns' returns (less the reward-side KL when
                 grpo.kl_in_reward) -> REINFORCE++ advantages, normalised over the agent's
-                whole batch (no group baseline) -> one ``update_agent`` call
+                whole batch (no group baseline) -> one ``update_agent`` call: one
+                optimizer step, or with ``grpo.mini_batch_seqs`` one per that many turns
+                of the batch in a seeded shuffled order (CoMAS: train_batch_size 64)
 
 Each agent writes R x T turns of each kind per step. The shuffles and the reference
 subsets come from :func:`round_rng` (run.seed, step, round), so a run and its resume draw
@@ -64,8 +66,11 @@ Where we depart, and why:
 - one solver instruction for every task: the published code has a math, a coding (a
   Python block) and a science (a decimal in \\boxed{}) variant of each prompt, picked by
   the data's task column; here ``comas.*_instruction`` are one text each;
-- one optimizer step per agent per step over all of its turns (mini_batch_seqs=0); the
-  published trainer steps every train_batch_size (64) sequences of a shuffled buffer;
+- the learning-rate schedule advances once per step (``optim.*`` over ``run.steps``); the
+  published one advances per optimizer step over a length of problems x
+  n_samples_per_prompt / train_batch_size (125), as if each problem gave one sequence,
+  while each agent trains on some 3 x rounds turns per discussion, so its cosine runs past
+  its end;
 - a turn whose prompt does not render (longer than ``data.max_prompt_tokens``, an image
   for a text-only agent) is skipped with the turns that depend on it, counted in
   ``comas/skipped_turns``; problems that some agent cannot render at all are skipped at
@@ -219,8 +224,9 @@ def judge_text(problem: Problem, solution: str, critique: str, instruction: str)
 #: ``comas.roles``: who critiques and who scores each solution (config_checks names them).
 ROLE_RULES = ("shuffled", "offset")
 
-#: The seeded draws of a round, each from its own stream (:func:`round_rng`).
-DRAW_REFERENCES, DRAW_CRITICS, DRAW_JUDGES = 0, 1, 2
+#: The seeded draws of a round, each from its own stream (:func:`round_rng`); an agent's
+#: update order is draw DRAW_BATCH + its index (round 0).
+DRAW_REFERENCES, DRAW_CRITICS, DRAW_JUDGES, DRAW_BATCH = 0, 1, 2, 3
 
 
 def round_rng(seed: int, step: int, rnd: int, draw: int) -> np.random.Generator:
@@ -452,6 +458,21 @@ def agent_batch(disc: Discussion, i: int) -> Batch:
                  torch.tensor([t.reward for t in turns], dtype=torch.float32))
 
 
+def shuffled_batch(batch: Batch, order: Sequence[int]) -> Batch:
+    """``batch`` with its turns in ``order`` (a permutation of its rows)."""
+    assert batch.rollouts is not None
+    order = list(order)
+    return Batch([batch.turns[k] for k in order], [batch.rendered[k] for k in order],
+                 batch.rollouts.select_prompts(order), batch.rewards[order])
+
+
+def update_order(cfg: Config, step: int, i: int, n: int) -> list[int]:
+    """The order agent ``i`` takes its n turns in when ``grpo.mini_batch_seqs`` splits its
+    update into several optimizer steps: a seeded permutation (run.seed, step, agent), as
+    OpenRLHF's shuffled replay buffer, so no mini-batch is all solutions of round 1."""
+    return round_rng(cfg.run.seed, step, 0, DRAW_BATCH + i).permutation(n).tolist()
+
+
 def update_one(run: Run, i: int, agent, batch: Batch) -> tuple[dict[str, float], torch.Tensor | None]:
     """Returns (less the reward-side KL) -> ``comas.advantage`` -> one update of agent ``i``;
     the update's metrics and the advantages [N] (None: no update)."""
@@ -488,6 +509,8 @@ def comas_step(run: Run, step: int) -> dict[str, Any]:
     record: dict[str, Any] = {"step": step}
     for i, agent in zip(run.local, run.agents):
         batch = agent_batch(disc, i)
+        if run.cfg.grpo.mini_batch_seqs and batch.rollouts is not None:  # several steps
+            batch = shuffled_batch(batch, update_order(run.cfg, step, i, len(batch.turns)))
         metrics, _ = update_one(run, i, agent, batch)
         name = run.names[i]
         record.update({f"agent/{name}/{k}": v for k, v in metrics.items()})
