@@ -50,14 +50,15 @@ Where we depart, and why:
 - an unreadable score: the published reward gives the scorer -1 and the solution and
   evaluation 0, still trained on; here the scorer gets ``malformed_penalty`` (-1) and the
   solution and critique are left out of the update and counted
-  (``comas/judge_unparsed``): a 0 there would be a made-up verdict (for the solution, the
-  worst score; for the critique, half-way), and a skip that is counted is never a silent
-  zero reward;
+  (``comas/judge_unparsed``): a 0 there is a made-up verdict, the worst score for both
+  (as if the solution and its critique had each lost), and a counted skip is never a
+  silent zero reward;
 - the score is read strictly, only from the judge's own reply, as ``<score>N</score>``; all
   tags there must agree (two different scores, none, a non-integer or one out of range:
-  unreadable). The fork's parser instead falls back to the last digit 1-3 in the text, and
-  to a neutral 2 when nothing parses, so its -1 never fires; a policy would learn that
-  omitting the tag costs nothing (a free 2). Score tags and image placeholders inside
+  unreadable). The fork's parser instead takes the first tag, clamps its number into
+  1-3, falls back to the last digit 1-3 anywhere in the text, and to a neutral 2 when
+  nothing parses, so its -1 never fires: a policy would learn that omitting the tag costs
+  nothing (a free 2). Score tags and image placeholders inside
   quoted solutions and critiques are defused before the judge sees them, so a solution
   cannot plant a score;
 - the draws are seeded per (run.seed, step, round), not from numpy's global state, so a
