@@ -327,6 +327,27 @@ def _cfg(*overrides):
                               "data.max_prompt_tokens=512", *overrides])
 
 
+def test_vllm_engine_by_hand(published_path, tmp_path):
+    """Qwen2.5-VL-7B at the recipes' 45% of 80 GiB: 36 GiB, 16-bit weights, 1 GiB + the
+    profile (8,192 tokens x (2 x 18,944 + 4 x 3,584) x 2 B + 256 x 152,064 x 4 B), the rest
+    KV cache at 57,344 B per token."""
+    from vlcohort.config import VLLMConfig
+    from vlcohort.plan import vllm_engine_bytes
+
+    folder = tmp_path / "q7"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_published_config(published_path)))
+    f = model_facts(str(folder))
+    eng = vllm_engine_bytes(f, VLLMConfig(gpu_memory_utilization=0.45), 80 * GIB)
+    other = GIB + 8192 * (2 * 18944 + 4 * 3584) * 2 + 256 * 152064 * 4
+    assert eng["total"] == int(0.45 * 80 * GIB) and eng["weights"] == 2 * QWEN25VL_7B_PARAMS
+    assert eng["other"] == other and eng["kv_per_token"] == 57_344
+    assert eng["kv_cache"] == eng["total"] - 2 * QWEN25VL_7B_PARAMS - other
+    tp2 = vllm_engine_bytes(f, VLLMConfig(tensor_parallel_size=2, kv_cache_memory_gib=4.0), 80 * GIB)
+    assert tp2["weights"] == QWEN25VL_7B_PARAMS and tp2["kv_cache"] == 4 * GIB
+    assert tp2["total"] == tp2["weights"] + 4 * GIB + tp2["other"]
+
+
 def test_plan_sums_its_parts_and_places_agents():
     p = plan(_cfg("rollout.engine=vllm"), 80, 1)
     a, b = p.agents
@@ -405,7 +426,8 @@ def test_cli_plan_table_and_json(capsys):
 # ----------------------------------------------------------------------------- bad inputs
 
 
-@pytest.mark.parametrize("case", ["no_config", "unknown_type", "uncached_hub", "gpu_size", "gpus"])
+@pytest.mark.parametrize("case", ["no_config", "unknown_type", "uncached_hub", "gpu_size", "gpus",
+                                  "device"])
 def test_bad_inputs_are_one_line_errors(case, tmp_path, capsys):
     args = ["plan", "--gpus", "1"]
     if case == "no_config":
@@ -423,9 +445,12 @@ def test_bad_inputs_are_one_line_errors(case, tmp_path, capsys):
     elif case == "gpu_size":
         args += ["--gpu-gib", "0"]
         want = "--gpu-gib"
-    else:
+    elif case == "gpus":
         args = ["plan", "--gpus", "3"]
         want = "distributed.ranks_per_agent"
+    else:
+        args.append("agents.0.device=cuda:1")
+        want = "agents.0.device"
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert want in err and len(err.splitlines()) == 1, err

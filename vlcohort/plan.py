@@ -475,11 +475,14 @@ def _layout(cfg, gpus: int) -> tuple[str, int]:
     return f"torchrun, {gpus} ranks: {A} agent groups of {R} (DeepSpeed ZeRO-{cfg.distributed.zero_stage})", R
 
 
-def _agent_gpu(mc, i: int) -> tuple[int, str]:
+def _agent_gpu(mc, i: int, gpus: int) -> tuple[int, str]:
     """The GPU a one-process agent sits on, and a note when its device is not a GPU."""
     dev = str(mc.device)
     if dev.startswith("cuda"):
         idx = int(dev.split(":")[1]) if ":" in dev else 0
+        if idx >= gpus:
+            raise ConfigError(f"agents.{i}.device: {dev}, but --gpus {gpus} (one process uses "
+                              f"cuda:0 .. cuda:{gpus - 1})")
         return idx, ""
     return 0, f"agents.{i}.device={dev}: planned on cuda:0 (set agents.N.device=cuda to train there)"
 
@@ -532,7 +535,7 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
         params_total = f.params + (trainable if lora else 0)
         notes = []
         if one_process:
-            gpu_idx, note = _agent_gpu(mc, i)
+            gpu_idx, note = _agent_gpu(mc, i, gpus)
             if note:
                 notes.append(note)
             st = plain_state_bytes(params_total, trainable, w, trainable_bytes=4 if lora else None)
@@ -581,25 +584,12 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
         ap.resident = st.gpu + ref
         ap.update_extra = parts["activations"] + parts["logits"]
         if ro.engine == "vllm":
-            tp = max(1, v.tensor_parallel_size)
-            # auto: the checkpoint's 16-bit dtype; vLLM serves a float32 checkpoint in 16 bit
-            ev = 2 if v.dtype == "auto" else dtype_bytes(v.dtype)
-            eng_w = f.params * ev // tp
-            batched = v.max_num_batched_tokens or VLLM_DEFAULT_BATCHED_TOKENS
-            profile = (batched * (2 * f.mlp_width // tp + 4 * f.hidden) * ev
-                       + v.max_num_seqs * f.vocab * 4)
-            overhead = VLLM_NON_TORCH_BYTES + profile
-            if v.kv_cache_memory_gib:
-                kv = int(v.kv_cache_memory_gib * GIB)
-                budget = eng_w + kv + overhead
-            else:
-                budget = int(v.gpu_memory_utilization * gpu_bytes)
-                kv = budget - eng_w - overhead
-            per_tok = kv_cache_bytes_per_token(f.layers, f.kv_heads, f.head_dim, ev, tp)
+            eng = vllm_engine_bytes(f, v, gpu_bytes)
             ctx = v.max_model_len or L
+            kv, per_tok = eng["kv_cache"], eng["kv_per_token"]
             ap.kv_seqs = kv / (per_tok * ctx)
-            parts.update(vllm_weights=int(eng_w), vllm_kv_cache=int(max(0, kv)),
-                         vllm_other=int(overhead), vllm_total=int(budget))
+            parts.update(vllm_weights=eng["weights"], vllm_kv_cache=max(0, kv),
+                         vllm_other=eng["other"], vllm_total=eng["total"])
             can_sleep = v.sleep_mode in ("auto", True) and (not one_process or sleeping == 0)
             if v.sleep_mode is True and one_process and sleeping:
                 notes.append("rollout.vllm.sleep_mode=true with a second engine in one process is "
@@ -607,7 +597,7 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
                              "is planned awake")
             ap.engine_sleeps = can_sleep
             sleeping += int(can_sleep)
-            ap.engine_awake = budget
+            ap.engine_awake = eng["total"]
             if kv < per_tok * ctx:
                 notes.append(f"vLLM's KV cache ({_gib(kv)} GiB) holds no sequence of "
                              f"{ctx} tokens: vLLM refuses to start")
@@ -639,6 +629,32 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
             if not ap.fits:
                 ap.knob = first_knob(cfg, ap.index, gpu_gib, gpus, prompt_tokens, image_tokens)
     return result
+
+
+def vllm_engine_bytes(f: ModelFacts, v, gpu_bytes: int) -> dict[str, int]:
+    """One vLLM engine's GPU memory (``rollout.vllm`` settings ``v``): its total is
+    ``gpu_memory_utilization`` x the GPU (vLLM's budget for weights + KV cache + the rest),
+    or, with ``kv_cache_memory_gib``, weights + that cache + the rest. Weights: every
+    parameter in the engine's dtype (``auto``: 16 bit, as vLLM serves float32 checkpoints),
+    split over the tensor-parallel ranks. The rest: :data:`VLLM_NON_TORCH_BYTES` plus the
+    start-up profile's peak, estimated as one step of ``max_num_batched_tokens`` tokens
+    through the widest layer (the gated MLP's two I-wide outputs and a few h-wide tensors)
+    and the sampler's float32 logits for ``max_num_seqs`` sequences. The KV cache is what
+    remains, ``kv_per_token`` bytes per token (:func:`kv_cache_bytes_per_token`)."""
+    tp = max(1, v.tensor_parallel_size)
+    ev = 2 if v.dtype == "auto" else dtype_bytes(v.dtype)
+    weights = f.params * ev // tp
+    batched = v.max_num_batched_tokens or VLLM_DEFAULT_BATCHED_TOKENS
+    profile = batched * (2 * f.mlp_width // tp + 4 * f.hidden) * ev + v.max_num_seqs * f.vocab * 4
+    other = VLLM_NON_TORCH_BYTES + profile
+    if v.kv_cache_memory_gib:
+        kv = int(v.kv_cache_memory_gib * GIB)
+        total = weights + kv + other
+    else:
+        total = int(v.gpu_memory_utilization * gpu_bytes)
+        kv = total - weights - other
+    return {"weights": int(weights), "kv_cache": int(kv), "other": int(other), "total": int(total),
+            "kv_per_token": kv_cache_bytes_per_token(f.layers, f.kv_heads, f.head_dim, ev, tp)}
 
 
 def _gpu_peaks(agents: list[AgentPlan], one_process: bool) -> tuple[dict[int, int], dict[int, dict[str, int]]]:
