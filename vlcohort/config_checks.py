@@ -693,6 +693,10 @@ def _check_comas_fits(cfg: Config) -> None:
         raise ConfigError(f"comas.critic_offset={c.critic_offset} / comas.judge_offset="
                           f"{c.judge_offset} with {A} agents: solver, critic and judge must be "
                           f"three different agents; use offsets in 1..{A - 1}, not equal")
+    if cfg.distributed.ranks_per_agent > 1:
+        raise ConfigError(f"distributed.ranks_per_agent={cfg.distributed.ranks_per_agent}: "
+                          "method=comas trains each agent on one rank; set it 1 (launch "
+                          "--nproc_per_node <agents>) or run in one process")
     if cfg.reward.source is not None:
         raise ConfigError(f"reward.source={cfg.reward.source!r}: method=comas has no single "
                           "reward source (a judge agent scores each solution); leave "

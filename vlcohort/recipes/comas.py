@@ -79,9 +79,13 @@ Where we depart, and why:
 - images: a problem's pictures go with it into every turn of its thread (a critic or a
   judge of a figure problem needs the figure), so VLM agents work; a text-only agent
   cannot take a figure problem (skipped and counted, as in the cohort recipe);
-- one process, no DeepSpeed (agents may sit on different GPUs, ``agents.N.device``;
-  agent groups under torchrun are refused), where the published run uses Ray, ZeRO-3,
-  Adam offload and vLLM engines per agent.
+- one process (agents may sit on different GPUs, ``agents.N.device``), or one rank per
+  agent under torchrun (``distributed.ranks_per_agent=1``, DeepSpeed ZeRO per agent):
+  each rank writes its own agent's turns and, after each kind of turn, all-gathers the
+  texts (:func:`share_texts`), so every rank holds the whole discussion, draws the same
+  seeded roles and computes the same rewards; each rank updates only its agent. Several
+  ranks per agent are refused (an agent group would have to split the discussion's
+  turns). The published run uses Ray, ZeRO-3, Adam offload and vLLM engines per agent.
 
 Gold answers, where the data has them, are read only for metrics (``agent/<a>/acc`` of
 the solutions), never for a reward.
@@ -110,7 +114,7 @@ from vlcohort.recipes.step import Run, next_prompts
 from vlcohort.rollout.base import Rollouts, SamplingParams
 from vlcohort.seeds import step_rollout_seed
 from vlcohort.training import grpo
-from vlcohort.training.distributed import launched_world_size
+from vlcohort.training.distributed import launched_rank, launched_world_size, split
 from vlcohort.training.rewards import extract_all, gold_match
 from vlcohort.training.update import kl_reward, trains_without_advantage, update_agent
 
@@ -337,6 +341,28 @@ def _generate(run: Run, step: int, turns: list[Turn], rnd: int, kind: str,
         disc.rollouts[(i, rnd, kind)] = ro
         for row, t in enumerate(mine):
             t.text, t.row = ro.texts[row], row
+    if run.layout.distributed:
+        share_texts(run, turns, rnd, kind, disc)
+
+
+def share_texts(run: Run, turns: list[Turn], rnd: int, kind: str, disc: Discussion) -> None:
+    """Agent groups: the texts each rank's agent wrote for (round, kind), all-gathered, so
+    every rank fills in the other agents' turns and holds the whole discussion (the next
+    kind's prompts quote them; every rank scores every judge turn). Rows follow the same
+    rendered-turn order on every rank, since every rank renders every agent's turns."""
+    mine = {i: list(disc.rollouts[(i, rnd, kind)].texts) for i in run.local
+            if (i, rnd, kind) in disc.rollouts}
+    for piece in run.layout.gather(mine, f"the {kind} turns of round {rnd}"):
+        for i, texts in piece.items():
+            if i in run.local:
+                continue
+            theirs = [t for t in turns if t.agent == i and t.rendered is not None]
+            if len(theirs) != len(texts):
+                raise TrainingError(f"comas: agent {run.names[i]} wrote {len(texts)} {kind} turns "
+                                    f"of round {rnd} on its rank, {len(theirs)} expected here: "
+                                    "the ranks rendered different prompts")
+            for row, t in enumerate(theirs):
+                t.text, t.row = texts[row], row
 
 
 def discuss(run: Run, step: int, problems: list[Problem]) -> Discussion:
@@ -507,21 +533,28 @@ def comas_step(run: Run, step: int) -> dict[str, Any]:
     disc = discuss(run, step, problems)
     t_rollout = time.perf_counter() - t0
     t0 = time.perf_counter()
-    record: dict[str, Any] = {"step": step}
+    parts: dict[str, Any] = {}
     for i, agent in zip(run.local, run.agents):
         batch = agent_batch(disc, i)
         if run.cfg.grpo.mini_batch_seqs and batch.rollouts is not None:  # several steps
             batch = shuffled_batch(batch, update_order(run.cfg, step, i, len(batch.turns)))
         metrics, _ = update_one(run, i, agent, batch)
         name = run.names[i]
-        record.update({f"agent/{name}/{k}": v for k, v in metrics.items()})
-        record.update(agent_metrics(run, disc, i, batch))
+        parts.update({f"agent/{name}/{k}": v for k, v in metrics.items()})
+        parts.update(agent_metrics(run, disc, i, batch))
     step_schedules(run.agents)
     t_update = time.perf_counter() - t0
+    # agent groups: each rank's agents' metrics into one record on every rank (the loop
+    # decides from it alike), timings the slowest rank's; one process: this record
+    record: dict[str, Any] = {"step": step}
+    timing = {"timing/rollout": t_rollout, "timing/update": t_update}
+    for piece, times in run.layout.gather((parts, timing), "the step's metrics"):
+        record.update(piece)
+        timing = {k: max(v, times[k]) for k, v in timing.items()}
     record.update(step_metrics(disc))
-    log_turns(run, step, disc)
-    record.update({"timing/rollout": t_rollout, "timing/update": t_update,
-                   "timing/step": time.perf_counter() - t_step})
+    if run.talks:  # every rank holds every turn; the logger rank writes them
+        log_turns(run, step, disc)
+    record.update({**timing, "timing/step": time.perf_counter() - t_step})
     if run.eval_problems and (step % run.cfg.eval.every == 0 or step == run.cfg.run.steps):
         record.update(cohort.evaluate(run))
     return record
@@ -634,18 +667,23 @@ def run_comas(cfg: Config, resume: str | Path | None = None) -> int:
     setup, checkpoints, resume and cleanup; this module's step."""
     c = cfg.comas
     A, B, G = len(cfg.agents), cfg.rollout.prompts_per_step, cfg.rollout.rollouts_per_prompt
-    print(f"# comas: {A} agents, {B} problems x {G} discussions x {c.rounds} rounds per step; "
-          f"each agent writes {B * G * c.rounds} solutions, critiques and judge turns each "
-          f"({3 * B * G * c.rounds} sequences in its update at most); {roles_line(cfg)}; "
-          f"{c.references} earlier discussions shown from round 2; score "
-          f"{c.score_min}-{c.score_max}, unreadable {c.malformed_penalty}; advantages {c.advantage}")
-    if launched_world_size() > 1:
-        raise TrainingError("method=comas runs in one process (a discussion's turns depend on "
-                            "each other); launch it without torchrun and place agents with "
-                            "agents.N.device")
+    if launched_rank() == 0:
+        print(f"# comas: {A} agents, {B} problems x {G} discussions x {c.rounds} rounds per step; "
+              f"each agent writes {B * G * c.rounds} solutions, critiques and judge turns each "
+              f"({3 * B * G * c.rounds} sequences in its update at most); {roles_line(cfg)}; "
+              f"{c.references} earlier discussions shown from round 2; score "
+              f"{c.score_min}-{c.score_max}, unreadable {c.malformed_penalty}; advantages {c.advantage}")
+    W = launched_world_size()
+    if W > 1 and split(W, A, cfg.distributed.ranks_per_agent) > 1:
+        raise TrainingError(f"method=comas under torchrun takes one rank per agent: launch "
+                            f"--nproc_per_node {A} with distributed.ranks_per_agent=1 (several "
+                            "ranks per agent are not supported)")
     with runlock.released_on_error(Path(resume) if resume is not None else Path(cfg.run.output_dir)):
         run = cohort.setup(cfg, resume)
-        truncate_log(run.dir, run.step)
+        if run.talks:
+            truncate_log(run.dir, run.step)
+    # agent groups: each rank is interrupted on its own, so no collective save on Ctrl-C
+    # (as the cohort recipe); resume from the last periodic checkpoint
     return drive(run, Recipe(step=comas_step, save=cohort.save, cleanup=cohort.cleanup,
                              summary=summary_line, start=cohort.start,
-                             save_on_interrupt=True))
+                             save_on_interrupt=not run.layout.distributed))
