@@ -137,9 +137,13 @@ def _check_isolation(spec: str, attn: str) -> None:
         assert float((c[1:] - b2[1:]).abs().max()) > 1e-4
 
 
-@pytest.mark.parametrize("spec", ["tiny:qwen2", "tiny:qwen2_5_vl", "tiny:qwen2_vl", "tiny:qwen3_vl",
-                                  "tiny:qwen3_vl_moe", "tiny:glm4v", "tiny:internvl3_5",
-                                  "tiny:llava_onevision", "tiny:mistral3"])
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("spec", ["tiny:qwen2", "tiny:qwen2_5_vl", "tiny:qwen2_vl", "tiny:glm4v",
+                                  "tiny:internvl3_5", *(pytest.param(s, marks=SLOW) for s in (
+                                      "tiny:qwen3_vl", "tiny:qwen3_vl_moe", "tiny:llava_onevision",
+                                      "tiny:mistral3"))])
 def test_packed_logprobs_and_gradients_equal_padded(spec):
     _check_family(spec)
 
@@ -293,7 +297,8 @@ def _update(overrides):
                              if p.requires_grad}
 
 
-@pytest.mark.parametrize("extra", [[], ["grpo.ppo_epochs=2", "grpo.mini_batch_seqs=6"]])
+@pytest.mark.parametrize("extra", [[], pytest.param(["grpo.ppo_epochs=2", "grpo.mini_batch_seqs=6"],
+                                                    marks=SLOW)])
 def test_token_budget_and_packing_give_the_fixed_split_update(extra):
     """One update from the same rollouts (completions cut to lengths 1..40): padded
     micro-batches of 3 sequences, packed ones, and packed token-budget micro-batches move
