@@ -230,3 +230,43 @@ def test_ema_teacher_samples_on_vllm_and_the_policy_is_pushed_back(tmp_path):
     assert torch.allclose(p_lp, p_rec, atol=1e-3), "the policy was not pushed back"
     wrong, _ = logprobs_under(taught, swapped=False)  # the policy's log-probs differ: not weak
     assert not torch.allclose(wrong, t_rec, atol=1e-2)
+
+
+# CoMAS (method: comas) on the tiny three-family cohort of configs/comas_tiny.yaml.
+COMAS_VLLM = ["rollout.engine=vllm", "rollout.vllm.sleep_mode=false", "rollout.vllm.enforce_eager=true",
+              "rollout.vllm.max_num_seqs=16", "rollout.vllm.kv_cache_memory_gib=0.25",
+              "rollout.vllm.dtype=float32"]
+
+
+def test_comas_discussions_run_on_vllm_and_the_engines_follow_the_updates(tmp_path):
+    """Every turn of a CoMAS discussion (solutions, critiques, judge replies) is sampled by
+    that agent's vLLM engine, quoted into the next kind's prompts and scored; the updates
+    are pushed, so at step 2 each engine samples from its updated policy (fp32 k3 at
+    rounding level). A random tiny judge writes no readable score (every return -1,
+    advantages 0), so the KL term in the loss takes the step (its gradient is 0 at the
+    start), and AdamW's weight decay scales every weight by 1 - lr x wd = 0.95: an engine
+    left on the start weights would show a k3 far above the bound."""
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "comas_tiny.yaml"
+    run = tmp_path / "run"
+    assert main(["train", str(config), *COMAS_VLLM, "run.steps=2",
+                 "grpo.kl_coef=0.05", "optim.lr=0.1", "optim.weight_decay=0.5",
+                 f"run.output_dir={run}"]) == 0
+    records = read_metrics(run / "metrics.jsonl")
+    turns = [json.loads(line) for line in (run / "discussions.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2]
+    A, B = 3, 2
+    assert len(turns) == 2 * 3 * A * B and all(t["generated"] for t in turns)
+    for r in records:
+        judged = [t for t in turns if t["step"] == r["step"] and t["kind"] == "judge"]
+        assert r["comas/judge_unparsed"] == sum(t["score"] is None for t in judged)
+    for name, spec in (("qwen", "tiny:qwen2_5_vl"), ("gemma", "tiny:gemma3"),
+                       ("internvl", "tiny:internvl3_5")):
+        assert f"agent/{name}/loss" in records[1], name
+        k3 = agent_series(records, name, "is/rollout_k3")
+        assert len(k3) == 2 and max(k3) < 1e-6, (name, k3)
+        start = load_file(str(tiny_model_path(spec) / "model.safetensors"))
+        end = load_file(str(run / "checkpoints" / "step-2" / name / "model.safetensors"))
+        moved = max(float((end[k].float() - start[k].float()).abs().max()) for k in start if k in end)
+        assert moved > 1e-3, (name, moved)
