@@ -31,7 +31,11 @@ SPECS = ("tiny:qwen2_5_vl", "tiny:gemma3", "tiny:internvl3_5")
 # every advantage 0; the KL term in the loss still trains (trains_without_advantage), and
 # weight decay moves step 1's weights off the reference, so step 2's KL has a gradient:
 # both steps take real optimizer steps whose losses and gradient norms are compared.
-TRAIN = ["grpo.kl_coef=0.05", "optim.weight_decay=0.1", "run.threads=1", "distributed.timeout_s=120"]
+# A constant schedule: a cosine's shape depends on run.steps, which the resume extends.
+TRAIN = ["grpo.kl_coef=0.05", "optim.weight_decay=0.1", "optim.schedule=constant", "run.threads=1",
+         "distributed.timeout_s=120"]
+LAUNCH = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3",
+          "-m", "vlcohort", "train"]
 
 
 def _env() -> dict[str, str]:
@@ -48,21 +52,27 @@ def _turns(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "discussions.jsonl").read_text().splitlines()]
 
 
-def test_three_ranks_one_agent_each_match_the_single_process_run(tmp_path):
-    """3 agents over 3 ranks (ZeRO-2 on gloo): the same discussions, word for word, and the
-    same metrics.jsonl (scores, rewards, losses, gradient norms) as one process; one log
-    line per step; each rank checkpoints its own agent, with the single run's weights."""
-    single, multi = tmp_path / "single", tmp_path / "multi"
-    ref = subprocess.run([sys.executable, "-m", "vlcohort", "train", CONFIG, *TRAIN,
-                          f"run.output_dir={single}"], env=_env(), capture_output=True,
-                         text=True, timeout=400, cwd=ROOT)
-    assert ref.returncode == 0, ref.stderr[-3000:]
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                          "--nproc_per_node=3", "-m", "vlcohort", "train", CONFIG, *TRAIN,
-                          f"run.output_dir={multi}", "distributed.ranks_per_agent=1"],
-                         env=_env(), capture_output=True, text=True, timeout=400, cwd=ROOT)
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    out = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=400, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    return out
 
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """2 steps in one process and over 3 ranks (one per agent, ZeRO-2 on gloo)."""
+    tmp = tmp_path_factory.mktemp("comas_dist")
+    single, multi = tmp / "single", tmp / "multi"
+    _run([sys.executable, "-m", "vlcohort", "train", CONFIG, *TRAIN, f"run.output_dir={single}"])
+    _run([*LAUNCH, CONFIG, *TRAIN, f"run.output_dir={multi}", "distributed.ranks_per_agent=1"])
+    return single, multi
+
+
+def test_three_ranks_one_agent_each_match_the_single_process_run(runs):
+    """3 agents over 3 ranks: the same discussions, word for word, and the same
+    metrics.jsonl (scores, rewards, losses, gradient norms) as one process; one log line
+    per step; each rank checkpoints its own agent, with the single run's weights."""
+    single, multi = runs
     assert _turns(multi) == _turns(single)  # every agent's turns, once, in the same order
     a, b = _strip(read_metrics(single / "metrics.jsonl")), _strip(read_metrics(multi / "metrics.jsonl"))
     assert [r["step"] for r in b] == [1, 2]
@@ -89,6 +99,24 @@ def test_three_ranks_one_agent_each_match_the_single_process_run(tmp_path):
         assert len(used) > len(w_single) // 2
         for k in used:
             torch.testing.assert_close(w_multi[k], w_single[k], rtol=1e-4, atol=1e-5)
+
+
+def test_resume_over_three_ranks_continues_exactly(runs, tmp_path):
+    """1 step over 3 ranks, then ``--resume`` for the second under the same launch: step
+    2's discussions and metrics equal the straight 3-rank run's (weights, ZeRO optimizer
+    states, data position restored on each agent's rank)."""
+    _, straight = runs
+    parted = tmp_path / "parted"
+    _run([*LAUNCH, CONFIG, *TRAIN, "run.steps=1", f"run.output_dir={parted}",
+          "distributed.ranks_per_agent=1"])
+    out = _run([*LAUNCH, "--resume", str(parted), "run.steps=2"])
+    assert "resumed from" in out.stdout
+    assert _turns(parted) == _turns(straight)
+    a, b = _strip(read_metrics(straight / "metrics.jsonl")), _strip(read_metrics(parted / "metrics.jsonl"))
+    assert [r["step"] for r in b] == [1, 2]
+    assert set(a[1]) == set(b[1])
+    for key, value in a[1].items():
+        assert b[1][key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
 
 
 def test_several_ranks_per_agent_are_refused_in_one_line():
