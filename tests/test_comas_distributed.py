@@ -127,3 +127,15 @@ def test_several_ranks_per_agent_are_refused_in_one_line():
                          env=_env(), capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode != 0
     assert "distributed.ranks_per_agent=2" in out.stderr and "one rank" in out.stderr
+
+
+def test_an_automatic_split_into_two_ranks_per_agent_is_refused():
+    """distributed.ranks_per_agent=0 (W / A) with 4 ranks for 2 agents: refused on every
+    rank before any model is built, naming the launch to use instead."""
+    two = "agents=[{name: A, path: 'tiny:qwen2'}, {name: B, path: 'tiny:qwen2'}]"
+    cmd = [*LAUNCH, CONFIG, two, "run.output_dir=/nonexistent/x"]
+    cmd[cmd.index("--nproc_per_node=3")] = "--nproc_per_node=4"
+    out = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=200, cwd=ROOT)
+    assert out.returncode != 0
+    assert "method=comas under torchrun takes one rank per agent" in out.stderr + out.stdout
+    assert "--nproc_per_node 2 with distributed.ranks_per_agent=1" in out.stderr + out.stdout
