@@ -39,6 +39,7 @@ UPSTREAM_FILES = {
     "lcb_runner/evaluation/testing_util.py",                # LiveCodeBench
     "eval/post_process.py", "eval/eval_zero.py",            # SciBench
     "scripts/chat_rl.py", "core_algos.py", "grpo_trainer.py",  # nanochat, verl, TRL
+    "marti/worlds/workflows/comas.py", "marti/verifiers/comas_reward.py",  # CoMAS (MARTI)
 }
 #: Text no file of the project may hold: documents outside the repository, or history.
 FORBIDDEN = {

@@ -377,9 +377,10 @@ def _facts_from_folder(folder: str, trust_remote_code: bool) -> ModelFacts:
 
 def patches_per_image_token(config) -> int:
     """Vision-tower patches behind one image token of the decoder, from the config: a
-    spatial merge of m x m patches (Qwen-VL's ``spatial_merge_size``), a pixel shuffle by
-    ``downsample_ratio`` (InternVL: 0.5 -> 4), or a fixed token count per image (Gemma-3:
-    (896 / 14)^2 patches pooled to ``mm_tokens_per_image`` 256 -> 16); else 4."""
+    spatial merge of m x m patches (``vision_config.spatial_merge_size``), a pixel shuffle
+    by ``downsample_ratio`` (0.5 -> 4), or a fixed token count per image (e.g. (896 / 14)^2
+    patches pooled to ``mm_tokens_per_image`` 256 -> 16); else 4. The config's keys decide,
+    never a family name."""
     vision = getattr(config, "vision_config", None)
     merge = _first(vision, "spatial_merge_size")
     if merge:
