@@ -120,7 +120,8 @@ def test_header_check_catches_a_wrong_world(tmp_path):
 
 
 BASELINES = {"ttrl_qwen25vl3b_internvl35_2b_mmr1.yaml": "ttrl",
-             "gtreward_qwen25vl3b_internvl35_2b_mmr1.yaml": "gt_reward"}
+             "gtreward_qwen25vl3b_internvl35_2b_mmr1.yaml": "gt_reward",
+             "corewarding_qwen25vl3b_internvl35_2b_mmr1.yaml": "co_rewarding_ii"}
 
 
 @pytest.mark.parametrize("name,method", sorted(BASELINES.items()))
@@ -164,7 +165,7 @@ def test_recipes_say_what_the_issue_asks():
         assert c.method == "co_rl" and c.grpo.kl_coef == 0.0
 
 
-PAPER_RECIPES = [p for p in RECIPES if p.name.startswith(("corl_", "ttrl_", "gtreward_"))]
+PAPER_RECIPES = [p for p in RECIPES if p.name.startswith(("corl_", "ttrl_", "gtreward_", "corewarding_"))]
 
 
 @pytest.mark.parametrize("path", PAPER_RECIPES, ids=lambda p: p.name)
