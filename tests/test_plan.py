@@ -460,3 +460,44 @@ def test_bad_inputs_are_one_line_errors(case, tmp_path, capsys):
         for bad in (-5, float("nan")):
             with pytest.raises(ConfigError, match="--gpu-gib"):
                 plan(load_config(None, []), bad, 1)
+
+
+def test_bench_gpu_step_full_size_configs_plan_at_the_published_counts(tmp_path):
+    """The configs of ``bench/gpu_step.py`` (the device check's full-size pair), written as
+    config.json files: the planner's meta counts are the published models' (Qwen2.5-VL-3B
+    3,754,622,976, as its model card; InternVL3.5-2B 2.35 B) and equal a meta-device
+    instantiation of the real classes."""
+    import importlib.util
+
+    import torch
+    from transformers import (
+        InternVLConfig,
+        InternVLForConditionalGeneration,
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+    )
+
+    bench_file = Path(__file__).resolve().parents[1] / "bench" / "gpu_step.py"
+    spec = importlib.util.spec_from_file_location("gpu_step", bench_file)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    q, i = bench.QWEN2_5_VL_3B, bench.INTERNVL3_5_2B
+    configs = {
+        "qwen": (Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLConfig(
+            text_config=q["text_config"], vision_config=q["vision_config"],
+            tie_word_embeddings=q["tie_word_embeddings"])),
+        "intern": (InternVLForConditionalGeneration, InternVLConfig(
+            vision_config=i["vision_config"], text_config=i["text_config"],
+            downsample_ratio=i["downsample_ratio"], projector_hidden_act=i["projector_hidden_act"],
+            tie_word_embeddings=i["tie_word_embeddings"])),
+    }
+    counts = {}
+    for name, (cls, config) in configs.items():
+        config.save_pretrained(tmp_path / name)
+        facts = model_facts(str(tmp_path / name))
+        with torch.device("meta"):
+            real = cls._from_config(config, dtype=torch.bfloat16)
+        assert facts.params == sum(p.numel() for p in real.parameters()), name
+        counts[name] = facts.params
+    assert counts["qwen"] == 3_754_622_976
+    assert round(counts["intern"] / 1e9, 2) == 2.35
