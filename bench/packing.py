@@ -2,7 +2,7 @@
 
 Run from the project root (offline, CPU, fp32; a few minutes on 2 CPU cores)::
 
-    python bench/packing.py [--repeats 3] [--threads 1] [--device cpu] [--quick]
+    python bench/packing.py [--repeats 3] [--threads 1] [--device cpu] [--quick] [--lognormal]
 
 What it measures
 ----------------
@@ -32,17 +32,33 @@ Setups:
     a reference pass), on rollouts each model samples from the demo's synthetic task.
     Gemma-3 does not pack (its adapter declares ``packing = False``): its two rows show
     the fallback costs nothing.
-(b) ``long-tail``: tiny Qwen2.5-VL, B = 4 x G = 8 with completion lengths drawn from a
-    long-tailed (log-normal, median 120) distribution, clipped to 10..1500 tokens, token
-    ids drawn at random (the update's cost does not depend on which tokens they are),
-    micro_batch_seqs 8, kl_coef 0 (no reference pass), one PPO epoch. Also a third row,
-    packed with ``grpo.micro_batch_tokens`` (balanced token-budget micro-batches).
+(b) ``real lengths``: tiny Qwen2.5-VL, B = 4 x G = 8 completions that are real model
+    replies: the 135 Bard replies on MathVista testmini and the 6 MathVerse template
+    replies recorded in ``eval/grader_sets/foreign_replies_real.py``, tokenized by the
+    agent's tokenizer (the tiny model's small BPE: about 1.7x the tokens a full Qwen
+    tokenizer gives), the stop token appended; G replies drawn per prompt with
+    replacement under a fixed seed. The source, the pool's size and its min / median / max
+    length are printed. micro_batch_seqs 8, kl_coef 0 (no reference pass), one PPO epoch.
+    Also a third row, packed with ``grpo.micro_batch_tokens`` (balanced token-budget
+    micro-batches). The Bard replies were chosen among MathVista's shorter ones, so the
+    pool's tail is shorter than a reasoning model's.
+(b2) ``log-normal lengths`` (``--lognormal``, synthetic, off by default): (b) with
+    lengths from a log-normal (median 120, log-sd 1) clipped to 10..1500 tokens and random
+    token ids (the update's cost does not depend on which tokens they are).
+(c) ``shared vision``: tiny Qwen2.5-VL, B = 1 prompt with one ``--image-size`` px image
+    (448: 256 image tokens, 1024 vision-tower patches; ``max_pixels`` raised to fit)
+    and G = 8 rollouts sharing it (real-length completions as in (b)), one micro-batch,
+    both rows packed: the vision tower once per distinct image (``Adapter.share_images``,
+    the default) against once per rollout. The bench turns sharing off on the adapter
+    instance (``vision_per_distinct_image = False``); the library has no switch for it.
 
-The last lines are ``max_logprob_diff=<x>`` (over every setup) and
+The last lines are ``max_logprob_diff=<x>`` (over every setup),
 ``update_time_ratio_packed_vs_padded=<x>``: (b)'s packed median update time over its padded
-one (target <= 0.7; below 1 packing is faster). Timings on a shared CPU are noisy
-(+-15-30% run to run): compare ratios from one run, not times across runs. ``--quick``
-shrinks (b) to a smoke run (the test's). A benchmark prints ratios; it is not a timed test.
+one (target <= 0.7; below 1 packing is faster), and
+``update_time_ratio_shared_vs_per_row_vision=<x>``: (c)'s shared-vision median over its
+per-row one. Timings on a shared CPU are noisy (+-15-30% run to run): compare ratios from
+one run, not times across runs. ``--quick`` shrinks (b) and (c) to a smoke run (the
+test's). A benchmark prints ratios; it is not a timed test.
 """
 
 from __future__ import annotations
@@ -53,6 +69,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import torch
 
@@ -68,8 +85,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--device", default="cpu", help="cpu | cuda (the models' device)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true",
-                    help="a smoke run: (b) with 8 sequences of at most 200 tokens, 1 repeat")
-    ap.add_argument("--skip-demo", action="store_true", help="run (b) only")
+                    help="a smoke run, 1 repeat: (b) with 8 replies of at most 300 tokens, (b2) with 8 "
+                         "lengths of at most 200, (c) with a 112 px image and G = 4")
+    ap.add_argument("--skip-demo", action="store_true", help="skip (a)")
+    ap.add_argument("--lognormal", action="store_true",
+                    help="also (b2): synthetic log-normal completion lengths")
+    ap.add_argument("--image-size", type=int, default=448, help="(c)'s image side in pixels")
     return ap.parse_args(argv)
 
 
@@ -83,6 +104,37 @@ def long_tail_lengths(n: int, seed: int, lo: int = 10, hi: int = 1500, median: f
     return [int(v) for v in x.round().clamp(lo, hi)]
 
 
+def real_replies() -> tuple[list[str], str]:
+    """The recorded real model replies in the repository, and where they come from."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from eval.grader_sets.foreign_replies_real import BARD_MATHVISTA, MATHVERSE_TEMPLATE
+
+    texts = [r["reply"] for r in BARD_MATHVISTA] + [r["reply"] for r in MATHVERSE_TEMPLATE]
+    source = (f"eval/grader_sets/foreign_replies_real.py: {len(BARD_MATHVISTA)} Bard replies on "
+              f"MathVista testmini + {len(MATHVERSE_TEMPLATE)} MathVerse template replies")
+    return texts, source
+
+
+def real_completions(tokenizer, stop: str, cap: int = 0) -> list[list[int]]:
+    """Each real reply's token ids under ``tokenizer``, ``stop`` appended (a finished
+    rollout ends with its stop token); ``cap`` > 0 keeps those of at most ``cap`` tokens."""
+    end = tokenizer.convert_tokens_to_ids(stop)
+    pool = [tokenizer(t, add_special_tokens=False)["input_ids"] + [end] for t in real_replies()[0]]
+    return [c for c in pool if not cap or len(c) <= cap]
+
+
+def draw_groups(pool: list[list[int]], B: int, G: int, seed: int) -> list[list[int]]:
+    """B x G completions (prompt-major) drawn from ``pool`` with replacement, seeded."""
+    g = torch.Generator().manual_seed(seed)
+    return [pool[int(i)] for i in torch.randint(len(pool), (B * G,), generator=g)]
+
+
+def length_summary(lengths: list[int]) -> str:
+    return (f"{len(lengths)} lengths, min {min(lengths)} / median {statistics.median(lengths):g} / "
+            f"max {max(lengths)} tokens")
+
+
 def padding_share(mbs, lengths: list[int]) -> float:
     """Share of padding among the token positions the micro-batches' forwards see
     (``lengths``: each rollout row's real prompt + completion tokens)."""
@@ -91,6 +143,14 @@ def padding_share(mbs, lengths: list[int]) -> float:
     real = sum(lengths[n] for rows, _ in mbs for n in row_indices(rows))
     seen = sum(tb.inputs["input_ids"].numel() for _, tb in mbs)
     return 1.0 - real / max(1, seen)
+
+
+class Mode(NamedTuple):
+    """One way of training on a setup's rollouts: its grpo settings and whether the
+    adapter runs the vision tower once per distinct image (None: the family's default)."""
+
+    grpo: Any
+    share_images: bool | None = None
 
 
 class Setup:
@@ -119,14 +179,24 @@ class Setup:
         self.agent.model.load_state_dict(self.start)
         self.agent.optimizer.load_state_dict(self.opt_start)
 
-    def grpo(self, **changes):
+    def grpo(self, share_images: bool | None = None, **changes) -> Mode:
         from dataclasses import replace
 
-        return replace(self.cfg.grpo, **changes)
+        return Mode(replace(self.cfg.grpo, **changes), share_images)
 
-    def update_time(self, g) -> float:
+    def use(self, mode: Mode):
+        """Set the adapter's vision sharing as ``mode`` asks; returns its grpo settings."""
+        adapter = self.agent.adapter
+        if mode.share_images is None:
+            adapter.__dict__.pop("vision_per_distinct_image", None)  # the family's default
+        else:
+            adapter.vision_per_distinct_image = mode.share_images
+        return mode.grpo
+
+    def update_time(self, mode: Mode) -> float:
         from vlcohort.training.update import update_agent
 
+        g = self.use(mode)
         self.reset()
         sync()
         t0 = time.perf_counter()
@@ -135,9 +205,10 @@ class Setup:
         sync()
         return time.perf_counter() - t0
 
-    def logprobs(self, g) -> tuple[torch.Tensor, torch.Tensor, float, str]:
+    def logprobs(self, mode: Mode) -> tuple[torch.Tensor, torch.Tensor, float, str, str]:
         """([N, T] log-probs, [N, T] completion mask, padding share, "packed micro-batches /
-        micro-batches") at the start weights."""
+        micro-batches", "micro-batches with one tower pass per distinct image / micro-batches")
+        at the start weights."""
         from vlcohort.training.update import (
             completion_mask,
             policy_logprobs,
@@ -145,6 +216,7 @@ class Setup:
             update_micro_batches,
         )
 
+        g = self.use(mode)
         self.reset()
         device = next(self.agent.model.parameters()).device
         mbs = update_micro_batches(self.agent, self.rendered, self.rollouts, g, device)
@@ -154,7 +226,9 @@ class Setup:
             lp = policy_logprobs(self.agent, mbs, T, self.cfg.rollout.temperature)
         lengths = row_tokens(self.agent, self.rendered, self.rollouts)
         packed = f"{sum(tb.packed for _, tb in mbs)}/{len(mbs)}"
-        return lp.cpu(), completion_mask(mbs, N, T, device).cpu(), padding_share(mbs, lengths), packed
+        shared = f"{sum('image_copies' in tb.inputs for _, tb in mbs)}/{len(mbs)}"
+        return (lp.cpu(), completion_mask(mbs, N, T, device).cpu(), padding_share(mbs, lengths), packed,
+                shared)
 
 
 def sync() -> None:
@@ -173,13 +247,18 @@ def sampled(setup: Setup):
                                                       temperature=r.temperature), seed=setup.cfg.run.seed)
 
 
-def drawn(lengths: list[int], vocab: int, G: int, seed: int):
-    """Rollouts with the given completion lengths and random token ids below ``vocab``."""
+def random_ids(lengths: list[int], vocab: int, seed: int) -> list[list[int]]:
+    """Completions of the given lengths with random token ids in [10, ``vocab``)."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(10, vocab, (n,), generator=g).tolist() for n in lengths]
+
+
+def given(comps: list[list[int]], G: int):
+    """Rollouts with these completions (prompt-major, G per prompt), all finished."""
     from vlcohort.rollout.base import Rollouts
 
     def make(setup: Setup):
-        g = torch.Generator().manual_seed(seed)
-        comps = [torch.randint(10, vocab, (n,), generator=g).tolist() for n in lengths]
+        lengths = [len(c) for c in comps]
         T = max(lengths)
         lp = torch.zeros(len(comps), T)
         for i, n in enumerate(lengths):
@@ -194,8 +273,8 @@ def measure(setup: Setup, modes: dict, repeats: int) -> dict:
     """Per mode: padding share, median update seconds, log-probs; runs interleaved."""
     out = {name: {"times": []} for name in modes}
     for name, g in modes.items():
-        lp, mask, share, packed = setup.logprobs(g)
-        out[name].update(lp=lp, mask=mask, share=share, packed=packed)
+        lp, mask, share, packed, shared = setup.logprobs(g)
+        out[name].update(lp=lp, mask=mask, share=share, packed=packed, shared=shared)
     for name, g in modes.items():  # warm-up, untimed
         setup.update_time(g)
     for _ in range(repeats):
@@ -207,21 +286,24 @@ def measure(setup: Setup, modes: dict, repeats: int) -> dict:
 
 
 def report(setup: Setup, res: dict) -> float:
-    """Print one setup's table; returns its max |packed - padded| log-prob difference."""
+    """Print one setup's table; returns its max log-prob difference from the first mode."""
     N = len(setup.rollouts.completions)
     lens = [len(c) for c in setup.rollouts.completions]
     print(f"\n({setup.name}) {setup.path} ({setup.agent.adapter.family}): N={N} sequences, completion lengths "
           f"{min(lens)}..{max(lens)} (mean {sum(lens) / N:.0f}), packs: "
           f"{setup.agent.adapter.can_pack(setup.agent.model)}")
-    base = res["padded"]
-    print(f"  {'mode':<22} {'packed mbs':>10} {'padding share':>13} {'update s':>9} {'vs padded':>9} "
-          f"{'max |dlogp|':>11}")
+    first = next(iter(res))
+    base = res[first]
+    print(f"  {'mode':<30} {'packed mbs':>10} {'1 pass/img':>10} {'padding share':>13} {'update s':>9} "
+          f"{'vs first':>8} {'max |dlogp|':>11}")
     worst = 0.0
     for name, r in res.items():
         diff = float(((r["lp"] - base["lp"]).abs() * base["mask"]).max())
         worst = max(worst, diff)
-        print(f"  {name:<22} {r['packed']:>10} {r['share']:>13.3f} {r['median']:>9.3f} "
-              f"{r['median'] / base['median']:>9.3f} {diff:>11.2e}")
+        print(f"  {name:<30} {r['packed']:>10} {r['shared']:>10} {r['share']:>13.3f} {r['median']:>9.3f} "
+              f"{r['median'] / base['median']:>8.3f} {diff:>11.2e}")
+    print(f"  (medians of {len(base['times'])} interleaved updates per mode; 'vs first': over the "
+          f"{first!r} row; max |dlogp|: log-probs against it)")
     return worst
 
 
@@ -253,28 +335,63 @@ def main(argv=None) -> int:
             res = measure(s, {"padded": s.grpo(packing=False), "packed": s.grpo(packing=True)}, repeats)
             worst = max(worst, report(s, res))
             del s
-    B, G = (2, 4) if args.quick else (4, 8)
-    lengths = long_tail_lengths(B * G, args.seed, hi=200 if args.quick else 1500)
-    over = ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2_5_vl'}]",
-            f"rollout.prompts_per_step={B}", f"rollout.rollouts_per_prompt={G}",
-            f"rollout.max_new_tokens={max(lengths)}", "grpo.micro_batch_seqs=8", "grpo.kl_coef=0",
-            "optim.warmup_ratio=0", "optim.schedule=constant"]
-    problems = make_dataset(("shape_colour", "count_shapes"), n=B, seed=args.seed)
     from vlcohort.processors import adapter_for
     from vlcohort.processors.tiny import tiny_model_path
 
-    vocab = len(adapter_for(tiny_model_path("tiny:qwen2_5_vl")).tokenizer) - 20  # below the specials
-    s = Setup("b: long-tail", None, over, 0, problems, drawn(lengths, vocab, G, args.seed), args.device)
-    budget = 8 * int(statistics.mean(lengths) + 100)  # ~ micro_batch_seqs sequences of mean length
-    res = measure(s, {"padded": s.grpo(packing=False), "packed": s.grpo(packing=True),
-                      f"packed, {budget} tokens": s.grpo(packing=True, micro_batch_tokens=budget)},
-                  repeats)
-    worst = max(worst, report(s, res))
-    ratio = res["packed"]["median"] / res["padded"]["median"]
-    print(f"\nmax_logprob_diff={worst:.2e}")
-    print(f"update_time_ratio_packed_vs_padded={ratio:.3f}")
-    return 0
+    spec = "tiny:qwen2_5_vl"
+    adapter = adapter_for(tiny_model_path(spec))
+    pool = real_completions(adapter.tokenizer, adapter.stop_tokens[0], cap=300 if args.quick else 0)
+    pool_lengths = [len(c) for c in pool]
+    print(f"\nreal completions: {real_replies()[1]}, {spec} tokenizer + stop token: "
+          f"{length_summary(pool_lengths)}")
 
+    def overrides(B: int, G: int, comps: list, agent: str = f"{{name: A, path: '{spec}'}}") -> list[str]:
+        return ["method=gt_reward", f"agents=[{agent}]", f"rollout.prompts_per_step={B}",
+                f"rollout.rollouts_per_prompt={G}", f"rollout.max_new_tokens={max(map(len, comps))}",
+                "grpo.micro_batch_seqs=8", "grpo.kl_coef=0", "optim.warmup_ratio=0", "optim.schedule=constant"]
+
+    def packed_vs_padded(name: str, comps: list, B: int, G: int) -> dict:
+        problems = make_dataset(("shape_colour", "count_shapes"), n=B, seed=args.seed)
+        s = Setup(name, None, overrides(B, G, comps), 0, problems, given(comps, G), args.device)
+        lengths = [len(c) for c in comps]
+        print(f"\n({name}) drawn: {length_summary(lengths)}")
+        budget = 8 * int(statistics.mean(lengths) + 100)  # ~ micro_batch_seqs sequences of mean length
+        res = measure(s, {"padded": s.grpo(packing=False), "packed": s.grpo(packing=True),
+                          f"packed, {budget} tokens": s.grpo(packing=True, micro_batch_tokens=budget)},
+                      repeats)
+        nonlocal worst
+        worst = max(worst, report(s, res))
+        return res
+
+    B, G = (2, 4) if args.quick else (4, 8)
+    res_b = packed_vs_padded("b: real lengths", draw_groups(pool, B, G, args.seed), B, G)
+    if args.lognormal or args.quick:
+        vocab = len(adapter.tokenizer) - 20  # below the specials
+        lengths = long_tail_lengths(B * G, args.seed, hi=200 if args.quick else 1500)
+        packed_vs_padded("b2: log-normal lengths (synthetic)", random_ids(lengths, vocab, args.seed), B, G)
+
+    # (c) one large image, G rollouts sharing it: one vision-tower pass against G
+    size, Gc = (112, 4) if args.quick else (args.image_size, 8)
+    comps = draw_groups(pool, 1, Gc, args.seed + 1)
+    agent = f"{{name: A, path: '{spec}', max_pixels: {size * size}}}"
+    problems = make_dataset(("shape_colour",), n=1, seed=args.seed, image_size=size)
+    s = Setup("c: shared vision", None, overrides(1, Gc, comps, agent), 0, problems, given(comps, Gc),
+              args.device)
+    image_tokens = s.agent.adapter.encode_prompts([s.rendered[0]]).inputs["image_grid_thw"].prod(-1)
+    print(f"\n(c: shared vision) one {size} x {size} px image: {int(image_tokens.sum())} vision-tower "
+          f"patches, {int(image_tokens.sum()) // 4} image tokens per sequence; G = {Gc} rollouts sharing it")
+    res_c = measure(s, {"packed, vision per row": s.grpo(share_images=False, packing=True),
+                        "packed, vision per image": s.grpo(share_images=True, packing=True)}, repeats)
+    worst = max(worst, report(s, res_c))
+
+    ratio = res_b["packed"]["median"] / res_b["padded"]["median"]
+    shared = res_c["packed, vision per image"]["median"] / res_c["packed, vision per row"]["median"]
+    print("\nThe machine is shared and noisy: times are medians of interleaved repeats; compare ratios "
+          "within one run.")
+    print(f"max_logprob_diff={worst:.2e}")
+    print(f"update_time_ratio_packed_vs_padded={ratio:.3f}")
+    print(f"update_time_ratio_shared_vs_per_row_vision={shared:.3f}")
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

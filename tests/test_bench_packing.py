@@ -37,13 +37,47 @@ def test_long_tail_lengths_are_clipped_and_long_tailed(bench):
     assert lengths == bench.long_tail_lengths(512, seed=0)
 
 
-def test_quick_run_prints_the_ratio_and_equal_logprobs(bench, capsys):
+def test_real_completions_are_the_recorded_replies_tokenized(bench):
+    from vlcohort.processors import adapter_for
+    from vlcohort.processors.tiny import tiny_model_path
+
+    tok = adapter_for(tiny_model_path("tiny:qwen2_5_vl")).tokenizer
+    texts, source = bench.real_replies()
+    assert len(texts) == 141 and "135 Bard" in source and "6 MathVerse" in source
+    pool = bench.real_completions(tok, "<|im_end|>")
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    assert len(pool) == 141 and all(c[-1] == end for c in pool)
+    assert tok.decode(pool[0][:-1]) == texts[0]  # the reply itself, not a stand-in
+    lengths = sorted(map(len, pool))
+    assert lengths[-1] > 3 * lengths[len(lengths) // 2]  # a tail: the longest ~4x the median
+    assert all(len(c) <= 300 for c in bench.real_completions(tok, "<|im_end|>", cap=300))
+    drawn = bench.draw_groups(pool, 4, 8, seed=0)
+    assert len(drawn) == 32 and all(c in pool for c in drawn)
+    assert drawn == bench.draw_groups(pool, 4, 8, seed=0) != bench.draw_groups(pool, 4, 8, seed=1)
+
+
+def _table(out: str, setup: str) -> dict:
+    """mode -> (packed mbs, one-pass-per-image mbs, padding share) of one setup's table."""
+    block = out.split(f"\n({setup}) ", 2)[2].split("\n\n")[0]
+    return {m.group(1).strip(): (m.group(2), m.group(3), float(m.group(4)))
+            for m in re.finditer(r"^  ((?:padded|packed)[^/]*?)\s+(\d+/\d+)\s+(\d+/\d+)\s+([\d.]+)\s",
+                                 block, re.M)}
+
+
+def test_quick_run_prints_the_ratios_and_equal_logprobs(bench, capsys):
     assert bench.main(["--quick", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     ratio = float(re.search(r"^update_time_ratio_packed_vs_padded=([\d.]+)$", out, re.M).group(1))
+    shared = float(re.search(r"^update_time_ratio_shared_vs_per_row_vision=([\d.]+)$", out, re.M).group(1))
     diff = float(re.search(r"^max_logprob_diff=([\d.e+-]+)$", out, re.M).group(1))
-    assert ratio > 0 and diff < 1e-5
-    shares = {m.group(1).strip(): float(m.group(2))
-              for m in re.finditer(r"^  (padded|packed[^\d]*\d* ?\w*)\s+\d+/\d+\s+([\d.]+)\s", out, re.M)}
-    assert shares["padded"] > 0.1  # long-tailed lengths: much of a padded batch is padding
-    assert shares["packed"] < shares["padded"]
+    assert ratio > 0 and shared > 0 and diff < 1e-5
+    assert re.search(r"^real completions: .*135 Bard.* min \d+ / median [\d.]+ / max \d+ tokens$", out, re.M)
+    real = _table(out, "b: real lengths")
+    assert set(real) == {"padded", "packed", next(k for k in real if k.startswith("packed, "))}
+    assert real["padded"][:2] == ("0/1", "0/1") and real["packed"][1] == "1/1"
+    synthetic = _table(out, "b2: log-normal lengths (synthetic)")
+    assert synthetic["padded"][2] > 0.1  # long-tailed lengths: much of a padded batch is padding
+    assert synthetic["packed"][0] == "1/1" and synthetic["packed"][2] < synthetic["padded"][2]
+    vision = _table(out, "c: shared vision")
+    # the same batches, the vision tower once per rollout against once per distinct image
+    assert vision["packed, vision per row"][1] == "0/1" and vision["packed, vision per image"][1] == "1/1"
