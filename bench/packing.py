@@ -2,7 +2,7 @@
 
 Run from the project root (offline, CPU, fp32; a few minutes on 2 CPU cores)::
 
-    python bench/packing.py [--repeats 3] [--threads 1] [--device cpu] [--quick] [--lognormal]
+    python bench/packing.py [--repeats 3] [--threads 1] [--device cpu] [--quick] [--lognormal] [--all-bard]
 
 What it measures
 ----------------
@@ -17,13 +17,15 @@ every timed update):
   the micro-batches one forward sees (padded: sum of n x L per micro-batch; packed: S
   real tokens in rows no wider than the longest sequence, so only the pad runs that end
   rows); ``packed mbs``: how many micro-batches were packed (a micro-batch that packing
-  would shrink by less than 10% stays padded: ``update.PACK_MIN_SAVING``);
+  would shrink by less than 10% stays padded: ``update.PACK_MIN_SAVING``); ``1 pass/img``:
+  how many micro-batches ran the vision tower once per distinct image;
 - ``update s``: the median wall time of ``vlcohort.training.update.update_agent`` (the
   old-log-prob pass when one is needed, the reference pass when the loss has a KL term,
   forward / backward / optimizer step, the weight push of the HF engine), over
   ``--repeats`` interleaved runs per mode;
-- ``max |dlogp|``: the largest difference between the packed and the padded policy
-  log-probs of the real completion tokens, at the starting weights.
+- ``max |dlogp|``: the largest difference between a mode's policy log-probs of the real
+  completion tokens and the table's first mode's (padded; in (c) vision per row), at the
+  starting weights.
 
 Setups:
 
@@ -45,11 +47,16 @@ Setups:
 (b2) ``log-normal lengths`` (``--lognormal``, synthetic, off by default): (b) with
     lengths from a log-normal (median 120, log-sd 1) clipped to 10..1500 tokens and random
     token ids (the update's cost does not depend on which tokens they are).
+(b3) ``real lengths, all Bard replies`` (``--all-bard``, off by default): (b) drawn from all
+    1000 of Bard's MathVista testmini replies (``mathvista_testmini_output_bard.json`` in
+    the shared benchmark data, ``$VLCOHORT_BENCHMARK_DATA``; not in the repository), whose
+    tail the repository's shorter selection cuts.
 (c) ``shared vision``: tiny Qwen2.5-VL, B = 1 prompt with one ``--image-size`` px image
     (448: 256 image tokens, 1024 vision-tower patches; ``max_pixels`` raised to fit)
     and G = 8 rollouts sharing it (real-length completions as in (b)), one micro-batch,
-    both rows packed: the vision tower once per distinct image (``Adapter.share_images``,
-    the default) against once per rollout. The bench turns sharing off on the adapter
+    both rows with ``grpo.packing=true`` (the same rows, packed or not by the 10% rule):
+    the vision tower once per distinct image (``Adapter.share_images``, the default)
+    against once per rollout. The bench turns sharing off on the adapter
     instance (``vision_per_distinct_image = False``); the library has no switch for it.
 
 The last lines are ``max_logprob_diff=<x>`` (over every setup),
@@ -57,8 +64,8 @@ The last lines are ``max_logprob_diff=<x>`` (over every setup),
 one (target <= 0.7; below 1 packing is faster), and
 ``update_time_ratio_shared_vs_per_row_vision=<x>``: (c)'s shared-vision median over its
 per-row one. Timings on a shared CPU are noisy (+-15-30% run to run): compare ratios from
-one run, not times across runs. ``--quick`` shrinks (b) and (c) to a smoke run (the
-test's). A benchmark prints ratios; it is not a timed test.
+one run, not times across runs. ``--quick`` is a smoke run (the test's): (b), (b2) and
+(c) shrunk, one repeat. A benchmark prints ratios; it is not a timed test.
 """
 
 from __future__ import annotations
@@ -90,6 +97,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--skip-demo", action="store_true", help="skip (a)")
     ap.add_argument("--lognormal", action="store_true",
                     help="also (b2): synthetic log-normal completion lengths")
+    ap.add_argument("--all-bard", action="store_true",
+                    help="also (b3): real lengths from all 1000 Bard MathVista replies (shared benchmark data)")
     ap.add_argument("--image-size", type=int, default=448, help="(c)'s image side in pixels")
     return ap.parse_args(argv)
 
@@ -104,8 +113,25 @@ def long_tail_lengths(n: int, seed: int, lo: int = 10, hi: int = 1500, median: f
     return [int(v) for v in x.round().clamp(lo, hi)]
 
 
-def real_replies() -> tuple[list[str], str]:
-    """The recorded real model replies in the repository, and where they come from."""
+BARD_FILE = "mathvista_testmini_output_bard.json"
+
+
+def real_replies(all_bard: bool = False) -> tuple[list[str], str]:
+    """The recorded real model replies in the repository, and where they come from.
+    ``all_bard``: instead all 1000 of Bard's MathVista testmini replies, from the shared
+    benchmark data (``$VLCOHORT_BENCHMARK_DATA``, else ``shared/data/benchmarks`` beside
+    the checkout), of which the repository keeps 135 of the shorter ones."""
+    if all_bard:
+        import json
+        import os
+
+        data = Path(os.environ.get("VLCOHORT_BENCHMARK_DATA") or ROOT.parent / "shared" / "data" / "benchmarks")
+        if not (data / BARD_FILE).is_file():
+            sys.exit(f"bench/packing.py --all-bard: {data / BARD_FILE} not found; set VLCOHORT_BENCHMARK_DATA "
+                     "to the shared benchmarks folder")
+        rows = json.loads((data / BARD_FILE).read_text()).values()
+        texts = [r["response"] for r in rows if r.get("response")]
+        return texts, f"{data / BARD_FILE}: {len(texts)} Bard replies on MathVista testmini (all)"
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from eval.grader_sets.foreign_replies_real import BARD_MATHVISTA, MATHVERSE_TEMPLATE
@@ -116,11 +142,11 @@ def real_replies() -> tuple[list[str], str]:
     return texts, source
 
 
-def real_completions(tokenizer, stop: str, cap: int = 0) -> list[list[int]]:
+def real_completions(tokenizer, stop: str, cap: int = 0, all_bard: bool = False) -> list[list[int]]:
     """Each real reply's token ids under ``tokenizer``, ``stop`` appended (a finished
     rollout ends with its stop token); ``cap`` > 0 keeps those of at most ``cap`` tokens."""
     end = tokenizer.convert_tokens_to_ids(stop)
-    pool = [tokenizer(t, add_special_tokens=False)["input_ids"] + [end] for t in real_replies()[0]]
+    pool = [tokenizer(t, add_special_tokens=False)["input_ids"] + [end] for t in real_replies(all_bard)[0]]
     return [c for c in pool if not cap or len(c) <= cap]
 
 
@@ -369,6 +395,11 @@ def main(argv=None) -> int:
         vocab = len(adapter.tokenizer) - 20  # below the specials
         lengths = long_tail_lengths(B * G, args.seed, hi=200 if args.quick else 1500)
         packed_vs_padded("b2: log-normal lengths (synthetic)", random_ids(lengths, vocab, args.seed), B, G)
+    if args.all_bard:
+        pool_all = real_completions(adapter.tokenizer, adapter.stop_tokens[0], all_bard=True)
+        print(f"\nreal completions (b3): {real_replies(True)[1]}, {spec} tokenizer + stop token: "
+              f"{length_summary([len(c) for c in pool_all])}")
+        packed_vs_padded("b3: real lengths, all Bard replies", draw_groups(pool_all, B, G, args.seed), B, G)
 
     # (c) one large image, G rollouts sharing it: one vision-tower pass against G
     size, Gc = (112, 4) if args.quick else (args.image_size, 8)
