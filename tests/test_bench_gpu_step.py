@@ -60,6 +60,9 @@ def test_flop_count_is_the_documented_formula(bench):
     per_pass = 1000 * (7 + 3) + 50 * 3 + 300 * 4 * 2
     assert bench.update_flops(p, t, ppo_epochs=1, logprob_passes=0) == 6 * per_pass
     assert bench.update_flops(p, t, ppo_epochs=2, logprob_passes=2) == (12 + 4) * per_pass
+    # packed Qwen2.5-VL: the tower runs over one copy of a prompt's images, not G
+    shared = dict(t, vision_image=1)
+    assert bench.update_flops(p, shared, 1, 0) == 6 * (1000 * 10 + 50 * 3 + 300 * 4 * 1)
 
 
 def test_padded_tokenizer_decodes_every_id():
@@ -73,33 +76,128 @@ def test_padded_tokenizer_decodes_every_id():
         train_byte_level_bpe(["<|endoftext|>"], pad_to=10)
 
 
-def test_tiny_mode_runs_one_step_and_reports(tmp_path):
-    out = tmp_path / "tiny.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--steps", "1", "--out", str(out)],
+def _run(tmp_path, *extra, name="out.json"):
+    out = tmp_path / name
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--steps", "1", "--out", str(out), *extra],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return proc, out
+
+
+CONFIG_KEYS = {"engine", "packing", "setup_s", "engine_sleeps", "params", "steps", "summary", "plan"}
+SUMMARY_FIGURES = ("step_s", "rollout_s", "grading_s", "update_s", "other_s", "weight_push_s",
+                   "generated_tokens_per_s", "train_tflops_per_s", "mfu", "rollout_share", "update_share")
+GPU_FIGURES = ("peak_mem_generation_gb", "peak_mem_update_gb", "peak_mem_gb", "device_used_generation_gb",
+               "measured_over_planned_generation", "measured_over_planned_update",
+               "measured_over_planned_step")
+IS_KEYS = {"mean", "min", "max", "rollout_k3", "frac_truncated", "nonfinite_tokens"}
+
+
+def test_tiny_mode_runs_packed_and_padded_and_reports(tmp_path):
+    proc, out = _run(tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = proc.stdout
-    for line in ("rollout (both agents)", "grading (answers, votes, rewards)", "update (both agents)",
-                 "other (render prompts, metrics)", "generated tokens / s", "MFU vs 790 TFLOP/s bf16",
-                 "peak GPU memory, step (GB)"):
+    for line in ("hf/padded", "hf/packed", "generated tokens / s", "MFU", "peak GPU memory, update (GB)",
+                 "planned peak, generation (GB)", "measured / planned, update", "is/rollout_k3 qwen25vl3b"):
         assert line in text, text
-    assert "mfu=" in text and f"wrote {out}" in text
+    assert "complete: hf/padded step_s=" in text and f"wrote {out}" in text
     res = json.loads(out.read_text())
-    assert res["tiny"] and res["device"] == "cpu" and res["settings"]["engine"] == "hf"
-    assert set(res["params"]) == {"qwen25vl3b", "internvl35_2b"}
-    (step,) = res["steps"]
-    for key in ("rollout_s", "grading_s", "update_s", "step_s", "generated_tokens_per_s", "mfu",
-                "train_tflops_per_s", "peak_mem_gb", "rollout_share", "update_share"):
-        assert key in step and key in res["summary"]
-    assert step["rollout_s"] > 0 and step["update_s"] > 0
-    shares = [step[f"{phase}_share"] for phase in ("rollout", "grading", "update", "other")]
-    assert abs(sum(shares) - 1) < 1e-9 and min(shares) >= 0
-    # the two agents each generated B x G completions of at most max_new_tokens, and trained
+    assert res["complete"] is True and res["failure"] is None
+    assert res["tiny"] and res["device"] == "cpu" and res["settings"]["engines"] == ["hf"]
+    assert res["requested"] == ["hf/padded", "hf/packed"] == list(res["configurations"])
     B, G, T = (res["settings"][k] for k in ("prompts", "rollouts", "max_new_tokens"))
-    for name, tokens in step["tokens"].items():
-        assert tokens["sequences"] == B * G and 0 < tokens["completion"] <= B * G * T
-        assert tokens["image"] > 0 and tokens["prompt"] > tokens["image"]
-    assert step["generated_tokens"] == sum(t["completion"] for t in step["tokens"].values())
-    assert step["agents_updated"], "no agent updated: the MFU path was not exercised"
-    assert step["mfu"] > 0 and step["update_tflop"] > 0
-    assert step["peak_mem_gb"] is None  # CPU: no GPU memory figure
+    for name, conf in res["configurations"].items():
+        assert set(conf) == CONFIG_KEYS, name
+        assert conf["engine"] == "hf" and conf["packing"] == (name == "hf/packed")
+        assert set(conf["params"]) == {"qwen25vl3b", "internvl35_2b"}
+        s = conf["summary"]
+        for key in SUMMARY_FIGURES:
+            assert isinstance(s[key], float) and s[key] >= 0, (name, key)
+        for key in GPU_FIGURES:  # CPU: no GPU memory figure, none invented
+            assert key in s and s[key] is None, (name, key)
+        assert s["mfu"] > 0 and s["generated_tokens_per_s"] > 0
+        assert set(s["is"]) == {"qwen25vl3b", "internvl35_2b"}
+        for figs in s["is"].values():
+            assert set(figs) == IS_KEYS and figs["min"] <= figs["mean"] <= figs["max"]
+            assert figs["rollout_k3"] >= 0 and figs["nonfinite_tokens"] == 0
+        plan = conf["plan"]
+        assert plan["gpu_gib"] == 139.0 and plan["peak_gb"] == max(plan["peak_generation_gb"],
+                                                                     plan["peak_update_gb"]) > 0
+        (step,) = conf["steps"]
+        assert step["warmup"] is False
+        shares = [step[f"{phase}_share"] for phase in ("rollout", "grading", "update", "other")]
+        assert abs(sum(shares) - 1) < 1e-9 and min(shares) >= 0
+        for agent, tokens in step["tokens"].items():
+            assert tokens["sequences"] == B * G and 0 < tokens["completion"] <= B * G * T
+            assert tokens["image"] > 0 and tokens["prompt"] > tokens["image"]
+            # the update's vision tower: one copy of a prompt's images when Qwen2.5-VL packs
+            copies = G if (conf["packing"] and agent == "qwen25vl3b") else 1
+            assert tokens["vision_image"] * copies == tokens["image"], (name, agent)
+        assert step["generated_tokens"] == sum(t["completion"] for t in step["tokens"].values())
+        assert step["agents_updated"] == ["qwen25vl3b", "internvl35_2b"]
+
+
+def test_impossible_setting_fails_loudly_with_no_complete_json(tmp_path):
+    """A configuration that raises ends the run: exit 1, one line naming it, JSON marked incomplete."""
+    proc, out = _run(tmp_path, "--packing", "off", "--set", "grpo.is_mode=sometimes")
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("gpu_step: FAILED configuration hf (setup): ") and "grpo.is_mode" in last, last
+    res = json.loads(out.read_text())
+    assert res["complete"] is False and res["failure"] in last
+    assert res["configurations"] == {} and res["requested"] == ["hf/padded"]
+
+
+def test_unavailable_engine_fails_loudly(tmp_path):
+    """--engine vllm where vLLM is not installed (the main environment): the engine's own
+    one-line reason, named by configuration, exit 1."""
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here: the engine would start")
+    proc, out = _run(tmp_path, "--engine", "vllm", "--packing", "on")
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("gpu_step: FAILED configuration vllm (setup): EngineUnavailableError"), last
+    assert json.loads(out.read_text())["complete"] is False
+
+
+def test_missing_figure_is_an_error(bench):
+    """A summary without an update (MFU 0, no IS figures) or a None figure never passes."""
+    summary = {k: 1.0 for k in bench.SUMMARY_KEYS} | {"is": {"a": {k: 0.5 for k in bench.IS_KEYS}}}
+    bench.check_figures("hf/padded", {"summary": summary}, cuda=False)
+    with pytest.raises(bench.FigureMissing, match="mfu is 0"):
+        bench.check_figures("x", {"summary": summary | {"mfu": 0.0}}, cuda=False)
+    with pytest.raises(bench.FigureMissing, match="is/rollout_k3 of agent a"):
+        bench.check_figures("x", {"summary": summary | {"is": {"a": {"rollout_k3": None}}}}, cuda=False)
+    with pytest.raises(bench.FigureMissing, match="peak_mem_update_gb"):  # on a GPU it is required
+        bench.check_figures("x", {"summary": summary | {"peak_mem_update_gb": None}}, cuda=True)
+    with pytest.raises(bench.FigureMissing, match="step_s"):
+        bench.check_figures("x", {"summary": summary | {"step_s": float("nan")}}, cuda=False)
+
+
+def test_engine_and_packing_choices(bench):
+    a = bench.parse_args(["--tiny"])
+    assert a.engines == ("hf",) and a.packings == (False, True) and a.processor_dir is None
+    a = bench.parse_args(["--tiny", "--engine", "both", "--packing", "on"])
+    assert a.engines == ("hf", "vllm") and a.packings == (True,)
+    assert bench.configurations(a) == ["hf/packed", "vllm/packed"]
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--tiny", "--qwen-processor", "/nonexistent/qwen"])
+
+
+def test_published_qwen_processor_runs_the_step(tmp_path, published_path):
+    """The device run's processor: the published Qwen2.5-VL tokenizer, image processor and
+    chat template, on a shrunk model with the checkpoint's 151,936-row vocabulary."""
+    folder = published_path("qwen2_5_vl_7b_instruct")
+    proc, out = _run(tmp_path, "--qwen-processor", str(folder), "--packing", "on", "--max-new-tokens", "32",
+                     "--keep", str(tmp_path / "work"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["complete"] and res["settings"]["qwen_processor"] == str(folder)
+    cal = res["qwen_letter_calibration"]
+    assert cal["norm"] in (2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 8.0) and 0 <= cal["answered"] <= 1
+    conf = res["configurations"]["hf/packed"]
+    assert conf["params"]["qwen25vl3b"]["vocab"] == 151_936
+    assert "qwen25vl3b" in conf["steps"][0]["agents_updated"]
+    from transformers import AutoTokenizer
+
+    saved = AutoTokenizer.from_pretrained(tmp_path / "work" / "qwen25vl3b")
+    assert len(saved) == 151_665 and saved.convert_tokens_to_ids("<|image_pad|>") == 151_655
