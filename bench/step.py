@@ -122,7 +122,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 # ============================================================================ vlcohort
 
 
-def vlcohort_run(out_dir: str, seed: int, steps: int):
+def vlcohort_run(out_dir: str, seed: int, steps: int, threads: int = 1):
+    """The vlcohort side's run; ``threads`` goes to ``run.threads`` too, since the run's
+    setup sets torch's thread count from it (0: torch's default) after ``--threads``."""
     from vlcohort.config import load_config
     from vlcohort.recipes.cohort import setup
 
@@ -139,6 +141,7 @@ def vlcohort_run(out_dir: str, seed: int, steps: int):
         f"run.output_dir={out_dir}",
         f"run.seed={seed}",
         f"run.steps={steps}",
+        f"run.threads={threads}",
         "reward.answer_style=last_letter",
     ]
     cfg = load_config(None, overrides)
@@ -416,7 +419,7 @@ def main(argv=None) -> int:
     N, W = args.steps, args.warmup
     tmp = tempfile.TemporaryDirectory(prefix="bench-step-")
     vl = VlcohortSide(vlcohort_run(os.path.join(tmp.name, "vlcohort"), args.seed,
-                                   2 * N - W if args.profile else N))
+                                   2 * N - W if args.profile else N, args.threads))
     reward_fn = SelfVoteReward(vl.run)
     trl_times, total = drive(vl, lambda callbacks: trl_trainer(
         vl.run, path, os.path.join(tmp.name, "trl"), N, reward_fn, callbacks), N, args.sequential)
