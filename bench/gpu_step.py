@@ -20,7 +20,9 @@ Exit status 0 only when every requested configuration ran and every figure below
 otherwise exit 1, a last line ``gpu_step: FAILED configuration <engine>/<encoding>: <reason>``
 on stderr (a CUDA error, an exception, a figure missing), and the JSON, if ``--out`` was
 given, carries ``"complete": false`` and ``"failure"``: never a partial JSON that reads as
-complete. A run stops at its first failure (a CUDA error poisons the process).
+complete. A run stops at its first failure (a CUDA error poisons the process); a vLLM
+that cannot run here (not installed, no device it runs on) is found before anything is
+built (``configuration vllm (preflight)``): pass ``--engine hf`` on such a machine.
 
 Configurations (``--engine hf|vllm|both``, ``--packing on|off|both``)
 ---------------------------------------------------------------------
@@ -918,6 +920,12 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     current["name"] = "build"
     try:
+        if "vllm" in args.engines:  # before minutes of building: vLLM missing fails at once
+            from vlcohort.rollout.vllm import check_available
+
+            current["name"] = "vllm (preflight)"
+            check_available()
+            current["name"] = "build"
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()

@@ -149,14 +149,15 @@ def test_impossible_setting_fails_loudly_with_no_complete_json(tmp_path):
 
 def test_unavailable_engine_fails_loudly(tmp_path):
     """--engine vllm where vLLM is not installed (the main environment): the engine's own
-    one-line reason, named by configuration, exit 1."""
+    one-line reason, found before anything is built, exit 1."""
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed here: the engine would start")
     proc, out = _run(tmp_path, "--engine", "vllm", "--packing", "on")
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("gpu_step: FAILED configuration vllm (setup): EngineUnavailableError"), last
-    assert json.loads(out.read_text())["complete"] is False
+    assert last.startswith("gpu_step: FAILED configuration vllm (preflight): EngineUnavailableError"), last
+    res = json.loads(out.read_text())
+    assert res["complete"] is False and res["build_s"] is None and res["configurations"] == {}
 
 
 def test_tiny_vllm_engine_runs_where_installed(tmp_path):
