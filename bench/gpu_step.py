@@ -20,9 +20,11 @@ Exit status 0 only when every requested configuration ran and every figure below
 otherwise exit 1, a last line ``gpu_step: FAILED configuration <engine>/<encoding>: <reason>``
 on stderr (a CUDA error, an exception, a figure missing), and the JSON, if ``--out`` was
 given, carries ``"complete": false`` and ``"failure"``: never a partial JSON that reads as
-complete. A run stops at its first failure (a CUDA error poisons the process); a vLLM
-that cannot run here (not installed, no device it runs on) is found before anything is
-built (``configuration vllm (preflight)``): pass ``--engine hf`` on such a machine.
+complete. The JSON is written at the start and after each configuration too, marked
+incomplete, so a run killed at its time limit keeps what it finished. A run stops at its
+first failure (a CUDA error poisons the process); a vLLM that cannot run here (not
+installed, no device it runs on) is found before anything is built (``configuration vllm
+(preflight)``): pass ``--engine hf`` on such a machine.
 
 Configurations (``--engine hf|vllm|both``, ``--packing on|off|both``)
 ---------------------------------------------------------------------
@@ -110,8 +112,9 @@ Figures, per configuration (medians over its measured steps; peaks: the maximum)
   of the last generate call to the end of the step: grading + update + push),
   ``peak_mem_gb`` (both). With vLLM these are what torch sees: vLLM allocates its weights
   and KV cache through torch (its sleep-mode pool included); ``device_used_generation_gb``
-  (total - free from ``torch.cuda.mem_get_info`` right after generating, every allocator
-  of the process, vLLM's non-torch memory too) is printed beside them.
+  (total - free from ``torch.cuda.mem_get_info`` when each generate call returns, a
+  sleeping engine's memory already released; every allocator of the process, vLLM's
+  non-torch memory too) is printed beside them.
 - ``is``: per agent, the step record's engine-vs-policy figures (``agent/<a>/is/mean``,
   ``min``, ``max``, ``rollout_k3``, ``frac_truncated``, ``nonfinite_tokens``; see
   ``vlcohort/monitoring/metrics.py`` METRIC_DOCS): how far the engine's sampling
@@ -699,11 +702,13 @@ def planned(cfg, args, rows: list[dict]) -> dict:
             "notes": p.notes + [n for a in p.agents for n in a.notes]}
 
 
-def run_engine(args, engine: str, folders: dict[str, Path], work: Path, results: dict) -> None:
+def run_engine(args, engine: str, folders: dict[str, Path], work: Path, results: dict,
+               on_done=None) -> None:
     """One ``setup`` per engine (a vLLM engine starts once), then each packing setting's
     warm-up and measured steps on it: ``grpo.packing`` is read by every update, so setting
     it on the run's Config switches the update's encoding and nothing else. Results go
-    into ``results`` as each configuration completes; any error propagates."""
+    into ``results`` as each configuration completes (then ``on_done()``); any error
+    propagates."""
     import gc
 
     from vlcohort.recipes.cohort import setup
@@ -745,6 +750,8 @@ def run_engine(args, engine: str, folders: dict[str, Path], work: Path, results:
                 s[f"measured_over_planned_{phase}"] = s[key] / want if s[key] is not None else None
             check_figures(name, res, dev.type == "cuda")
             results[name] = res
+            if on_done is not None:
+                on_done()
     finally:
         for agent in run.agents:
             close = getattr(agent.engine, "close", None)
@@ -916,6 +923,19 @@ def main(argv=None) -> int:
         "configurations": {},
     }
     t_start = time.perf_counter()
+
+    def write_json() -> None:
+        """The JSON as it stands: written at the start, after each configuration and at the
+        end, always with ``complete`` false until every configuration is in, so a run killed
+        at its time limit leaves the configurations it finished, marked incomplete."""
+        if args.out:
+            res["total_s"] = time.perf_counter() - t_start
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(res, indent=2))
+
+    res["failure"] = "not finished (the run is in progress, or was killed)"
+    res.setdefault("build_s", None)
+    write_json()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gpu_step-"))
     work.mkdir(parents=True, exist_ok=True)
     current["name"] = "build"
@@ -942,13 +962,13 @@ def main(argv=None) -> int:
         res["build_s"] = time.perf_counter() - t0
         for engine in args.engines:
             current["name"] = f"{engine} (setup)"
-            run_engine(args, engine, folders, work, res["configurations"])
+            run_engine(args, engine, folders, work, res["configurations"], write_json)
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)  # an asynchronous CUDA error surfaces here at the latest
         missing = [n for n in wanted if n not in res["configurations"]]
         if missing:
             raise FigureMissing(f"configurations not measured: {', '.join(missing)}")
-        res["complete"] = True
+        res["complete"], res["failure"] = True, None
     except Exception as e:  # any failure ends the run, loudly, below
         import traceback
 
@@ -962,8 +982,7 @@ def main(argv=None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     print_summary(res)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(res, indent=2))
+        write_json()
         print(f"wrote {args.out}" + ("" if res["complete"] else " (complete: false)"))
     if not res["complete"]:
         print(f"gpu_step: FAILED {res['failure']}", file=sys.stderr, flush=True)

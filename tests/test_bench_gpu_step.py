@@ -147,6 +147,26 @@ def test_impossible_setting_fails_loudly_with_no_complete_json(tmp_path):
     assert res["configurations"] == {} and res["requested"] == ["hf/padded"]
 
 
+def test_a_killed_run_leaves_an_incomplete_json(tmp_path):
+    """The JSON is rewritten after each configuration, marked incomplete until the end: a
+    run killed after its first configuration (here: at its second's warm-up step, before
+    that configuration's measured step) keeps it."""
+    out = tmp_path / "killed.json"
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "--tiny", "--steps", "1", "--warmup", "1",
+                             "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in proc.stdout:
+            if line.startswith("hf/packed step") and "(warm-up)" in line:  # hf/padded is written
+                break
+        res = json.loads(out.read_text())
+    finally:
+        proc.kill()
+        proc.wait()
+    assert res["complete"] is False and res["failure"].startswith("not finished")
+    assert list(res["configurations"]) == ["hf/padded"]
+
+
 def test_unavailable_engine_fails_loudly(tmp_path):
     """--engine vllm where vLLM is not installed (the main environment): the engine's own
     one-line reason, found before anything is built, exit 1."""
