@@ -177,6 +177,21 @@ def _quiet_environment() -> None:
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+
+def _tree_packages() -> None:
+    """Without an install (a device machine runs the copied tree as it is), give
+    ``vlcohort`` the top-level ``processors/`` and ``eval/`` folders the way pyproject.toml's
+    package-dir maps them (``vlcohort.processors`` = ``processors``). An install wins."""
+    import importlib.util
+
+    import vlcohort
+
+    if importlib.util.find_spec("vlcohort.processors") is None:
+        vlcohort.__path__.append(str(ROOT))
+
+
+_tree_packages()
+
 import torch  # noqa: E402 - after the environment settings and sys.path above
 
 PEAK_TFLOPS = 790.0  # dense bf16 tensor-core peak the issue asks MFU against
