@@ -8,7 +8,8 @@ and is not part of the CPU CI; ``--tiny``, the same code path with shrunk models
 (``hf`` only: vLLM's CPU build lives in another environment), is what
 ``tests/test_bench_gpu_step.py`` runs. On one H100 / H200-class GPU, offline, from the project
 root, with the published Qwen2.5-VL processor files reachable (``VLCOHORT_PUBLISHED_DATA``,
-the setting ``tests/conftest.py`` reads; default ``../shared/data/published``)::
+the setting ``tests/conftest.py`` reads; default: ``shared/data/published`` beside the
+project folder)::
 
     python bench/gpu_step.py --out gpu_step.json          # 4 configurations, about 6-7 min
     python bench/gpu_step.py --engine hf --packing on --steps 3 --out hf.json
@@ -433,8 +434,8 @@ QWEN_PROCESSOR = "qwen2_5_vl_7b_instruct"  # the published folder (same tokenize
 
 def published_processor_dir(explicit: str | None = None) -> Path:
     """The published Qwen2.5-VL processor folder: ``--qwen-processor DIR``, else
-    ``$VLCOHORT_PUBLISHED_DATA/qwen2_5_vl_7b_instruct``, else ``../shared/data/published/...``
-    from the project root (the setting ``tests/conftest.py`` reads)."""
+    ``$VLCOHORT_PUBLISHED_DATA/qwen2_5_vl_7b_instruct``, else ``shared/data/published/...``
+    beside the project folder (the setting ``tests/conftest.py`` reads)."""
     if explicit:
         return Path(explicit)
     base = os.environ.get("VLCOHORT_PUBLISHED_DATA") or str(ROOT.parent / "shared" / "data" / "published")
@@ -558,9 +559,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "first sleeps; true refuses a second sleeping engine in one process)")
     ap.add_argument("--qwen-processor", default=None,
                     help="the published Qwen2.5-VL processor folder (default "
-                         "$VLCOHORT_PUBLISHED_DATA/qwen2_5_vl_7b_instruct or ../shared/data/"
-                         "published/...; 'published' names that default); 'tiny': the in-process "
-                         "tokenizer (the --tiny default)")
+                         "$VLCOHORT_PUBLISHED_DATA/qwen2_5_vl_7b_instruct, or shared/data/"
+                         "published/... beside the project folder; 'published' names that "
+                         "default); 'tiny': the in-process tokenizer (the --tiny default)")
     ap.add_argument("--gpu-gib", type=float, default=None,
                     help="GPU size for the memory planner (default: the GPU's; CPU: 139)")
     ap.add_argument("--device", default=None, help="cuda | cuda:N | cpu (default: cuda; --tiny: cpu)")
@@ -591,7 +592,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.processor_dir is not None and not (args.processor_dir / "tokenizer_config.json").is_file():
         ap.error(f"published Qwen2.5-VL processor not found at {args.processor_dir}: set "
                  "VLCOHORT_PUBLISHED_DATA to the folder holding qwen2_5_vl_7b_instruct/ (see "
-                 "../shared/README.md), pass --qwen-processor DIR, or --qwen-processor tiny")
+                 "the shared data's README), pass --qwen-processor DIR, or --qwen-processor tiny")
     args.device = torch.device(args.device or ("cpu" if args.tiny else "cuda"))
     if args.device.type == "cuda" and not torch.cuda.is_available():
         ap.error("no CUDA GPU visible: run on a GPU machine, or pass --tiny (CPU)")
