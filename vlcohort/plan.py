@@ -241,6 +241,20 @@ def logits_bytes(seqs: int, completion_tokens: int, vocab: int, chunk_tokens: in
     return other_chunks + seqs * c * vocab * (16 + (4 if temperature_scaled else 0))
 
 
+def embedding_grad_bytes(vocab: int, hidden: int, grad_bytes: int, tied: bool, trained: bool) -> int:
+    """Transient bytes of the input embedding's backward, at the very end of the backward
+    pass, when the activations are mostly freed: a dense [V, h] gradient, accumulated into
+    the weight's ``.grad`` (counted with the gradients). With the LM head tying the same
+    weight, the head's gradient of that weight is held through the backward and the
+    embedding's gradient and their sum are made beside it: 3 V h. Measured on the real
+    SmolLM2-135M (tied, V 49,152, h 576, float32): 322 MiB above the gradients against
+    3 V h x 4 B = 324 MiB (``tests/real/test_real_plan.py``). Untied: the one dense
+    gradient, V h. 0 when the embedding is not trained (a LoRA agent)."""
+    if not trained:
+        return 0
+    return (3 if tied else 1) * vocab * hidden * grad_bytes
+
+
 def attention_mask_bytes(seqs: int, seq_tokens: int, act_bytes: int, layers_alive: int) -> int:
     """The attention masks a micro-batch's forward keeps. transformers builds one boolean
     4-D mask, [N, 1, L, L] for a padded batch (a packed batch's rows are no wider than its
@@ -294,6 +308,7 @@ class ModelFacts:
     linear_shapes: tuple[tuple[str, int, int], ...] = ()
     output_layer: str = ""
     patches_per_image_token: int = 4
+    tied_embeddings: bool = False  # the input embedding and the LM head share one weight
 
 
 def config_folder(spec: str, where: str) -> Path:
@@ -355,6 +370,8 @@ def _facts_from_folder(folder: str, trust_remote_code: bool) -> ModelFacts:
                     if isinstance(m, torch.nn.Linear))
     out = model.get_output_embeddings()
     output_layer = next((n for n, m in model.named_modules() if m is out), "") if out is not None else ""
+    inp = model.get_input_embeddings()
+    tied = bool(out is not None and inp is not None and out.weight is inp.weight)
     text = config.get_text_config(decoder=True)
     heads = int(text.num_attention_heads)
     head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
@@ -372,7 +389,7 @@ def _facts_from_folder(folder: str, trust_remote_code: bool) -> ModelFacts:
         vision_hidden=int(_first(vision, "hidden_size") or 0),
         vision_mlp=int(_first(vision, "intermediate_size") or 0),
         linear_shapes=linears, output_layer=output_layer,
-        patches_per_image_token=patches_per_image_token(config))
+        patches_per_image_token=patches_per_image_token(config), tied_embeddings=tied)
 
 
 def patches_per_image_token(config) -> int:
@@ -577,13 +594,17 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
         parts = {"weights": int(st.weights), "grads": int(st.grads), "optimizer": int(st.optimizer),
                  "zero3_gather": int(st.gather), "reference": int(ref),
                  "activations": int(act + mask + vis), "activations_no_ckpt": int(act_off + mask_off + vis_off),
-                 "activations_ckpt": int(act_on + mask_on + vis_on), "logits": int(logit)}
+                 "activations_ckpt": int(act_on + mask_on + vis_on), "logits": int(logit),
+                 "embedding_grad": embedding_grad_bytes(f.vocab, f.hidden, w, f.tied_embeddings,
+                                                        trained=not lora)}
         ap = AgentPlan(index=i, name=mc.name, model_class=f.model_class, params=f.params,
                        trainable=trainable, gpu=gpu_idx, ranks=R, optimizer=opt_name, parts=parts,
                        seq_tokens=L, micro_seqs=micro, notes=notes,
                        host=int(st.host) if (not one_process and d.offload_optimizer and d.zero_stage) else 0)
         ap.resident = st.gpu + ref
-        ap.update_extra = parts["activations"] + parts["logits"]
+        # the backward's peak: the activations and logits, or at its very end (activations
+        # freed) the embedding's gradient beside the head's, whichever is larger
+        ap.update_extra = max(parts["activations"] + parts["logits"], parts["embedding_grad"])
         if ro.engine == "vllm":
             eng = vllm_engine_bytes(f, v, gpu_bytes)
             ctx = v.max_model_len or L
