@@ -405,3 +405,49 @@ def test_zero3_agent_group_keeps_the_ema_of_its_partitions(tmp_path):
     recs = read_metrics(run / "metrics.jsonl")
     assert [r["step"] for r in recs] == [1, 2, 3]
     assert all("agent/A/teacher/agreement" in r for r in recs)
+
+
+@pytest.mark.distributed
+def test_co_rewarding_i_over_agent_groups_equals_one_process(tmp_path):
+    """Two Co-rewarding-I agents over two gloo ranks (one rank per agent, ZeRO-2): both
+    wordings of every question cross the ranks like any prompt, so step 1 (rollouts on
+    both wordings, the two votes, the cross-view rewards, the loss) equals the
+    single-process run's, and step 2 samples alike from the updated policies."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path, rw = _text_data(tmp_path)
+    agents = (f"agents=[{{name: A, path: 'tiny:qwen2', view: {{rewrite_file: '{rw}'}}}}, "
+              f"{{name: B, path: 'tiny:qwen2', view: {{rewrite_file: '{rw}'}}}}]")
+    common = ["method=co_rewarding_i", agents, "data.source=file", f"data.path={path}", *RUN,
+              "run.steps=2", "run.threads=1", "distributed.timeout_s=60", "reward.format_weight=0.5"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+    root = Path(__file__).resolve().parents[1]
+    one, two = tmp_path / "one", tmp_path / "two"
+    ref = subprocess.run([sys.executable, "-m", "vlcohort", "train", *common, f"run.output_dir={one}"],
+                         env=env, capture_output=True, text=True, timeout=400, cwd=root)
+    assert ref.returncode == 0, ref.stderr[-3000:]
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc_per_node=2", "-m", "vlcohort", "train", *common,
+                          f"run.output_dir={two}", "distributed.ranks_per_agent=1",
+                          "distributed.zero_stage=2"],
+                         env=env, capture_output=True, text=True, timeout=400, cwd=root)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+
+    def strip(records):
+        return [{k: v for k, v in r.items() if not k.startswith("timing/")} for r in records]
+
+    a, b = strip(read_metrics(one / "metrics.jsonl")), strip(read_metrics(two / "metrics.jsonl"))
+    assert [r["step"] for r in b] == [1, 2] and set(a[0]) == set(b[0])
+    for name in ("A", "B"):
+        assert f"agent/{name}/cross_view/agreement" in a[0]
+        assert f"agent/{name}/loss" in a[0], "no update at step 1: weak test"
+    for key, value in a[0].items():
+        rel = 1e-4 if key.endswith("/grad_norm") else 1e-5
+        assert b[0][key] == pytest.approx(value, rel=rel, abs=1e-6), key
+    for key, value in a[1].items():
+        if key.endswith(("/reward/mean", "/parse_rate", "/completion_len", "/cross_view/agreement")):
+            assert b[1][key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
