@@ -129,27 +129,8 @@ SCORE_TAG = re.compile(r"<\s*score\s*>(.*?)<\s*/\s*score\s*>", re.IGNORECASE | r
 #: Anything that opens or closes a score tag, defused in quoted texts.
 SCORE_MARK = re.compile(r"<(\s*/?\s*)score(\s*)>", re.IGNORECASE)
 
-#: The meanings of the keys this recipe logs beyond the cohort's (for METRIC_DOCS).
-COMAS_METRIC_DOCS: dict[str, str] = {
-    "agent/<a>/comas/solution_reward": "mean reward of the agent's solution turns with a "
-                                       "readable score: (s - score_min) / (score_max - score_min)",
-    "agent/<a>/comas/critique_reward": "mean reward of the agent's critique turns with a "
-                                       "readable score: 1 - the solution's reward",
-    "agent/<a>/comas/judge_reward": "mean reward of the agent's judge turns: 0 readable, "
-                                    "comas.malformed_penalty not",
-    "agent/<a>/comas/judge_parse_rate": "share of the agent's judge turns whose score could be read",
-    "agent/<a>/comas/turns": "turns of the agent in its update (unreadable-score solutions "
-                             "and critiques left out)",
-    "comas/judge_parse_rate": "share of the step's judge turns whose score could be read",
-    "comas/judge_unparsed": "judge turns of the step whose score could not be read (reward "
-                            "comas.malformed_penalty; their solution and critique untrained)",
-    "comas/judge_unparsed/<reason>": "the same by reason: no_score | several_scores | "
-                                     "not_integer | out_of_range",
-    "comas/score_mean": "mean readable score of the step",
-    "comas/skipped_turns": "turns not generated because their prompt did not render (too "
-                           "long, an image for a text-only agent), with the turns that "
-                           "depend on them",
-}
+#: The keys this recipe logs beyond the cohort's are documented in ``METRIC_DOCS``
+#: (``vlcohort/monitoring/metrics.py``, the CoMAS block).
 
 
 # ============================================================================ pure parts
