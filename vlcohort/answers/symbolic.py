@@ -35,6 +35,7 @@ import functools
 import logging
 import re
 import signal
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -143,6 +144,24 @@ def run_with_time_limit(fn: Callable[[], bool], seconds: float) -> bool:
     return bool(_run_limited(fn, seconds))
 
 
+_in_unraisable_hook = [False]
+
+
+def _drop_own_timeouts(previous_hook, unraisable) -> None:
+    """``sys.unraisablehook`` while a limit runs: our own timeout, raised where Python
+    cannot propagate it (a ``__del__``, a gc callback), is expected and dropped silently;
+    anything else goes to the hook that was there before. No tick may raise in here: a
+    hook that formats the object (pytest's calls ``repr`` on a sympy expression, itself
+    slow) would be cut short and report its own failure instead."""
+    _in_unraisable_hook[0] = True
+    try:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, _SymbolicTimeout):
+            return
+        previous_hook(unraisable)
+    finally:
+        _in_unraisable_hook[0] = False
+
+
 def _run_limited(fn: Callable[[], bool], seconds: float) -> bool | None:
     """:func:`run_with_time_limit`, but None when the limit cut the call short."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
@@ -151,16 +170,19 @@ def _run_limited(fn: Callable[[], bool], seconds: float) -> bool | None:
     armed = [True]
 
     def on_limit(signum, frame):
-        if armed[0]:
+        if armed[0] and not _in_unraisable_hook[0]:
             raise _SymbolicTimeout
 
     previous_handler = signal.signal(signal.SIGPROF, on_limit)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_drop_own_timeouts, previous_hook)
     previous_delay, previous_interval = signal.setitimer(signal.ITIMER_PROF, 0)
     limit = min(seconds, previous_delay) if previous_delay > 0 else seconds
     started = time.process_time()
     # The timer repeats past the limit: an exception raised while Python runs a gc
-    # callback or a __del__ is printed and dropped, and sympy would go on (seen growing
-    # past 10 GB); the next tick raises again until one lands in the call itself.
+    # callback or a __del__ cannot propagate (it is dropped, see _drop_own_timeouts) and
+    # sympy would go on (seen growing past 10 GB); the next tick raises again until one
+    # lands in the call itself.
     signal.setitimer(signal.ITIMER_PROF, limit, _RETRY_TICK_S)
     try:
         try:
@@ -174,6 +196,7 @@ def _run_limited(fn: Callable[[], bool], seconds: float) -> bool | None:
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, previous_handler)
+        sys.unraisablehook = previous_hook
         if previous_delay > 0:
             remaining = max(previous_delay - (time.process_time() - started), 1e-3)
             signal.setitimer(signal.ITIMER_PROF, remaining, previous_interval)
