@@ -26,6 +26,7 @@ from vlcohort.rollout.base import Rollouts
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent, zero_stage
 from vlcohort.training.logprobs import completion_logprobs, completion_token_stats
+from vlcohort.training.row_layout import attention_pair_cost, choose_layout, order_and_width
 from vlcohort.typed_yaml import ConfigError
 
 #: A packed micro-batch is used only when its rows hold at most this share of the padded
@@ -50,21 +51,28 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
     indices. ``packing``: the vision tower runs once per distinct image where the family
     can (``Adapter.share_images``), and each batch is packed (``Adapter.pack_training``)
     where the family can pack this model: into one row under flash-attention (its
-    variable-length kernels), else into rows no wider than the batch's longest sequence
-    (attention that materialises the mask then costs at most the padded batch's); a
-    batch that packing would shrink by less than 1 - :data:`PACK_MIN_SAVING` stays
-    padded. ``packing`` False, ``tokens`` 0: the padded batches of before packing existed.
+    variable-length kernels), else into rows laid out by first fit decreasing at the
+    width a FLOP model finds cheapest, never with more attention than the padded batch
+    (:func:`packed_order`, ``vlcohort/training/row_layout.py``; the micro-batch's rows
+    are then encoded in the layout's order); a batch that packing would shrink by less
+    than 1 - :data:`PACK_MIN_SAVING` stays padded, in its own order. ``packing`` False,
+    ``tokens`` 0: the padded batches of before packing existed.
     """
     G = rollouts.group_size
     N = len(rollouts.completions)
-    if tokens > 0:
-        groups: list = token_micro_batches(row_tokens(agent, rendered, rollouts), tokens, mini or N)
-    else:
-        groups = [slice(start, min(N, start + size)) for start in range(0, N, size)]
     pack = packing and agent.adapter.can_pack(agent.model)
     one_row = str(getattr(agent.adapter.options, "attn_implementation", "")).startswith("flash")
+    prompt_len = prompt_tokens(agent, rendered) if tokens > 0 or (pack and not one_row) else []
+    if tokens > 0:
+        groups: list = token_micro_batches(row_lengths(prompt_len, rollouts), tokens, mini or N)
+    else:
+        groups = [slice(start, min(N, start + size)) for start in range(0, N, size)]
+    pair_cost = attention_pair_cost(agent.model.config) if pack and not one_row else 0.0
     out = []
     for rows in groups:
+        width = 0  # pack_training's row width: 0, rows no wider than the longest sequence
+        if pack and not one_row:
+            rows, width = packed_order(rows, prompt_len, rollouts, pair_cost)
         index = row_indices(rows)
         prompts = agent.adapter.encode_prompts([rendered[n // G] for n in index])
         completions = (rollouts.completions[rows] if isinstance(rows, slice)
@@ -74,11 +82,31 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
             copies = image_copies([n // G for n in index], [len(r.images) for r in rendered])
             batch = agent.adapter.share_images(batch, copies)
         if pack:
-            packed = agent.adapter.pack_training(agent.model, batch, None if one_row else 0)
+            packed = agent.adapter.pack_training(agent.model, batch, None if one_row else width)
             if packed.inputs["input_ids"].numel() <= PACK_MIN_SAVING * batch.inputs["input_ids"].numel():
                 batch = packed
         out.append((rows, batch.to(device) if device is not None else batch))
     return out
+
+
+def packed_order(rows, prompt_len: Sequence[int], rollouts: Rollouts, pair_cost: float):
+    """A micro-batch's rows in the order to pack them, and the row width to pack at
+    (``Adapter.pack_training``'s next fit over that order rebuilds the layout
+    ``row_layout.choose_layout`` picks); ``(rows, 0)`` unchanged when packing would save
+    less than 1 - :data:`PACK_MIN_SAVING` (the batch stays padded, in its own order).
+    ``prompt_len``: each prompt's real tokens (:func:`prompt_tokens`)."""
+    G = rollouts.group_size
+    index = row_indices(rows)
+    comp = [len(rollouts.completions[n]) for n in index]
+    lengths = [prompt_len[n // G] + c for n, c in zip(index, comp)]
+    padded = max(prompt_len[n // G] for n in index) + max(1, max(comp))  # the padded batch's L
+    layout = choose_layout(lengths, padded, pair_cost)
+    order, width = order_and_width(layout, lengths)
+    if len(layout) * width > PACK_MIN_SAVING * len(index) * padded:
+        return rows, 0
+    if order == sorted(order):
+        return rows, width
+    return torch.tensor([index[i] for i in order], dtype=torch.long), width
 
 
 def image_copies(prompts: Sequence[int], n_images: Sequence[int]) -> list[int]:
@@ -116,12 +144,20 @@ def n_rows(rows) -> int:
     return rows.stop - rows.start if isinstance(rows, slice) else int(rows.numel())
 
 
-def row_tokens(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts) -> list[int]:
-    """Real tokens of each rollout row: its prompt's (each distinct prompt encoded alone,
-    once, images expanded) plus its completion's."""
+def prompt_tokens(agent: Agent, rendered: Sequence[RenderedPrompt]) -> list[int]:
+    """Real tokens of each prompt, images expanded (each encoded alone, once)."""
+    return [int(agent.adapter.encode_prompts([r]).inputs["attention_mask"].sum()) for r in rendered]
+
+
+def row_lengths(prompt_len: Sequence[int], rollouts: Rollouts) -> list[int]:
+    """Real tokens of each rollout row: its prompt's (``prompt_len``) plus its completion's."""
     G = rollouts.group_size
-    prompt = [int(agent.adapter.encode_prompts([r]).inputs["attention_mask"].sum()) for r in rendered]
-    return [prompt[n // G] + len(c) for n, c in enumerate(rollouts.completions)]
+    return [prompt_len[n // G] + len(c) for n, c in enumerate(rollouts.completions)]
+
+
+def row_tokens(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts) -> list[int]:
+    """Real tokens of each rollout row: its prompt's plus its completion's."""
+    return row_lengths(prompt_tokens(agent, rendered), rollouts)
 
 
 def token_micro_batches(lengths: Sequence[int], budget: int, mini: int) -> list[torch.Tensor]:
@@ -491,13 +527,14 @@ def policy_logprobs(agent: Agent, mbs: list, T: int, temperature: float) -> torc
 
 def by_rows(mbs: list, parts: list[torch.Tensor]) -> torch.Tensor:
     """[N, T] from each micro-batch's [n, T] rows: concatenated when the micro-batches are
-    consecutive slices, else each written at its rows (token-budget micro-batches)."""
+    consecutive slices, else each written at its rows (token-budget micro-batches, packed
+    ones in their layout's order)."""
     if all(isinstance(rows, slice) for rows, _ in mbs):
         return torch.cat(parts)
     N = sum(p.shape[0] for p in parts)
     out = parts[0].new_zeros((N, *parts[0].shape[1:]))
     for (rows, _), part in zip(mbs, parts):
-        out[rows.to(out.device)] = part
+        out[rows if isinstance(rows, slice) else rows.to(out.device)] = part
     return out
 
 
