@@ -42,6 +42,7 @@ class InternVLAdapter(Adapter):
     settings = InternVLSettings
     vllm_tested = True
     packing = True  # tests/test_packing.py: packed = padded (tiles concatenated in order)
+    vision_per_distinct_image = True  # share_images: tests/test_packing.py
 
     @property
     def _ip(self):
@@ -61,6 +62,63 @@ class InternVLAdapter(Adapter):
 
     def image_token_count(self, width: int, height: int) -> int:
         return self.tiles_for(width, height) * int(self.processor.image_seq_length)
+
+    def image_tiles(self, input_ids) -> list[int]:
+        """Tiles of each image of a batch, in order (row-major over ``input_ids`` [N, L],
+        the order ``pixel_values`` holds their tiles in): each image is ``<img>``, then
+        ``image_seq_length`` ``<IMG_CONTEXT>`` per tile, then ``</img>``."""
+        tok = self.tokenizer
+        flat = input_ids.flatten()  # an image never spans two rows
+        starts = (flat == tok.convert_tokens_to_ids("<img>")).nonzero().flatten()
+        ends = (flat == tok.convert_tokens_to_ids("</img>")).nonzero().flatten()
+        if starts.numel() != ends.numel():
+            return []
+        return ((ends - starts - 1) // int(self.processor.image_seq_length)).tolist()
+
+    def share_images(self, batch, copies):
+        """``pixel_values`` of the distinct images' tiles only, with ``image_copies``
+        [images] naming the distinct image each batch image repeats and ``image_tiles``
+        [distinct images] their tile counts."""
+        inputs = batch.inputs
+        if (not self.vision_per_distinct_image or "pixel_values" not in inputs
+                or len(set(copies)) == len(copies)):
+            return batch
+        import torch
+
+        tiles = self.image_tiles(inputs["input_ids"])
+        if len(tiles) != len(copies) or sum(tiles) != inputs["pixel_values"].shape[0]:
+            return batch  # not the layout this hook knows: every row keeps its own pass
+        first = {}
+        for i, j in enumerate(copies):
+            first.setdefault(int(j), i)
+        keep = [first[j] for j in range(len(first))]  # batch image of each distinct image
+        pieces = torch.split(inputs["pixel_values"], tiles)
+        shared = {k: v for k, v in inputs.items() if k != "pixel_values"}
+        shared["pixel_values"] = torch.cat([pieces[i] for i in keep])
+        shared["image_tiles"] = torch.as_tensor([tiles[i] for i in keep], dtype=torch.long)
+        shared["image_copies"] = torch.as_tensor(list(copies), dtype=torch.long)
+        return type(batch)(inputs=shared, completion_ids=batch.completion_ids,
+                           completion_mask=batch.completion_mask, prompt_len=batch.prompt_len,
+                           packed_index=batch.packed_index)
+
+    def decoder_hidden_states(self, model, inputs):
+        """The base model's hidden states; with shared images (:meth:`share_images`) the
+        vision tower and projector run on the distinct images' tiles and each copy gets
+        its image's tile features (the model's ``mm_encoder_outputs`` input)."""
+        if "image_copies" not in inputs:
+            return super().decoder_hidden_states(model, inputs)
+        import torch
+        from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+        inputs = dict(inputs)
+        copies = inputs.pop("image_copies").tolist()
+        tiles = inputs.pop("image_tiles").tolist()
+        base = model.model
+        feats = base.get_image_features(pixel_values=inputs.pop("pixel_values"),
+                                        return_dict=True).pooler_output  # [tiles, tokens, H]
+        per_image = torch.split(feats, tiles)
+        image = BaseModelOutputWithPooling(pooler_output=torch.cat([per_image[j] for j in copies]))
+        return base(**inputs, mm_encoder_outputs={"image": image}, use_cache=False).last_hidden_state
 
     def vllm_processor_kwargs(self) -> dict:
         """vLLM serves the ``-HF`` format (``InternVLForConditionalGeneration``) with

@@ -133,17 +133,20 @@ class Qwen2_5_VLAdapter(Adapter):
     def decoder_hidden_states(self, model, inputs):
         """The base model's hidden states; with shared images (:meth:`share_images`) the
         vision tower runs on the distinct images and each copy gets its image's features
-        (the model's ``mm_encoder_outputs`` input)."""
+        (the model's ``mm_encoder_outputs`` input), DeepStack's per-layer features too
+        (Qwen3-VL: ``deepstack_features``, one per-image tuple per layer)."""
         if "image_copies" not in inputs:
             return super().decoder_hidden_states(model, inputs)
-        from transformers.modeling_outputs import BaseModelOutputWithPooling
-
         inputs = dict(inputs)
         copies = inputs.pop("image_copies").tolist()
         grid = inputs.pop("image_grid_thw_distinct")
         base = model.model
-        feats = base.get_image_features(inputs.pop("pixel_values"), grid, return_dict=True).pooler_output
-        image = BaseModelOutputWithPooling(pooler_output=[feats[j] for j in copies])
+        out = base.get_image_features(inputs.pop("pixel_values"), grid, return_dict=True)
+        fields = {"pooler_output": [out.pooler_output[j] for j in copies]}  # per image
+        deepstack = getattr(out, "deepstack_features", None)
+        if deepstack is not None:
+            fields["deepstack_features"] = [[layer[j] for j in copies] for layer in deepstack]
+        image = type(out)(**fields)
         return base(**inputs, mm_encoder_outputs={"image": image}, use_cache=False).last_hidden_state
 
 

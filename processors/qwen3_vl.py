@@ -46,7 +46,7 @@ class Qwen3VLAdapter(Qwen2_5_VLAdapter):
     family = "Qwen3-VL"
     model_types = ("qwen3_vl",)
     packing = True  # tests/test_packing.py: packed = padded, DeepStack features included
-    vision_per_distinct_image = False  # its tower's DeepStack outputs are not shared yet
+    vision_per_distinct_image = True  # DeepStack features shared too: tests/test_packing.py
     vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
 
 

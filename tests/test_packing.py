@@ -336,7 +336,7 @@ def test_image_copies_number_distinct_images_by_first_appearance():
     assert image_copies([1, 2], [2, 1, 0]) == [0]
 
 
-@pytest.mark.parametrize("spec", ["tiny:qwen2_5_vl", "tiny:qwen2_vl"])
+@pytest.mark.parametrize("spec", ["tiny:qwen2_5_vl", "tiny:qwen2_vl", "tiny:qwen3_vl"])
 def test_one_vision_pass_per_distinct_image(spec):
     """G = 3 rollouts of a two-image and a one-image prompt: the shared batch runs the
     vision tower on 3 images instead of 9, and its log-probs and gradients (vision tower
@@ -366,6 +366,40 @@ def test_one_vision_pass_per_distinct_image(spec):
     finally:
         hook.remove()
     assert any("visual" in n for n in ref)
+
+
+def test_internvl_one_vision_pass_per_distinct_image():
+    """InternVL3.5: images cut into tiles (100 x 60 px: 6 + a thumbnail), G = 3 rollouts
+    of a two-image and a one-image prompt. The shared batch runs the vision tower on the
+    3 distinct images' tiles instead of all 9 images', and its log-probs and gradients
+    (tower and projector included) equal the unshared batch's, padded and packed."""
+    from vlcohort.training.update import image_copies
+
+    adapter, model, rendered = _setup("tiny:internvl3_5")
+    rows = [rendered[0]] * 3 + [rendered[1]] * 3
+    comps = _completions((9, 4, 6, 2, 7, 3), seed=4)
+    padded = _batch(adapter, rows, comps)
+    tiles = adapter.image_tiles(padded.inputs["input_ids"])
+    assert len(tiles) == 9 and sum(tiles) == padded.inputs["pixel_values"].shape[0]
+    assert tiles == [7, 7] * 3 + [1] * 3  # two 7-tile images per row, then the 28 px one
+    shared = adapter.share_images(padded, image_copies([0, 0, 0, 1, 1, 1], [2, 1]))
+    seen = []
+    hook = model.model.vision_tower.register_forward_hook(
+        lambda m, a, o: seen.append(int(o.last_hidden_state.shape[0])))
+    w = torch.randn(padded.completion_ids.shape, generator=torch.Generator().manual_seed(5))
+    try:
+        ref = _grads(adapter, model, padded, w)
+        assert seen == [sum(tiles)]
+        for batch in (shared, adapter.pack_training(model, shared)):
+            seen.clear()
+            _assert_same_grads(ref, _grads(adapter, model, batch, w))
+            assert seen == [tiles[0] + tiles[1] + tiles[6]]  # the 3 distinct images' tiles
+            with torch.no_grad():
+                diff = completion_logprobs(adapter, model, batch) - completion_logprobs(adapter, model, padded)
+            assert float(diff.abs().max()) < ATOL
+    finally:
+        hook.remove()
+    assert any("vision_tower" in n for n in ref) and any("multi_modal_projector" in n for n in ref)
 
 
 def test_gemma3_declares_no_packing_and_would_differ_packed():
