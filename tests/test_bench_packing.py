@@ -81,3 +81,15 @@ def test_quick_run_prints_the_ratios_and_equal_logprobs(bench, capsys):
     vision = _table(out, "c: shared vision")
     # the same batches, the vision tower once per rollout against once per distinct image
     assert vision["packed, vision per row"][1] == "0/1" and vision["packed, vision per image"][1] == "1/1"
+
+
+def test_logprob_gap_counts_a_lost_token_as_infinite(bench):
+    """A token finite in one mode and -inf in the other is a disagreement (it printed as a
+    nan that ``max`` then dropped); -inf in both, or anything on padding, is not."""
+    import torch
+
+    inf = float("inf")
+    a = torch.tensor([[0.0, -inf, 1.0]])
+    assert bench.logprob_gap(a, torch.tensor([[0.0, -inf, 1.5]]), torch.ones(1, 3)) == 0.5
+    assert bench.logprob_gap(a, torch.tensor([[0.0, -2.0, 1.0]]), torch.ones(1, 3)) == inf
+    assert bench.logprob_gap(a, torch.tensor([[0.0, -2.0, 1.0]]), torch.tensor([[1.0, 0.0, 1.0]])) == 0.0
