@@ -81,8 +81,9 @@ runs to ``--max-new-tokens``: a fixed workload) -> answers, plurality votes, rin
 gradient checkpointing, no KL, token-level IS weights truncated at 3), then, with vLLM, the
 weight push into the engine. With completions of one length and prompts within a few
 tokens of each other, packing removes under 10% of the positions, so the update's rows
-stay padded (``update.PACK_MIN_SAVING``); what ``packed`` changes here is Qwen2.5-VL's
-vision tower running once per distinct image instead of once per rollout.
+stay padded (``update.PACK_MIN_SAVING``); what ``packed`` changes here is both agents'
+vision towers (Qwen2.5-VL's, InternVL3.5's) running once per distinct image instead of
+once per rollout.
 
 Figures, per configuration (medians over its measured steps; peaks: the maximum)
 --------------------------------------------------------------------------------
