@@ -136,7 +136,7 @@ def test_readme_table_is_the_plan_of_the_published_configs():
 def test_in_process_run_refuses_an_imported_hub(script):
     """The cache is chosen by environment at huggingface_hub's import: a run in a process
     that already imported it would read the user's cache, so it refuses."""
-    import huggingface_hub  # noqa: F401
+    import huggingface_hub  # noqa: F401 - the import is the point: the hub is now imported
 
     with pytest.raises(RuntimeError, match="fresh process"):
         script.run()
