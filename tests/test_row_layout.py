@@ -144,3 +144,34 @@ def test_the_packer_builds_the_planned_rows_on_a_real_family(tmp_path, monkeypat
         reordered += row_indices(rows) != index
     assert reordered and saved > 0
     assert math.isfinite(pair) and pair > 0
+
+
+def test_prompt_lengths_come_from_the_engines_prompt_batch(tmp_path, monkeypatch):
+    """The HF engine's rollouts carry the prompt batch it generated from (each prompt G
+    times, left-padded): its mask gives the prompts' lengths without encoding them again,
+    equal to encoding each alone; a batch of another shape is not trusted."""
+    import torch
+
+    from vlcohort.data.synthetic import make_dataset
+    from vlcohort.processors import adapter_for
+    from vlcohort.processors.tiny import tiny_model_path
+    from vlcohort.rollout.base import Rollouts
+    from vlcohort.training.update import prompt_tokens
+
+    monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path))
+    adapter = adapter_for(tiny_model_path("tiny:qwen2_5_vl"))
+    agent = SimpleNamespace(adapter=adapter)
+    problems = make_dataset(("shape_colour", "count_shapes"), n=3, seed=1)
+    rendered = [adapter.render(p) for p in problems]
+    G = 2
+    batch = adapter.encode_prompts([r for r in rendered for _ in range(G)])
+
+    def rollouts(prompts):
+        return Rollouts(prompts=prompts, completions=[[5]] * (3 * G), texts=[""] * (3 * G),
+                        logprobs=torch.zeros(3 * G, 1), finished=[True] * (3 * G), group_size=G)
+
+    alone = prompt_tokens(agent, rendered)
+    assert len(set(alone)) > 1  # prompts of different lengths: the padding is real
+    assert prompt_tokens(agent, rendered, rollouts(batch)) == alone
+    other = adapter.encode_prompts(rendered[:2])  # not N rows: encoded again, not misread
+    assert prompt_tokens(agent, rendered, rollouts(other)) == alone

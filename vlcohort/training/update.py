@@ -62,7 +62,7 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
     N = len(rollouts.completions)
     pack = packing and agent.adapter.can_pack(agent.model)
     one_row = str(getattr(agent.adapter.options, "attn_implementation", "")).startswith("flash")
-    prompt_len = prompt_tokens(agent, rendered) if tokens > 0 or (pack and not one_row) else []
+    prompt_len = prompt_tokens(agent, rendered, rollouts) if tokens > 0 or (pack and not one_row) else []
     if tokens > 0:
         groups: list = token_micro_batches(row_lengths(prompt_len, rollouts), tokens, mini or N)
     else:
@@ -144,8 +144,15 @@ def n_rows(rows) -> int:
     return rows.stop - rows.start if isinstance(rows, slice) else int(rows.numel())
 
 
-def prompt_tokens(agent: Agent, rendered: Sequence[RenderedPrompt]) -> list[int]:
-    """Real tokens of each prompt, images expanded (each encoded alone, once)."""
+def prompt_tokens(agent: Agent, rendered: Sequence[RenderedPrompt],
+                  rollouts: Rollouts | None = None) -> list[int]:
+    """Real tokens of each prompt, images expanded: read from the prompt batch the engine
+    generated from (``rollouts.prompts``, the HF engine's: the same encoding, each prompt
+    repeated G times) when there is one, else each prompt encoded alone, once."""
+    known = getattr(rollouts, "prompts", None)
+    mask = None if known is None else known.inputs.get("attention_mask")
+    if mask is not None and mask.shape[0] == len(rendered) * rollouts.group_size:
+        return [int(n) for n in mask[:: rollouts.group_size].sum(-1).tolist()]
     return [int(agent.adapter.encode_prompts([r]).inputs["attention_mask"].sum()) for r in rendered]
 
 
@@ -157,7 +164,7 @@ def row_lengths(prompt_len: Sequence[int], rollouts: Rollouts) -> list[int]:
 
 def row_tokens(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts) -> list[int]:
     """Real tokens of each rollout row: its prompt's plus its completion's."""
-    return row_lengths(prompt_tokens(agent, rendered), rollouts)
+    return row_lengths(prompt_tokens(agent, rendered, rollouts), rollouts)
 
 
 def token_micro_batches(lengths: Sequence[int], budget: int, mini: int) -> list[torch.Tensor]:
