@@ -397,8 +397,13 @@ class Adapter:
             raise ProblemInputError.of("empty_question", f"problem {problem.id!r}: field 'text' is empty; every "
                                     "problem needs a question. Fix or drop the record.")
         pieces = _interleave(problem, text, self.is_multimodal)
+        for piece in pieces:
+            if piece["type"] == "text":
+                self.refuse_control_tokens(problem, "text", piece["text"])
         if problem.options:
-            pieces.append({"type": "text", "text": "\n" + format_options(problem.options)})
+            options = format_options(problem.options)
+            self.refuse_control_tokens(problem, "options", options)
+            pieces.append({"type": "text", "text": "\n" + options})
         if instruction:
             pieces.append({"type": "text", "text": "\n" + instruction})
         pieces = _merge_adjacent_text(pieces)
@@ -407,6 +412,38 @@ class Adapter:
             msgs.append({"role": "system", "content": [{"type": "text", "text": system_prompt}]})
         msgs.append({"role": "user", "content": pieces})
         return msgs
+
+    def control_token_pattern(self) -> re.Pattern | None:
+        """The strings this tokenizer reads as one special token wherever they stand in
+        text (its special added tokens, the family's image placeholders), longest first;
+        None when it has none. Built once per adapter."""
+        cached = self.__dict__.get("_control_tokens", False)
+        if cached is not False:
+            return cached
+        tok = self.tokenizer
+        strings = {t.content for t in getattr(tok, "added_tokens_decoder", {}).values()
+                   if getattr(t, "special", False)}
+        strings |= set(getattr(tok, "all_special_tokens", ()) or ())
+        strings |= set(self.placeholder_tokens)
+        ordered = sorted((x for x in strings if x), key=len, reverse=True)
+        pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self.__dict__["_control_tokens"] = pattern
+        return pattern
+
+    def refuse_control_tokens(self, problem: Problem, field_name: str, text: str) -> None:
+        """Refuse a problem whose own text holds a special token's string: the tokenizer
+        reads ``<|im_end|>`` or an image placeholder in a question as that token, so a
+        record (or a generated question) could close its user turn, forge an assistant
+        turn, or ask for an image that is not there (the processor then fails the whole
+        batch). Raised as ``special_token_in_text``, skipped and counted like a broken
+        image."""
+        pattern = self.control_token_pattern()
+        found = pattern.search(text) if pattern is not None else None
+        if found:
+            raise ProblemInputError.of("special_token_in_text",
+                f"problem {problem.id!r}: field {field_name!r} holds {found.group(0)!r}, which "
+                f"{self.family}'s tokenizer reads as a special token (a turn or image marker), "
+                "not as text. Remove or rewrite it, or drop the record.")
 
     def render(self, problem: Problem, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
                instruction: str | None = None, max_tokens: int = 0) -> RenderedPrompt:
