@@ -634,14 +634,7 @@ class Adapter:
         lengths = real.sum(1).tolist()  # [N] real tokens per sequence
         S = int(sum(lengths))
         width = S if max_row_tokens is None else max(int(max_row_tokens), max(lengths))
-        rows: list[list[int]] = [[]]  # sequences of each row, in order (next fit)
-        used = 0
-        for n, k in enumerate(lengths):
-            if rows[-1] and used + k > width:
-                rows.append([])
-                used = 0
-            rows[-1].append(n)
-            used += k
+        rows = next_fit(lengths, width)  # sequences of each row, in order
         fill = [sum(lengths[n] for n in r) for r in rows]
         W = max(fill)  # [R, W]: the rows' width
         pos = self.packed_position_ids(model, batch)  # [N, L] or [D, N, L]
@@ -875,6 +868,21 @@ def _interleave(problem: Problem, text: str, multimodal: bool) -> list[dict]:
     if text[pos:]:
         pieces.append({"type": "text", "text": text[pos:]})
     return pieces
+
+
+def next_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
+    """Sequences (indices into ``lengths``) in rows of at most ``width`` tokens, in order:
+    each onto the current row while it fits, else onto a new one (a sequence longer than
+    ``width`` fills a row alone). How :meth:`Adapter.pack_training` fills its rows."""
+    rows: list[list[int]] = [[]]
+    used = 0
+    for n, k in enumerate(lengths):
+        if rows[-1] and used + k > width:
+            rows.append([])
+            used = 0
+        rows[-1].append(n)
+        used += k
+    return rows if rows[0] else []
 
 
 def _merge_adjacent_text(pieces: list[dict]) -> list[dict]:

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vlcohort.processors.base import next_fit
 from vlcohort.training.row_layout import (
     attention_pair_cost,
     choose_layout,
     first_fit_decreasing,
     layout_cost,
-    next_fit,
     order_and_width,
 )
 
@@ -43,8 +43,9 @@ def test_first_fit_decreasing_places_every_sequence_once_within_the_width(length
 @given(lengths_st, st.integers(0, 400))
 def test_next_fit_over_the_order_rebuilds_the_layout(lengths, extra):
     """What makes the layout reach the packer: ``Adapter.pack_training`` only does next
-    fit in sequence order, so encoding in :func:`order_and_width`'s order at its width
-    must give back exactly the first-fit-decreasing rows."""
+    fit in sequence order (``processors.base.next_fit``, the function called here), so
+    encoding in :func:`order_and_width`'s order at its width must give back exactly the
+    first-fit-decreasing rows."""
     rows = first_fit_decreasing(lengths, max(lengths) + extra)
     order, width = order_and_width(rows, lengths)
     rebuilt = next_fit([lengths[n] for n in order], width)

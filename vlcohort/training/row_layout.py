@@ -43,20 +43,6 @@ def first_fit_decreasing(lengths: Sequence[int], width: int) -> list[list[int]]:
     return rows
 
 
-def next_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
-    """What ``Adapter.pack_training`` does with a row width: the sequences in order,
-    each onto the current row while it fits, else onto a new one."""
-    rows: list[list[int]] = [[]]
-    used = 0
-    for n, k in enumerate(lengths):
-        if rows[-1] and used + k > width:
-            rows.append([])
-            used = 0
-        rows[-1].append(n)
-        used += k
-    return rows if rows[0] else []
-
-
 def order_and_width(rows: list[list[int]], lengths: Sequence[int]) -> tuple[list[int], int]:
     """The order to encode the sequences in, and the width to pack them at, so that
     next fit (the packer) rebuilds ``rows`` exactly.
