@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 import types
 import typing
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
@@ -883,6 +883,24 @@ def next_fit(lengths: Sequence[int], width: int) -> list[list[int]]:
         rows[-1].append(n)
         used += k
     return rows if rows[0] else []
+
+
+def distinct_image_batch(batch: TrainingBatch, copies: Sequence[int],
+                         rows_per_image: Sequence[int]) -> tuple[TrainingBatch, list[int]]:
+    """``batch`` with ``pixel_values`` cut to the distinct images' rows, and
+    ``image_copies`` [images] added: ``copies[i]`` is the distinct image the i-th batch
+    image repeats (numbered by first appearance), ``rows_per_image[i]`` its rows of
+    ``pixel_values``. Also returns, per distinct image, the batch image standing for it,
+    for the family's own per-image keys (:meth:`Adapter.share_images`)."""
+    first: dict[int, int] = {}
+    for i, j in enumerate(copies):
+        first.setdefault(int(j), i)
+    keep = [first[j] for j in range(len(first))]
+    pieces = torch.split(batch.inputs["pixel_values"], list(rows_per_image))
+    shared = {k: v for k, v in batch.inputs.items() if k != "pixel_values"}
+    shared["pixel_values"] = torch.cat([pieces[i] for i in keep])
+    shared["image_copies"] = torch.as_tensor(list(copies), dtype=torch.long)
+    return replace(batch, inputs=shared), keep
 
 
 def _merge_adjacent_text(pieces: list[dict]) -> list[dict]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import Adapter
+from .base import Adapter, distinct_image_batch
 from .family import FamilyFacts, register_adapter, tiny_builder
 from .tiny import INTERNVL_SPECIALS, internvl_chat_template, train_byte_level_bpe
 
@@ -88,18 +88,9 @@ class InternVLAdapter(Adapter):
         tiles = self.image_tiles(inputs["input_ids"])
         if len(tiles) != len(copies) or sum(tiles) != inputs["pixel_values"].shape[0]:
             return batch  # not the layout this hook knows: every row keeps its own pass
-        first = {}
-        for i, j in enumerate(copies):
-            first.setdefault(int(j), i)
-        keep = [first[j] for j in range(len(first))]  # batch image of each distinct image
-        pieces = torch.split(inputs["pixel_values"], tiles)
-        shared = {k: v for k, v in inputs.items() if k != "pixel_values"}
-        shared["pixel_values"] = torch.cat([pieces[i] for i in keep])
-        shared["image_tiles"] = torch.as_tensor([tiles[i] for i in keep], dtype=torch.long)
-        shared["image_copies"] = torch.as_tensor(list(copies), dtype=torch.long)
-        return type(batch)(inputs=shared, completion_ids=batch.completion_ids,
-                           completion_mask=batch.completion_mask, prompt_len=batch.prompt_len,
-                           packed_index=batch.packed_index)
+        shared, keep = distinct_image_batch(batch, copies, tiles)
+        shared.inputs["image_tiles"] = torch.as_tensor([tiles[k] for k in keep], dtype=torch.long)
+        return shared
 
     def decoder_hidden_states(self, model, inputs):
         """The base model's hidden states; with shared images (:meth:`share_images`) the

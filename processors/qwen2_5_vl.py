@@ -19,7 +19,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from .base import Adapter, mrope_packed_position_ids
+from .base import Adapter, distinct_image_batch, mrope_packed_position_ids
 from .family import FamilyFacts, register_adapter, tiny_builder
 from .images import ImageInputError
 from .tiny import QWEN_VL_SPECIALS, qwen_chat_template, train_byte_level_bpe
@@ -115,20 +115,9 @@ class Qwen2_5_VLAdapter(Adapter):
         if (not self.vision_per_distinct_image or grid is None or len(copies) != grid.shape[0]
                 or len(set(copies)) == len(copies)):
             return batch
-        import torch
-
-        first = {}
-        for i, j in enumerate(copies):
-            first.setdefault(int(j), i)
-        keep = [first[j] for j in range(len(first))]  # batch image of each distinct image
-        pieces = torch.split(inputs["pixel_values"], grid.prod(-1).tolist())
-        shared = {k: v for k, v in inputs.items() if k != "pixel_values"}
-        shared["pixel_values"] = torch.cat([pieces[i] for i in keep])
-        shared["image_grid_thw_distinct"] = grid[keep]
-        shared["image_copies"] = torch.as_tensor(list(copies), dtype=torch.long)
-        return type(batch)(inputs=shared, completion_ids=batch.completion_ids,
-                           completion_mask=batch.completion_mask, prompt_len=batch.prompt_len,
-                           packed_index=batch.packed_index)
+        shared, keep = distinct_image_batch(batch, copies, grid.prod(-1).tolist())
+        shared.inputs["image_grid_thw_distinct"] = grid[keep]
+        return shared
 
     def decoder_hidden_states(self, model, inputs):
         """The base model's hidden states; with shared images (:meth:`share_images`) the
