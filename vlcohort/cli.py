@@ -110,7 +110,60 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+#: Exit code when the reader of stdout went away (``vlcohort config --fields | head``):
+#: 128 + SIGPIPE (13), what the shell reports for a program a closed pipe killed, so that
+#: ``set -o pipefail`` treats ``vlcohort ... | head`` as it treats ``seq 1 100000 | head``.
+#: Not 0: the command did not write all it had to (``train | head`` stops a training run).
+EXIT_PIPE_CLOSED = 141
+
+
+def pipe_reader_gone(fd: int) -> bool:
+    """Whether ``fd`` is the writing end of a pipe (or socket) whose reader has closed.
+
+    Asked of the file descriptor itself (``poll`` reports an error on it), so that a
+    ``BrokenPipeError`` from any other pipe of a run (a worker, a sandbox) still surfaces
+    with its traceback instead of passing for a closed stdout. Where ``poll`` is missing
+    (Windows) the answer is yes, as in the usual recipe that catches every broken pipe."""
+    import select
+
+    if not hasattr(select, "poll"):
+        return True
+    poller = select.poll()
+    try:
+        poller.register(fd, select.POLLOUT)
+        events = poller.poll(0)
+    except (OSError, ValueError):  # fd already closed or not pollable
+        return False
+    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in events)
+
+
+def _silence_closed_streams() -> None:
+    """Point stdout (and stderr, if its reader left too) at devnull, so that the flush of
+    the buffered rest at interpreter exit writes nowhere instead of raising again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        if fd == 1 or pipe_reader_gone(fd):
+            os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Every ``vlcohort`` command; a reader of stdout that closes early (``| head``) ends
+    the command quietly with :data:`EXIT_PIPE_CLOSED`, no traceback."""
+    try:
+        code = _run_command(argv)
+        sys.stdout.flush()  # a closed pipe shows here, inside the try, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        if not pipe_reader_gone(1):
+            raise
+        _silence_closed_streams()
+        return EXIT_PIPE_CLOSED
+
+
+def _run_command(argv: list[str] | None) -> int:
     args = parse_args(argv)
     if args.command in MODEL_COMMANDS:
         from vlcohort import console
