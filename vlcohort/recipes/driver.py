@@ -7,7 +7,8 @@ a :class:`Recipe`: how to take one step, save, clean up and summarise a record. 
 object carries ``cfg``, ``dir``, ``agents`` (those trained in this process), ``names``
 (every agent's: an agent group's record holds all of them, so every rank keeps the same
 streak), ``logger``, ``step`` (the last completed step), ``bad_steps_in_row`` and ``talks``
-(whether this process prints).
+(whether this process prints). While the loop runs, ``run.progress`` is its
+:class:`Progress`, to which a step reports its phases (:func:`phase`).
 """
 
 from __future__ import annotations
@@ -80,11 +81,13 @@ def restore_agents(folder: Path, agents: list) -> None:
 
 
 def save_run(run, state: dict[str, Any], layout=None) -> Path:
-    """A checkpoint of ``run.agents`` at ``run.step`` with the recipe's ``state``."""
+    """A checkpoint of ``run.agents`` at ``run.step`` with the recipe's ``state``; weights
+    only with ``checkpoint.optimizer=false`` (it exports, but does not resume)."""
     return ckpt.save_checkpoint(
         run.dir, run.step, run.agents, [a.optimizer for a in run.agents],
         [a.scheduler for a in run.agents], state,
-        keep_last=run.cfg.checkpoint.keep_last or None, layout=layout)
+        keep_last=run.cfg.checkpoint.keep_last or None, layout=layout,
+        optimizer_state=run.cfg.checkpoint.optimizer)
 
 
 def step_schedules(agents: list) -> None:
@@ -204,9 +207,10 @@ def loop(run, recipe: Recipe) -> None:
     cfg = run.cfg
     names = run.names  # the whole cohort: every rank decides from the same record
     recipe.start(run)
-    with progress(run) as bar:
+    with progress(run) as bar, phases_shown_by(run, bar):
         while run.step < cfg.run.steps:
             step = run.step + 1
+            bar.begin(step)
             record = recipe.step(run, step)
             stop = recipe.watch(run, record, step)
             run.logger.log(record)
@@ -227,6 +231,11 @@ def loop(run, recipe: Recipe) -> None:
 
 #: Without a terminal (a log file, CI), at most about this many progress lines per run.
 LOGGED_PROGRESS_LINES = 20
+#: On a terminal, a step's phase replaces the last step's summary on the live line only
+#: once the step has run this many seconds, so steps of a second or less do not flicker.
+LIVE_PHASE_AFTER_S = 1.0
+#: How often the live line's clock is redrawn while a phase runs, in seconds.
+LIVE_TICK_S = 1.0
 
 
 class Progress:
@@ -236,9 +245,18 @@ class Progress:
     place. Elsewhere (a log file, a pipe, CI), tqdm's in-place rewrites would pile up on
     one line: a plain ``[n/total eta ...] <summary>`` line each time ``n`` passes another
     ``total /`` :data:`LOGGED_PROGRESS_LINES`, and at the end. Messages printed during
-    the loop go through :func:`say`, which keeps the live line intact."""
+    the loop go through :func:`say`, which keeps the live line intact.
 
-    def __init__(self, total: int, initial: int, enabled: bool, stream=None):
+    Inside a step (:meth:`begin` .. :meth:`show`), :meth:`phase` says what the step is
+    doing, so a step of minutes (real weights on CPU) is not a silent wait. On a terminal
+    the live line shows ``step n (1m12s): <phase>`` (the step's time so far, redrawn every
+    :data:`LIVE_TICK_S`) once the step has run :data:`LIVE_PHASE_AFTER_S`; elsewhere a
+    phase gets a plain line ``step n/total (1m12s): <phase>`` when the step has already
+    run ``phase_lines_after_s`` seconds (``log.phase_lines_after_s``), or the step before
+    it did, so a run of short steps prints nothing more than its step lines."""
+
+    def __init__(self, total: int, initial: int, enabled: bool, stream=None,
+                 phase_lines_after_s: float = 30.0):
         from tqdm import tqdm
 
         self.stream = stream or sys.stdout
@@ -246,6 +264,13 @@ class Progress:
         self.t0 = time.monotonic()
         self.live = enabled and _is_terminal(self.stream)
         self.every = max(1, (total - initial) // LOGGED_PROGRESS_LINES)
+        self.phase_lines_after_s = phase_lines_after_s
+        self._step, self._step_t0, self._last_step_s = initial + 1, self.t0, 0.0
+        self._phase: str | None = None
+        self._summary = ""  # the live line's text outside a phase
+        self._ticker: threading.Thread | None = None
+        self._closed = threading.Event()
+        self._lock = threading.Lock()  # the ticker's redraw against the loop's
         self._bar = tqdm(total=total, initial=initial, file=self.stream, mininterval=0,
                          disable=not self.live, dynamic_ncols=True,
                          bar_format="[{n_fmt}/{total_fmt} eta {remaining}] {desc}")
@@ -253,20 +278,116 @@ class Progress:
     def show(self, n: int, summary: str) -> None:
         """``n`` of ``total`` done; ``summary``: the line to show with it."""
         before, self.n = self.n, n
+        now = time.monotonic()
+        self._last_step_s = now - self._step_t0
+        self._step, self._step_t0, self._summary = n + 1, now, summary
         if self.live:
-            self._bar.set_description_str(summary, refresh=False)
-            self._bar.update(n - before)
+            with self._lock:
+                self._bar.set_description_str(summary, refresh=False)
+                self._bar.update(n - before)
         elif self.enabled and n > before and (
                 n // self.every > before // self.every or n >= self.total):
-            per_step = (time.monotonic() - self.t0) / max(1, n - self.initial)
+            per_step = (now - self.t0) / max(1, n - self.initial)
             eta = self._bar.format_interval(per_step * max(0, self.total - n))
             print(f"[{n}/{self.total} eta {eta}] {summary}", file=self.stream, flush=True)
+
+    def begin(self, n: int) -> None:
+        """Step ``n`` starts now (its phases' clock starts here, not at the last
+        :meth:`show`: a checkpoint saved between steps is no part of the next one)."""
+        self._step, self._step_t0 = n, time.monotonic()
+
+    @contextlib.contextmanager
+    def phase(self, label: str):
+        """Inside the block the current step is doing ``label`` (e.g. ``generate A``);
+        a phase inside a phase shows until it ends, then the outer one again."""
+        if not self.enabled:
+            yield
+            return
+        with self._lock:
+            outer, self._phase = self._phase, label
+        try:
+            if self.live:
+                self._draw_phase()
+                self._start_ticker()
+            elif self._phase_line_due():
+                print(self.phase_text(f"{self._step}/{self.total}"), file=self.stream, flush=True)
+            yield
+        finally:
+            with self._lock:
+                self._phase = outer
+                if self.live and outer is None:
+                    self._bar.set_description_str(self._summary)
+            if self.live:
+                self._draw_phase()
+
+    def phase_text(self, step: str) -> str:
+        """``step <step> (<the step's time so far>): <the current phase>``."""
+        return f"step {step} ({duration(time.monotonic() - self._step_t0)}): {self._phase}"
+
+    def _phase_line_due(self) -> bool:
+        """Without a terminal: whether this phase gets a line of its own (the step, or the
+        step before it, has run ``phase_lines_after_s``)."""
+        after = self.phase_lines_after_s
+        return max(time.monotonic() - self._step_t0, self._last_step_s) >= after
+
+    def _draw_phase(self) -> None:
+        """The live line shows the current phase, if any, once the step has run a while."""
+        with self._lock:
+            if self._phase is None or self._closed.is_set():
+                return
+            if time.monotonic() - self._step_t0 >= min(LIVE_PHASE_AFTER_S, self.phase_lines_after_s):
+                self._bar.set_description_str(self.phase_text(str(self._step)))
+
+    def _start_ticker(self) -> None:
+        """A daemon thread redrawing the phase's clock every :data:`LIVE_TICK_S` (tqdm
+        redraws only when called) until the bar closes."""
+        if self._ticker is not None:
+            return
+
+        def tick() -> None:
+            while not self._closed.wait(LIVE_TICK_S):
+                self._draw_phase()
+
+        self._ticker = threading.Thread(target=tick, name="vlcohort-progress", daemon=True)
+        self._ticker.start()
 
     def __enter__(self) -> "Progress":
         return self
 
     def __exit__(self, *exc) -> None:
+        self._closed.set()
+        if self._ticker is not None:
+            self._ticker.join()
         self._bar.close()
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``1m12s``, ``2h05m``: a clock short enough for a progress line."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+@contextlib.contextmanager
+def phases_shown_by(run, bar: Progress):
+    """Inside the block, :func:`phase` on ``run`` reports to ``bar`` (the driver's loop)."""
+    run.progress = bar
+    try:
+        yield
+    finally:
+        run.progress = None
+
+
+def phase(run, label: str):
+    """A context manager: the block is phase ``label`` of the step ``run`` is taking (e.g.
+    ``with phase(run, f"update {agent.name}"):``), shown by the driver's progress line
+    (:class:`Progress`). Outside the driven loop, or in a process that does not talk, it
+    does nothing, so a recipe's steps call it unconditionally."""
+    bar = getattr(run, "progress", None)
+    return bar.phase(label) if bar is not None else contextlib.nullcontext()
 
 
 def _is_terminal(stream) -> bool:
@@ -278,7 +399,8 @@ def _is_terminal(stream) -> bool:
 
 def progress(run) -> Progress:
     """The loop's :class:`Progress` (live on a terminal, a line now and then elsewhere)."""
-    return Progress(run.cfg.run.steps, run.step, run.cfg.log.progress and run.talks)
+    return Progress(run.cfg.run.steps, run.step, run.cfg.log.progress and run.talks,
+                    phase_lines_after_s=run.cfg.log.phase_lines_after_s)
 
 
 def say(message: str, file=None) -> None:

@@ -25,6 +25,8 @@ rewards never depend on a half-updated peer (``docs/design.md``, the cohort step
 prompts (2B for Co-rewarding-I), or A x B with ``data.decouple``; which prompts a rank generates and an agent
 trains on is the distributed layer's :class:`~vlcohort.training.distributed.StepPlan`.
 What an answer is (math, code) is the run's :class:`~vlcohort.training.rewards.AnswerKind`.
+The phases that can take minutes (rendering, each agent's generation, answers and rewards,
+each agent's update) report themselves to the driver's progress line (``driver.phase``).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from vlcohort.data.views import view_of
 from vlcohort.monitoring.metrics import MetricsLogger
 from vlcohort.monitoring.monitor import Monitor, answer_diversity, group_reward_std
 from vlcohort.processors import ProblemInputError, RenderedPrompt
-from vlcohort.recipes.driver import TrainingError, step_schedules
+from vlcohort.recipes.driver import TrainingError, phase, step_schedules
 from vlcohort.rollout.base import Rollouts, SamplingParams
 from vlcohort.seeds import step_rollout_seed
 from vlcohort.training import grpo
@@ -92,6 +94,7 @@ class Run:
     no_signal_steps: int = 0
     monitor: Monitor | None = None  # collapse / divergence watch (monitor.enable)
     owns_layout: bool = True  # shut the process groups down at cleanup
+    progress: Any = None  # the driver's Progress while its loop runs: where phase() reports
 
     @property
     def names(self) -> list[str]:
@@ -269,7 +272,8 @@ def sample_round(run: Run, step: int, round_: int, timing: dict[str, float]) -> 
     """The first five phases on the stream's next P prompts: next_prompts -> generate ->
     exchange_answers -> vote -> reward; their seconds are added to ``timing``'s rollout
     and grading."""
-    prompts = next_prompts(run)
+    with phase(run, "next prompts" + _round_note(round_)):
+        prompts = next_prompts(run)
     problems, rendered = prompts.problems, prompts.rendered  # [P], [A][P]
     plan = step_plan(run.layout, len(problems), run.cfg.data.decouple)
     sampled: dict[int, Rollouts] = {}
@@ -282,15 +286,21 @@ def sample_round(run: Run, step: int, round_: int, timing: dict[str, float]) -> 
     generated = generate(run, step, rendered, plan, round_)
     timing["timing/rollout"] += time.perf_counter() - t0
     t0 = time.perf_counter()
-    answered = vote(run, exchange_answers(run, generated, plan, problems), problems)
-    co: dict[str, Any] = {}  # Co-rewarding's extra inputs, only where a round has them
-    if has_teachers(run):
-        co["teacher_votes"] = teacher_vote(run, sampled, plan, problems)  # {agent: [P]}
-    if prompts.partners:
-        co["partners"] = prompts.partners  # [P]
-    rewarded = reward(run, generated, answered, problems, plan, **co)
+    with phase(run, "answers, votes and rewards" + _round_note(round_)):
+        answered = vote(run, exchange_answers(run, generated, plan, problems), problems)
+        co: dict[str, Any] = {}  # Co-rewarding's extra inputs, only where a round has them
+        if has_teachers(run):
+            co["teacher_votes"] = teacher_vote(run, sampled, plan, problems)  # {agent: [P]}
+        if prompts.partners:
+            co["partners"] = prompts.partners  # [P]
+        rewarded = reward(run, generated, answered, problems, plan, **co)
     timing["timing/grading"] += time.perf_counter() - t0
     return Round(tuple(problems), plan, tuple(generated), tuple(answered), rewarded)
+
+
+def _round_note(round_: int) -> str:
+    """A phase's label suffix naming a dynamic-sampling refill round (none for the first)."""
+    return f" (refill round {round_})" if round_ else ""
 
 
 @dataclass(frozen=True)
@@ -406,7 +416,7 @@ def generate(run: Run, step: int, rendered: list[list[RenderedPrompt]], plan: St
     rollouts: dict[int, Rollouts] = {}
     for i, agent in zip(run.local, run.agents):
         seed = step_rollout_seed(cfg.run.seed, step, i, run.layout.group_rank, round_)
-        with agent.generation_context():
+        with phase(run, f"generate {agent.name}" + _round_note(round_)), agent.generation_context():
             rollouts[i] = agent.engine.generate(
                 [rendered[i][b] for b in plan.generated], cfg.rollout.rollouts_per_prompt,
                 sampling, seed=seed)
@@ -456,9 +466,10 @@ def teacher_generate(run: Run, step: int, rendered: list[list[RenderedPrompt]], 
         weights = contextlib.ExitStack()
         weights.enter_context(agent.teacher.swapped_in())
         weights.enter_context(agent.generation_context())
-        out[i] = agent.engine.generate_with(
-            weights, agent.model, [rendered[i][b] for b in plan.generated],
-            cfg.rollout.rollouts_per_prompt, sampling, seed=seed)
+        with phase(run, f"EMA teacher of {agent.name} generates" + _round_note(round_)):
+            out[i] = agent.engine.generate_with(
+                weights, agent.model, [rendered[i][b] for b in plan.generated],
+                cfg.rollout.rollouts_per_prompt, sampling, seed=seed)
     return out
 
 
@@ -733,19 +744,20 @@ def update(run: Run, batch: Round) -> tuple[dict[int, Updated], float]:
     pushed = 0.0
     out: dict[int, Updated] = {}
     for i, agent in zip(run.local, run.agents):
-        r = batch.rewarded[i]
-        own = torch.tensor(batch.plan.owned[i], dtype=torch.long)
-        has_signal = run.layout.group_any(bool((r.advantages[own] != 0).any()),
-                                          "whether the group has a signal")
-        if has_signal or trains_without_advantage(cfg.grpo):  # KL term alone: still a step
-            sel = r.selection
-            adv = r.advantages[torch.tensor(sel.prompts, dtype=torch.long)].reshape(-1)  # [n x G]
-            metrics = update_agent(agent, sel.rendered, sel.rollouts, adv, cfg.grpo,
-                                   cfg.rollout.temperature, length_norm=cfg.rollout.max_new_tokens,
-                                   old=r.reward.old)
-            pushed += metrics.pop("weight_push_s", 0.0)
-        else:
-            metrics = {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
+        with phase(run, f"update {agent.name}"):
+            r = batch.rewarded[i]
+            own = torch.tensor(batch.plan.owned[i], dtype=torch.long)
+            has_signal = run.layout.group_any(bool((r.advantages[own] != 0).any()),
+                                              "whether the group has a signal")
+            if has_signal or trains_without_advantage(cfg.grpo):  # KL term alone: still a step
+                sel = r.selection
+                adv = r.advantages[torch.tensor(sel.prompts, dtype=torch.long)].reshape(-1)  # [n x G]
+                metrics = update_agent(agent, sel.rendered, sel.rollouts, adv, cfg.grpo,
+                                       cfg.rollout.temperature, length_norm=cfg.rollout.max_new_tokens,
+                                       old=r.reward.old)
+                pushed += metrics.pop("weight_push_s", 0.0)
+            else:
+                metrics = {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
         out[i] = Updated(has_signal, metrics)
     step_schedules(run.agents)
     return out, pushed
