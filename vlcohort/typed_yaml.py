@@ -194,8 +194,10 @@ def build(cls, data: Any, prefix: str = ""):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
+        guess = nearest_keys(cls, str(unknown[0]))
         raise ConfigError(f"{prefix}{unknown[0]}: unknown key. Allowed under {where}: "
-                          + ", ".join(fields))
+                          + ", ".join(fields)
+                          + (f"; did you mean {' or '.join(prefix + g for g in guess)}?" if guess else ""))
     hints = typing.get_type_hints(cls)
     defaults = cls()
     kwargs = {}
@@ -205,6 +207,44 @@ def build(cls, data: Any, prefix: str = ""):
             continue
         kwargs[name] = _coerce(hints[name], data[name], key, getattr(defaults, name))
     return cls(**kwargs)
+
+
+#: How alike (difflib's ratio) a mistyped key and an allowed one must be for the error to
+#: suggest it: one or two letters off in a word of five or more (``stepz`` / ``steps`` 0.8,
+#: ``rollout_per_prompt`` / ``rollouts_per_prompt`` 0.97), not a different word that shares
+#: a few letters (``banana`` / ``name`` 0.6).
+SUGGEST_CUTOFF = 0.75
+
+
+def nearest_keys(cls, name: str) -> list[str]:
+    """Keys of dataclass ``cls`` (relative to it) that the unknown key ``name`` was most
+    likely meant to be: the closest field of ``cls`` itself; else a field of a section
+    below it with that name, or one close to it (``steps`` at the top level ->
+    ``run.steps``), at most three. Empty when nothing is close enough: a wrong guess
+    misleads more than none."""
+    import difflib
+
+    own = difflib.get_close_matches(name, [f.name for f in dataclasses.fields(cls)], n=1,
+                                    cutoff=SUGGEST_CUTOFF)
+    if own:
+        return own
+    below = [k for k in _section_keys(cls) if "." in k]
+    leaves = {k.rsplit(".", 1)[1] for k in below}
+    close = set(difflib.get_close_matches(name, sorted(leaves), n=3, cutoff=SUGGEST_CUTOFF))
+    return [k for k in below if k.rsplit(".", 1)[1] in close][:3]
+
+
+def _section_keys(cls, prefix: str = "") -> list[str]:
+    """Dotted keys of ``cls``'s fields and of its nested sections' fields (not into lists
+    of sections, whose keys need an index), in declaration order."""
+    out = []
+    defaults = cls()
+    for f in dataclasses.fields(cls):
+        out.append(prefix + f.name)
+        value = getattr(defaults, f.name)
+        if dataclasses.is_dataclass(value):
+            out.extend(_section_keys(type(value), f"{prefix}{f.name}."))
+    return out
 
 
 def _coerce(tp, value, key: str, default):
