@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from vlcohort.data.problems import LETTERS, Problem
+from vlcohort.errors import json_error_text
 
 __all__ = [
     "BENCHMARKS", "BENCHMARK_GROUPS", "DEFAULT_BENCHMARKS", "TEXT_BENCHMARKS", "BenchmarkData", "BenchmarkError",
@@ -97,8 +98,8 @@ def read_json(path: Path) -> Any:
         raise BenchmarkError(f"{path}: not UTF-8 text (byte {raw[e.start]:#04x} at offset "
                              f"{e.start}); save it as UTF-8 or download it again.") from e
     except json.JSONDecodeError as e:
-        raise BenchmarkError(f"{path}: line {e.lineno}, column {e.colno}: malformed JSON "
-                             f"({e.msg}). Fix the file or download it again.") from e
+        raise BenchmarkError(f"{path}: line {e.lineno}: malformed JSON ({json_error_text(e)}). "
+                             "Fix the file or download it again.") from e
 
 
 def unreadable(path: Path, error: OSError) -> BenchmarkError:
@@ -150,10 +151,10 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
                                      "file as UTF-8.") from e
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
+            try:  # without its line end: a line cut mid-string is "Unterminated string", not
+                obj = json.loads(line.rstrip("\r\n"))  # "Invalid control character" (the \n)
             except json.JSONDecodeError as e:
-                raise BenchmarkError(f"{path}: line {lineno}: malformed JSON ({e.msg}). "
+                raise BenchmarkError(f"{path}: line {lineno}: malformed JSON ({json_error_text(e)}). "
                                      "Each line must be one JSON object.") from e
             if not isinstance(obj, dict):
                 raise BenchmarkError(f"{path}: line {lineno}: expected a JSON object, got "

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from vlcohort.data.problems import LETTERS, Problem
+from vlcohort.errors import json_error_text
 
 from .datasets import (
     BENCHMARK_GROUPS,
@@ -126,7 +127,7 @@ def _gzip_records(path: Path) -> list[dict]:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as e:
-            raise BenchmarkError(f"{path}: line {lineno}: malformed JSON ({e.msg}).") from e
+            raise BenchmarkError(f"{path}: line {lineno}: malformed JSON ({json_error_text(e)}).") from e
     return rows
 
 

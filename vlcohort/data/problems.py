@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from vlcohort.errors import json_error_text
+
 LETTERS = "ABCDEFGH"
 
 
@@ -340,10 +342,10 @@ def _jsonl_dataset(path: Path, bad_lines: list[tuple[int, str]] | None):
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
+            try:  # without its line end: a line cut mid-string is "Unterminated string", not
+                obj = json.loads(line.rstrip("\r\n"))  # "Invalid control character" (the \n)
             except json.JSONDecodeError as e:
-                why = f"not JSON ({e.msg} at column {e.colno})"
+                why = f"not JSON ({json_error_text(e)})"
             else:
                 if isinstance(obj, dict):
                     rows.append(obj)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from vlcohort.data.problems import DataError, LoadReport, Problem, split_options
+from vlcohort.errors import json_error_text
 
 
 def load_rewrites(path: str | Path) -> dict[str, str]:
@@ -40,7 +41,7 @@ def load_rewrites(path: str | Path) -> dict[str, str]:
             try:
                 records.append((n, json.loads(line)))
             except ValueError as e:
-                raise DataError(f"{p}, line {n}: not valid JSON ({e})") from e
+                raise DataError(f"{p}, line {n}: not valid JSON ({json_error_text(e)})") from e
     if isinstance(whole, dict):
         return {str(k): str(v) for k, v in whole.items() if v is not None}
     if isinstance(whole, list):

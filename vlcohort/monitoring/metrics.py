@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from vlcohort import run_folder
+from vlcohort.errors import json_error_text
 
 # name pattern -> meaning. ``<a>`` is an agent name.
 METRIC_DOCS: dict[str, str] = {
@@ -325,7 +326,7 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
             raise MetricsFileError(
-                f"{path}, line {i}: not valid JSON ({e.msg} at column {e.colno}); a run "
+                f"{path}, line {i}: not valid JSON ({json_error_text(e)}); a run "
                 "killed mid-write can leave a cut last line: delete that line") from None
         if not isinstance(rec, dict) or "step" not in rec:
             raise MetricsFileError(f"{path}, line {i}: expected a JSON object with a "
