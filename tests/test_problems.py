@@ -253,7 +253,7 @@ def test_config_keys_for_data_and_views(tmp_path):
 
     cfg = default_config(["data.source=file", f"data.path={tmp_path}", "data.preset=mmr1",
                           "data.columns.id=uid", "data.limit=5",
-                          "agents.1.view.column=alt"])
+                          "agents.1.view.column=alt", "eval.holdout=0.1"])
     assert cfg.data.columns.id == "uid" and cfg.agents[1].view.column == "alt"
     for bad, key in [(["data.source=file"], "data.path"),
                      (["data.source=nope"], "data.source"),

@@ -134,6 +134,11 @@ class DataColumns:
     """Option texts (a list, or "A. x;B. y"); overrides options found in the question."""
     answer: str = ""
     """Gold answer (metrics and the ground_truth reward only; never shown)."""
+    task: str = ""
+    """Task family of a record (generic: a ``task`` column when the file has one; missing:
+    every record is family ``all``): the held-out accuracy is reported per family
+    (``eval/<agent>/<task>/acc``)."""
+
 
 
 @dataclass
@@ -531,15 +536,62 @@ class LogConfig:
 
 
 @dataclass
+class EvalDataConfig:
+    """Where the held-out problems of ``eval.*`` come from. A file or hub split is read with
+    the keys, loader, presets and columns of ``data.*`` (bad records skipped and counted
+    the same way); it is never trained on."""
+
+    source: str = "auto"
+    """auto: the synthetic task families when data.source=synthetic, else eval.holdout's
+    share of data.path | synthetic: data.tasks drawn with a seed apart from training
+    (eval.problems_per_task each) | file: eval.data.path is a local parquet / JSON / JSONL
+    file or dataset folder | hub: eval.data.path is a hub dataset id."""
+    path: str = ""
+    """file or hub: where the held-out data is."""
+    preset: str = "generic"
+    """file or hub: column layout, as data.preset (mmr1 | open_r1 | math | generic)."""
+    columns: DataColumns = field(default_factory=DataColumns)
+    """file or hub: column names, overriding the preset's (as data.columns)."""
+    split: str = "test"
+    """file (dataset folder) or hub: which split."""
+    limit: int = 0
+    """file or hub: read at most this many rows (0: all), counted after eval.data.where."""
+    where: dict[str, list[str]] = field(default_factory=dict)
+    """file or hub: keep only rows whose column holds one of the listed values (as
+    data.where); {}: every row."""
+    max_bad_fraction: float = 0.5
+    """file or hub: stop before training when more than this share of the rows read are
+    skipped as bad (as data.max_bad_fraction)."""
+
+
+@dataclass
 class EvalConfig:
     """Held-out accuracy during training (gold used to measure only, never to reward)."""
 
     every: int = 0
     """Evaluate every this many steps, and before the first and after the last (0: never)."""
+    data: EvalDataConfig = field(default_factory=EvalDataConfig)
+    """The held-out problems: synthetic families, a file or hub split, or eval.holdout."""
+    holdout: float = 0.0
+    """Share of data.path's problems held out of training (a seeded draw of round(share x
+    n) of them, by run.seed; training never sees them) and evaluated on (with
+    eval.data.source auto). 0: none."""
+    limit: int = 0
+    """At most this many held-out problems (a seeded draw, the same at every evaluation);
+    0: all."""
     problems_per_task: int = 64
-    """Held-out problems per task family (drawn with a seed apart from the training data)."""
+    """synthetic: held-out problems per task family (drawn with a seed apart from the
+    training data)."""
+    samples: int = 1
+    """Answers per problem. 1: one greedy answer. n > 1: n sampled answers at
+    eval.temperature; acc is their mean, with pass@n (any right) and maj@n (the plurality
+    answer right) beside it."""
+    temperature: float = 1.0
+    """Sampling temperature when eval.samples > 1 (top-p 1, top-k 0)."""
     max_new_tokens: int = 16
-    """Greedy answer length."""
+    """Answer length, in tokens."""
+    batch_size: int = 32
+    """Prompts per ``generate`` call."""
 
 
 @dataclass

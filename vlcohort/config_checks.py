@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         Config,
         DataConfig,
         DistributedConfig,
+        EvalConfig,
         GRPOConfig,
         LogConfig,
         ModelConfig,
@@ -70,6 +71,8 @@ _OWN_CHOICES: dict[str, tuple[str, ...]] = {
     "agents.*.dtype": ("float32", "bfloat16", "float16", "auto"),
     "agents.*.attn_implementation": ("eager", "sdpa", "flash_attention_2"),
     "data.source": ("synthetic", "file", "hub"),
+    # data.sources.eval_source: auto is synthetic for synthetic training, else eval.holdout
+    "eval.data.source": ("auto", "synthetic", "file", "hub"),
     "optim.schedule": ("cosine", "constant"),
     # recipes.step.FILTER_METRICS: the values each name filters on
     "rollout.dynamic_sampling_metric": ("acc", "seq_reward", "seq_final_reward"),
@@ -219,6 +222,7 @@ def check_sections(cfg: Config) -> None:
     check_grpo(cfg.grpo)
     check_optim(cfg.optim)
     check_data(cfg.data)
+    check_eval(cfg.eval)
     check_arms(cfg.arms)
     check_distributed(cfg.distributed)
     check_monitor(cfg.monitor)
@@ -244,6 +248,7 @@ def check_across(cfg: Config) -> None:
     _check_co_rewarding_fits(cfg)
     _check_batch_fits(cfg)
     _check_sampling_fits(cfg)
+    _check_eval_fits(cfg)
     for i, a in enumerate(cfg.agents):
         if (a.view.column or a.view.rewrite_file) and cfg.data.source == "synthetic":
             raise ConfigError(f"agents.{i}.view: per-agent views need data.source=file or hub")
@@ -520,6 +525,53 @@ def check_data(d: DataConfig) -> None:
         raise ConfigError("data.tasks: at least one task family")
 
 
+def check_eval(e: EvalConfig) -> None:
+    """``eval.*``: cadence, sample counts and where the held-out problems come from."""
+    for key in ("every", "limit"):
+        if getattr(e, key) < 0:
+            raise ConfigError(f"eval.{key}: must be >= 0 (0: " + ("never" if key == "every" else "all")
+                              + f"), got {getattr(e, key)}")
+    for key in ("samples", "max_new_tokens", "batch_size", "problems_per_task"):
+        if getattr(e, key) < 1:
+            raise ConfigError(f"eval.{key}: must be >= 1, got {getattr(e, key)}")
+    if not e.temperature > 0:
+        raise ConfigError(f"eval.temperature: must be > 0 (eval.samples=1 answers greedily), "
+                          f"got {e.temperature}")
+    if not 0 <= e.holdout < 1:
+        raise ConfigError(f"eval.holdout: a share of data.path in [0, 1), got {e.holdout}")
+    d = e.data
+    _check_choice("eval.data.source", d.source)
+    _check_choice("data.preset", d.preset, "eval.data.preset")
+    if d.source in ("file", "hub") and not d.path:
+        raise ConfigError(f"eval.data.path: empty; eval.data.source={d.source} needs a "
+                          + ("file or dataset folder" if d.source == "file" else "hub dataset id"))
+    if d.limit < 0:
+        raise ConfigError(f"eval.data.limit: must be >= 0 (0: all rows), got {d.limit}")
+    if not 0 <= d.max_bad_fraction <= 1:
+        raise ConfigError(f"eval.data.max_bad_fraction: must be in [0, 1], got {d.max_bad_fraction}")
+    if (d.path or d.where) and d.source not in ("file", "hub"):
+        raise ConfigError(f"eval.data.{'path' if d.path else 'where'}: read only with "
+                          f"eval.data.source=file or hub (it is {d.source})")
+
+
+def _check_eval_fits(cfg: Config) -> None:
+    """The held-out set against the training data: ``eval.holdout`` splits a training
+    file; a run on a file evaluates on a held-out file or on such a share of its own."""
+    e = cfg.eval
+    if e.holdout and cfg.data.source == "synthetic":
+        raise ConfigError(f"eval.holdout={e.holdout}: holds out a share of data.path, but "
+                          "data.source=synthetic (its held-out families are drawn apart "
+                          "already); set eval.holdout=0")
+    if e.holdout and e.data.source in ("file", "hub", "synthetic"):
+        raise ConfigError(f"eval.holdout={e.holdout} with eval.data.source={e.data.source}: "
+                          "two held-out sets; set eval.holdout=0 or eval.data.source=auto")
+    if (e.every and e.data.source == "auto" and cfg.data.source != "synthetic"
+            and not e.holdout):
+        raise ConfigError(f"eval.every={e.every} with data.source={cfg.data.source}: name the "
+                          "held-out problems (eval.data.source=file eval.data.path="
+                          "heldout.jsonl) or hold out a share of data.path (eval.holdout=0.1)")
+
+
 def check_arms(arms: list[str]) -> None:
     """``arms``: methods with a reward source of their own, each once."""
     for arm in arms:
@@ -643,7 +695,7 @@ def _check_answer_kind_fits(cfg: Config) -> None:
                           "data.path to code prompts with public_tests (README: code prompts)")
     if cfg.eval.every:
         raise ConfigError(f"eval.every={cfg.eval.every} with reward.answer_kind=code: the "
-                          "in-run held-out eval draws the synthetic math tasks; set "
+                          "in-run held-out eval grades math answers only; set "
                           "eval.every=0 and score checkpoints with `vlcohort eval "
                           "--benchmark humaneval` (or mbpp, livecodebench)")
 

@@ -34,6 +34,18 @@ EVAL_SEED_OFFSET = 7919
 HELD_OUT_SEED = 0 + EVAL_SEED_OFFSET
 
 
+#: ``eval.holdout`` draws the held-out share of the training file with ``run.seed`` plus this
+#: prime, and ``eval.limit`` its sample of a held-out file with this prime plus one more, so
+#: neither draw is the stream's epoch shuffle (seeded by ``run.seed`` and the epoch).
+HOLDOUT_SEED_OFFSET = 15_485_863
+
+#: ``eval.samples > 1``: the sampled answers of agent a at step s are drawn with
+#: ``rollout_seed(seed + EVAL_SAMPLE_SEED_OFFSET, s, a)``, inside a forked RNG, so an
+#: evaluation never moves the training's RNG streams (a resume stays exact) and never
+#: repeats a rollout's draw.
+EVAL_SAMPLE_SEED_OFFSET = 32_452_843
+
+
 def rollout_seed(seed: int, step: int, agent: int) -> int:
     """Sampling seed of one agent's rollouts at one step: a pure function of the run seed,
     so rollouts do not depend on how much randomness anything else used before (a model

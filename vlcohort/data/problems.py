@@ -201,6 +201,7 @@ class Columns:
     answer: str = "answer"
     answer_is_solution: bool = False  # the answer column holds <answer>X</answer> somewhere
     answer_is_boxed: bool = False  # the answer column is a worked solution ending in \boxed{X}
+    task: str = "task"  # the record's task family (meta["task"]): held-out accuracy per family
 
 
 PRESETS: dict[str, Columns] = {
@@ -212,7 +213,7 @@ PRESETS: dict[str, Columns] = {
     # MATH (e.g. DigitalLearningGmbH/MATH-lighteval): problem, solution (gold in its last
     # \boxed{}), level, type; text only
     "math": Columns(question="problem", images="images", answer="solution",
-                    answer_is_boxed=True),
+                    answer_is_boxed=True, task="type"),
     "generic": Columns(),
 }
 
@@ -626,7 +627,7 @@ class RecordReading:
         gold = gold_of(rec.get(cols.answer) if cols.answer in names else None, cols)
         if gold is None and self.require_answer:
             return RecordSkip("missing_answer", cols.answer,
-                              "no answer (the ground_truth reward needs one)")
+                              "no answer (the ground_truth reward and held-out scores need one)")
         text, options = split_options(question)
         from_column = parse_options_field(rec.get(cols.options)) if cols.options in names else None
         if from_column:
@@ -637,6 +638,9 @@ class RecordReading:
             return RecordSkip("too_many_options", cols.options,
                               f"{len(options)} options, at most {len(LETTERS)}")
         meta: dict[str, Any] = {"row": row}
+        task = rec.get(cols.task) if cols.task in names else None
+        if not _is_blank(task):
+            meta["task"] = str(task).strip()
         if self.require_code:
             code = self.code_meta(rec)
             if isinstance(code, RecordSkip):

@@ -5,17 +5,20 @@ broken ones."""
 
 from __future__ import annotations
 
+import random
+import re
 import sys
 
-from vlcohort.config import Config, agent_reward_source
+from vlcohort.config import Config, DataConfig, EvalDataConfig, agent_reward_source
 from vlcohort.data.problems import Problem
-from vlcohort.seeds import EVAL_SEED_OFFSET
+from vlcohort.seeds import EVAL_SEED_OFFSET, HOLDOUT_SEED_OFFSET
 from vlcohort.training.rewards import answer_kind
 from vlcohort.typed_yaml import ConfigError
 
 
 def load_problems(cfg: Config) -> list[Problem]:
-    """The training set: synthetic (default) or a file / hub dataset through ``data.*``.
+    """The training set: synthetic (default) or a file / hub dataset through ``data.*``,
+    less the ``eval.holdout`` share, which training never sees.
 
     Bad records are skipped and counted at load (summary printed here); images are decoded
     only at render, where ``next_prompts`` skips and counts the broken ones.
@@ -27,6 +30,17 @@ def load_problems(cfg: Config) -> list[Problem]:
         return make_dataset(tasks=tuple(d.tasks), n=d.num_problems,
                             seed=cfg.run.seed, image_size=d.image_size,
                             shuffle_options=d.shuffle_options)
+    problems = read_problems(cfg, d, "data")
+    if cfg.eval.holdout:
+        problems, _ = split_holdout(problems, cfg.eval.holdout, cfg.run.seed)
+    return problems
+
+
+def read_problems(cfg: Config, d: DataConfig | EvalDataConfig, key: str) -> list[Problem]:
+    """The problems of a file or hub dataset named by the section ``d`` (``data`` or
+    ``eval.data``, ``key`` naming it in messages): the preset with column overrides, the
+    records a run's reward sources and views need, the load summary printed, and an error
+    when no record or too large a share of them is usable."""
     from dataclasses import replace as _replace
 
     from vlcohort.data.problems import PRESETS, DataError, load_problems_from
@@ -34,10 +48,11 @@ def load_problems(cfg: Config) -> list[Problem]:
 
     preset = PRESETS[d.preset]
     overrides = {k: v for k, v in vars(d.columns).items() if v}
+    training = key == "data"
     views = [(a.name, a.view.column, a.view.rewrite_file) for a in cfg.agents
-             if a.view.column or a.view.rewrite_file]
-    gold_needed = any(agent_reward_source(cfg, i) == "ground_truth"
-                      for i in range(len(cfg.agents)))
+             if a.view.column or a.view.rewrite_file] if training else []
+    gold_needed = not training or any(agent_reward_source(cfg, i) == "ground_truth"
+                                      for i in range(len(cfg.agents)))
     kind = answer_kind(cfg.reward.answer_kind)
     try:
         problems, report = load_problems_from(
@@ -45,29 +60,92 @@ def load_problems(cfg: Config) -> list[Problem]:
             split=d.split, limit=d.limit,
             require_answer=gold_needed and kind.has_gold,
             extra_columns=sorted({c for _, c, _ in views if c}), where=d.where,
-            require_code=kind.required_fields(gold_needed),
-            max_image_pixels=d.max_image_pixels)
+            require_code=kind.required_fields(gold_needed and training),
+            max_image_pixels=cfg.data.max_image_pixels)
         problems = attach_views(problems, views, report)
     except DataError as e:
-        raise ConfigError(str(e)) from e
-    print(report.summary(), file=sys.stderr if report.skipped else sys.stdout)
+        raise ConfigError(keyed(str(e), key)) from e
+    print(keyed(report.summary(), key), file=sys.stderr if report.skipped else sys.stdout)
     if not problems:
-        raise ConfigError(f"data.path: no usable record in {d.path} (see the summary above)")
+        raise ConfigError(f"{key}.path: no usable record in {d.path} (see the summary above)")
     if report.bad_fraction > d.max_bad_fraction:
         raise ConfigError(
-            f"data.path: {report.bad_fraction:.0%} of the {report.rows} rows of {d.path} are "
-            f"bad (skipped: {report.skipped}), over data.max_bad_fraction="
+            f"{key}.path: {report.bad_fraction:.0%} of the {report.rows} rows of {d.path} are "
+            f"bad (skipped: {report.skipped}), over {key}.max_bad_fraction="
             f"{d.max_bad_fraction}; fix the file (the summary above names the first ones) or "
-            "raise data.max_bad_fraction")
+            f"raise {key}.max_bad_fraction")
     return problems
 
 
-def load_eval_problems(cfg: Config) -> list[Problem]:
-    """Held-out problems for ``eval.*``: the training families, drawn with another seed."""
-    if not cfg.eval.every:
-        return []
-    from vlcohort.data.synthetic import make_dataset
+#: A ``data.<key>`` the data loaders name in their messages, not preceded by a path
+#: character (so ``tests/data.jsonl`` is left alone).
+_DATA_KEY = re.compile(r"(?<![\w/.\\-])data\.(?=(?:path|source|split|where|preset|columns|limit|"
+                       r"max_image_pixels|max_bad_fraction)\b)")
 
-    n = cfg.eval.problems_per_task * len(cfg.data.tasks)
-    return make_dataset(tasks=tuple(cfg.data.tasks), n=n, seed=cfg.run.seed + EVAL_SEED_OFFSET,
-                        image_size=cfg.data.image_size, shuffle_options=cfg.data.shuffle_options)
+
+def keyed(message: str, key: str) -> str:
+    """A loader message (written for ``data.*``) naming the keys of section ``key``: the
+    held-out file's errors say ``eval.data.path``, not the training file's key."""
+    return message if key == "data" else _DATA_KEY.sub(key + ".", message)
+
+
+def split_holdout(problems: list[Problem], share: float, seed: int
+                  ) -> tuple[list[Problem], list[Problem]]:
+    """(training problems, held-out problems): a seeded draw of ``round(share x n)`` of the
+    problems (at least one, never all) held out; both keep the file's order. A pure
+    function of (the problems' ids in order, share, seed), so every run and resume with the
+    same settings draws the same split."""
+    n = len(problems)
+    k = min(n - 1, max(1, round(share * n)))
+    held = set(random.Random(seed + HOLDOUT_SEED_OFFSET).sample(range(n), k))
+    return ([p for i, p in enumerate(problems) if i not in held],
+            [p for i, p in enumerate(problems) if i in held])
+
+
+def limited(problems: list[Problem], limit: int, seed: int) -> list[Problem]:
+    """At most ``limit`` of the problems (0: all): a seeded draw, in the problems' order."""
+    if not limit or limit >= len(problems):
+        return problems
+    keep = set(random.Random(seed + HOLDOUT_SEED_OFFSET + 1).sample(range(len(problems)), limit))
+    return [p for i, p in enumerate(problems) if i in keep]
+
+
+def eval_source(cfg: Config) -> str:
+    """Where ``eval.*`` draws its problems: synthetic | file | hub | holdout (auto resolved
+    by the training data: synthetic families for synthetic training, else eval.holdout)."""
+    source = cfg.eval.data.source
+    if source != "auto":
+        return source
+    return "synthetic" if cfg.data.source == "synthetic" else "holdout"
+
+
+def load_eval_problems(cfg: Config) -> list[Problem]:
+    """Held-out problems for ``eval.*`` (none when ``eval.every`` is 0): the synthetic
+    families drawn with another seed, a file or hub split read as ``data.*`` is, or the
+    ``eval.holdout`` share of ``data.path``; at most ``eval.limit`` of them. Bad records
+    are skipped and counted as the training file's are."""
+    e = cfg.eval
+    if not e.every:
+        return []
+    source = eval_source(cfg)
+    if source == "synthetic":
+        from vlcohort.data.synthetic import make_dataset
+
+        n = e.problems_per_task * len(cfg.data.tasks)
+        problems = make_dataset(tasks=tuple(cfg.data.tasks), n=n,
+                                seed=cfg.run.seed + EVAL_SEED_OFFSET,
+                                image_size=cfg.data.image_size,
+                                shuffle_options=cfg.data.shuffle_options)
+    elif source == "holdout":
+        _, held = split_holdout(read_problems(cfg, cfg.data, "data"), e.holdout, cfg.run.seed)
+        problems = [p for p in held if p.gold is not None]
+        if len(problems) < len(held):
+            print(f"eval.holdout: {len(held) - len(problems)} of the {len(held)} held-out "
+                  f"problems of {cfg.data.path} have no gold answer and are not scored",
+                  file=sys.stderr)
+    else:
+        problems = read_problems(cfg, e.data, "eval.data")
+    if not problems:
+        raise ConfigError(f"eval.every={e.every}: no held-out problem with a gold answer "
+                          f"({source}); give eval.data a file with answers or raise eval.holdout")
+    return limited(problems, e.limit, cfg.run.seed)

@@ -90,8 +90,15 @@ METRIC_DOCS: dict[str, str] = {
     "agent/<a>/entropy": "mean per token, over the agent's completions, of the entropy of "
                          "the policy's next-token distribution (agents with an intrinsic "
                          "reward source)",
-    "eval/<a>/<t>/acc": "held-out greedy accuracy of agent <a> on task family <t> (and "
-                        "<t> = all); logged at step 0, every eval.every steps and at the end",
+    "eval/<a>/<t>/acc": "held-out accuracy of agent <a> on task family <t> (and <t> = "
+                        "all): greedy, or the mean over eval.samples sampled answers; logged "
+                        "at step 0, every eval.every steps and at the end",
+    "eval/<a>/<t>/pass_at_n": "eval.samples = n > 1: share of held-out problems where any of "
+                              "the n answers is right",
+    "eval/<a>/<t>/maj_at_n": "eval.samples = n > 1: share of held-out problems where the "
+                             "plurality answer of the n (grader's classes; a tie: wrong) is right",
+    "eval/<a>/all/parse_rate": "share of held-out answers from which an answer was extracted",
+    "eval/<a>/all/length": "mean held-out answer length, in tokens",
     "cohort/agreement": "share of prompts where all agents' majority votes agree "
                         "(abstentions count as disagreement)",
     "cohort/no_signal": "1 when no agent had a non-zero advantage this step (nothing "
@@ -115,6 +122,7 @@ METRIC_DOCS: dict[str, str] = {
     "timing/intrinsic": "seconds of timing/grading spent in the no-grad pass of intrinsic "
                         "rewards (its log-probs are reused as the update's old log-probs)",
     "timing/step": "seconds for the whole step",
+    "timing/eval": "seconds of the held-out evaluation logged with the step (not in timing/step)",
 }
 
 #: Self-play (``method: self_play``, ``vlcohort/recipes/selfplay.py``): one line per step, of either
@@ -359,6 +367,8 @@ def summary_line(record: dict[str, Any], agent_names: list[str]) -> str:
     if _finite(agree):
         parts.append(f"agree={agree:.2f}")
     parts.append(f"{record.get('timing/step') or 0:.1f}s")
+    if _finite(record.get("timing/eval")):
+        parts[-1] += f" + eval {record['timing/eval']:.1f}s"
     return " | ".join(parts)
 
 
@@ -406,3 +416,49 @@ def final_summary(records: list[dict[str, Any]], agent_names: list[str],
     if agree != "-":
         lines.append(f"  cohort agreement {agree}")
     return lines
+
+
+#: The held-out scores of one agent that are not per task family (``eval/<a>/all/<key>``).
+HELD_OUT_OVERALL = ("acc", "pass_at_n", "maj_at_n", "parse_rate", "length")
+
+
+def held_out_tasks(records: list[dict[str, Any]], agent_names: list[str]) -> list[str]:
+    """The task families the records' held-out scores name (``eval/<a>/<t>/acc``, t not
+    ``all``), in first-seen order; none when the held-out problems carry no family."""
+    tasks: dict[str, None] = {}
+    for rec in records:
+        for a in agent_names:
+            prefix = f"eval/{a}/"
+            for key in rec:
+                if key.startswith(prefix) and key.endswith("/acc"):
+                    task = key[len(prefix):-len("/acc")]
+                    if task != "all":
+                        tasks.setdefault(task)
+    return list(tasks)
+
+
+def held_out_table(record: dict[str, Any], agent_names: list[str],
+                   tasks: list[str]) -> dict[str, dict[str, float]]:
+    """``{agent: {task: acc, ..., "all": acc, "parse_rate": ..., "length": ...}}`` (and
+    ``pass_at_n`` / ``maj_at_n`` when sampled) from one evaluation's record; a score the
+    record lacks is left out."""
+    table = {}
+    for a in agent_names:
+        row = {t: record[f"eval/{a}/{t}/acc"] for t in tasks if f"eval/{a}/{t}/acc" in record}
+        for key in HELD_OUT_OVERALL:
+            if f"eval/{a}/all/{key}" in record:
+                row["all" if key == "acc" else key] = record[f"eval/{a}/all/{key}"]
+        table[a] = row
+    return table
+
+
+def held_out_summary(records: list[dict[str, Any]], agent_names: list[str]) -> dict[str, Any]:
+    """The held-out evaluations of a run, for its ``summary.json``: the families, and the
+    first and last evaluation's :func:`held_out_table` with their steps (empty: none)."""
+    evals = [r for r in records if any(k.startswith("eval/") for k in r)]
+    if not evals:
+        return {}
+    tasks = held_out_tasks(evals, agent_names)
+    return {"tasks": tasks,
+            "first": {"step": evals[0]["step"], **held_out_table(evals[0], agent_names, tasks)},
+            "last": {"step": evals[-1]["step"], **held_out_table(evals[-1], agent_names, tasks)}}

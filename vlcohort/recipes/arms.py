@@ -27,7 +27,7 @@ from pathlib import Path
 from vlcohort import run_folder
 from vlcohort.config import Config, save_resolved, validate
 from vlcohort.console import arm_difference
-from vlcohort.monitoring.metrics import read_metrics
+from vlcohort.monitoring.metrics import held_out_table, held_out_tasks, read_metrics
 from vlcohort.recipes.cohort import run_cohort
 from vlcohort.training.warmup import fingerprint, reusable, save_fingerprint, warm_up, warmed_up_folder
 
@@ -288,38 +288,49 @@ def _own_tasks(cfg: Config) -> dict[str, set[str]]:
 
 
 def summarise(cfg: Config, run_dir: Path) -> dict:
-    """{methods: {method: {agent: {task: acc, ..., "own": x, "unseen": y}}}} from the last
-    and first eval records of each arm."""
+    """{methods: {method: {agent: {task: acc, ..., "all", "parse_rate", "length", "own": x,
+    "unseen": y}}}} from the last and first eval records of each arm. The families are
+    the synthetic ``data.tasks``, or those the held-out records name (a file's ``task``
+    column)."""
     own = _own_tasks(cfg)
-    out: dict = {"tasks": list(cfg.data.tasks), "agents": {a: sorted(t) for a, t in own.items()},
-                 "methods": {}, "start": {}}
-    for method in cfg.arms:
-        recs = [r for r in read_metrics(run_dir / method / "metrics.jsonl")
+    names = [mc.name for mc in cfg.agents]
+    runs = {m: [r for r in read_metrics(run_dir / m / "metrics.jsonl")
                 if any(k.startswith("eval/") for k in r)]
+            for m in cfg.arms if (run_dir / m / "metrics.jsonl").is_file()}
+    tasks = arm_tasks(cfg, [r for recs in runs.values() for r in recs])
+    out: dict = {"tasks": tasks, "agents": {a: sorted(t) for a, t in own.items()},
+                 "methods": {}, "start": {}}
+    for method, recs in runs.items():
         if not recs:
             continue
-        out["methods"][method] = _eval_table(recs[-1], cfg, own)
+        out["methods"][method] = _eval_table(recs[-1], names, tasks, own)
         out["methods"][method]["step"] = recs[-1]["step"]
-        out["start"] = _eval_table(recs[0], cfg, own)
+        out["start"] = _eval_table(recs[0], names, tasks, own)
     return out
 
 
-def _eval_table(rec: dict, cfg: Config, own: dict[str, set[str]]) -> dict:
-    table: dict = {}
-    for mc in cfg.agents:
-        row = {t: rec.get(f"eval/{mc.name}/{t}/acc") for t in cfg.data.tasks}
-        mine = [v for t, v in row.items() if t in own[mc.name] and v is not None]
-        other = [v for t, v in row.items() if t not in own[mc.name] and v is not None]
+def arm_tasks(cfg: Config, records: list[dict]) -> list[str]:
+    """The task families of the arms' held-out scores: the synthetic ``data.tasks`` when
+    the records hold them, else the families the records name, else none (``all`` only)."""
+    names = [mc.name for mc in cfg.agents]
+    named = held_out_tasks(records, names)
+    return [t for t in cfg.data.tasks if t in named] or named
+
+
+def _eval_table(rec: dict, names: list[str], tasks: list[str], own: dict[str, set[str]]) -> dict:
+    table: dict = held_out_table(rec, names, tasks)
+    for name, row in table.items():
+        mine = [row[t] for t in tasks if t in own[name] and t in row]
+        other = [row[t] for t in tasks if t not in own[name] and t in row]
         if mine:
             row["own"] = sum(mine) / len(mine)
         if other:
             row["unseen"] = sum(other) / len(other)
-        table[mc.name] = row
     return table
 
 
 def summary_table(summary: dict) -> str:
-    tasks = summary["tasks"]
+    tasks = summary["tasks"] or ["all"]
     lines = ["", "held-out accuracy (greedy) per method, agent and task family "
                  "(own = warmed up on it, unseen = not)",
              f"{'method':<10} {'agent':<6} " + " ".join(f"{t:>12}" for t in tasks)
@@ -350,13 +361,14 @@ def plot_comparison(cfg: Config, run_dir: Path, out_png: Path) -> Path | None:
     if not arms:
         return None
     own = _own_tasks(cfg)
+    tasks = arm_tasks(cfg, [r for m in arms for r in read_metrics(run_dir / m / "metrics.jsonl")]) or ["all"]
     fig, axes = plt.subplots(2, len(arms), figsize=(6 * len(arms), 7), squeeze=False)
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
     for j, method in enumerate(arms):
         recs = read_metrics(run_dir / method / "metrics.jsonl")
         ax = axes[0][j]
         for i, mc in enumerate(cfg.agents):
-            for task in cfg.data.tasks:
+            for task in tasks:
                 pts = [(r["step"], r[f"eval/{mc.name}/{task}/acc"]) for r in recs
                        if f"eval/{mc.name}/{task}/acc" in r]
                 if pts:

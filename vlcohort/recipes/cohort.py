@@ -49,6 +49,7 @@ Departures from the published Co-rewarding code (arXiv 2508.00410), on purpose:
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -59,7 +60,13 @@ from vlcohort.config import Config, load_config, to_dict, to_yaml
 from vlcohort.data.problems import Problem
 from vlcohort.data.sources import load_eval_problems, load_problems
 from vlcohort.data.stream import ProblemStream
-from vlcohort.monitoring.metrics import MetricsLogger, final_summary, read_metrics, summary_line
+from vlcohort.monitoring.metrics import (
+    MetricsLogger,
+    final_summary,
+    held_out_summary,
+    read_metrics,
+    summary_line,
+)
 from vlcohort.monitoring.monitor import STOP_HINTS, Monitor
 from vlcohort.recipes.driver import (
     Recipe,
@@ -171,17 +178,24 @@ def restore(run: Run, folder: Path) -> None:
 
 
 def step(run: Run, step: int) -> dict[str, Any]:
-    """One cohort step, plus held-out accuracy every ``eval.every`` steps and at the end."""
+    """One cohort step, plus the held-out evaluation every ``eval.every`` steps and at the end."""
     record = train_step(run, step)
-    if run.eval_problems and (step % run.cfg.eval.every == 0 or step == run.cfg.run.steps):
-        record.update(evaluate(run))
+    if evaluates_at(run, step):
+        record.update(evaluate(run, step))
     return record
 
 
+def evaluates_at(run: Run, step: int) -> bool:
+    """Whether step ``step`` ends with a held-out evaluation: every ``eval.every`` steps and
+    after the last (the one before the first is :func:`start`'s)."""
+    return bool(run.eval_problems) and (step % run.cfg.eval.every == 0 or step == run.cfg.run.steps)
+
+
 def start(run: Run) -> None:
-    """Held-out accuracy before the first RL step."""
+    """The held-out evaluation before the first RL step (a fresh run only: a resumed run
+    has it in its log), which also counts the held-out records that do not render."""
     if run.eval_problems and run.step == 0:
-        run.logger.log({"step": 0, **evaluate(run)})
+        run.logger.log({"step": 0, **evaluate(run, 0, count_skips=True)})
 
 
 def watch(run: Run, record: dict[str, Any], step: int) -> Callable[[Path], str] | None:
@@ -212,31 +226,45 @@ def watch(run: Run, record: dict[str, Any], step: int) -> Callable[[Path], str] 
         + " ".join(dict.fromkeys(STOP_HINTS[a.signal] for a in stops)))
 
 
-def evaluate(run: Run) -> dict[str, float]:
-    """``eval/<agent>/<task>/acc`` on the held-out problems (greedy answers)."""
-    from vlcohort.monitoring.heldout import accuracy_by_task
+def evaluate(run: Run, step: int, count_skips: bool = False) -> dict[str, float]:
+    """``eval/<agent>/<task>/acc`` (and ``pass_at_n`` / ``maj_at_n`` with ``eval.samples`` >
+    1), ``eval/<agent>/all/parse_rate`` and ``/length`` on the held-out problems, each agent
+    asked in its own prompt format, and ``timing/eval``. ``count_skips``: the problems an
+    agent cannot render are counted in the run's skipped records (``held_out_<reason>``)
+    and named, once per run (the set is the same at every evaluation)."""
+    import time
 
-    out = {}
+    from vlcohort.monitoring.heldout import evaluate_agent
+    from vlcohort.seeds import EVAL_SAMPLE_SEED_OFFSET, rollout_seed
+
+    t0 = time.perf_counter()
+    e, out = run.cfg.eval, {}
     for agent in run.agents:
+        index = run.names.index(agent.name)
         with agent.generation_context():  # every rank of a ZeRO-3 group takes part
-            accs = accuracy_by_task(agent, run.eval_problems, run.cfg.prompt.system_prompt,
-                                    run.cfg.prompt.instruction, run.grader,
-                                    max_new_tokens=run.cfg.eval.max_new_tokens,
-                                    style=run.cfg.reward.answer_style,
-                                    max_prompt_tokens=run.cfg.data.max_prompt_tokens)
+            held = evaluate_agent(
+                agent, run.eval_problems, run.cfg.prompt.system_prompt, run.cfg.prompt.instruction,
+                run.grader, max_new_tokens=e.max_new_tokens, style=run.cfg.reward.answer_style,
+                batch_size=e.batch_size, max_prompt_tokens=run.cfg.data.max_prompt_tokens,
+                samples=e.samples, temperature=e.temperature,
+                seed=rollout_seed(run.cfg.run.seed + EVAL_SAMPLE_SEED_OFFSET, step, index))
+        if count_skips and held.left_out and run.layout.is_group_leader:
+            for _, reason in held.left_out:
+                key = f"held_out_{reason}"
+                run.skipped_records[key] = run.skipped_records.get(key, 0) + 1
+            print(f"held-out evaluation of {agent.name}: left out {len(held.left_out)} of "
+                  f"{len(run.eval_problems)} problems that do not render (a prompt over "
+                  f"data.max_prompt_tokens={run.cfg.data.max_prompt_tokens}, or a bad "
+                  f"record), e.g. {held.left_out[0][0]!r} ({held.left_out[0][1]}); the "
+                  "scores are over the rest", file=sys.stderr)
         if run.layout.is_group_leader:
-            if accs.left_out:
-                print(f"held-out evaluation of {agent.name}: left out {len(accs.left_out)} of "
-                      f"{len(run.eval_problems)} problems that do not render (a prompt over "
-                      f"data.max_prompt_tokens={run.cfg.data.max_prompt_tokens}, or a bad "
-                      f"record), e.g. {accs.left_out[0]!r}; the accuracy is over the rest",
-                      file=sys.stderr)
-            out.update({f"eval/{agent.name}/{task}/acc": v for task, v in accs.items()})
+            out.update({f"eval/{agent.name}/{k}": v for k, v in held.items()})
     if run.layout.distributed:
         merged: dict[str, float] = {}
-        for piece in run.layout.gather(out, "held-out accuracies"):
+        for piece in run.layout.gather(out, "held-out scores"):
             merged.update(piece)
-        return merged
+        out = merged
+    out["timing/eval"] = time.perf_counter() - t0
     return out
 
 
@@ -271,10 +299,16 @@ def cleanup(run: Run) -> None:
         print(f"skipped records by reason: {run.skipped_records}")
     if run.no_signal_steps:
         print(f"steps without any learning signal: {run.no_signal_steps} of {run.step}")
+    held_out = {}
     if run.logger.path.is_file():
-        print("\n".join(final_summary(read_metrics(run.logger.path), run.names)))
+        records = read_metrics(run.logger.path)
+        print("\n".join(final_summary(records, run.names)))
+        held_out = held_out_summary(records, run.names)
+        if held_out:
+            run_folder.write_text(run.dir / "summary.json", json.dumps({"held_out": held_out}, indent=1))
     tracked = " tensorboard/," if cfg.log.tensorboard else ""
-    print(f"results: {run.dir} (config.yaml, metrics.jsonl,{tracked} plots/, checkpoints/)")
+    summary = " summary.json," if held_out else ""
+    print(f"results: {run.dir} (config.yaml, metrics.jsonl,{summary}{tracked} plots/, checkpoints/)")
 
 
 def summary(run: Run, record: dict[str, Any]) -> str:
@@ -305,7 +339,7 @@ def run_cohort(cfg: Config, resume: str | Path | None = None, layout: dist_.Layo
 #: Keys a resume cannot change: the checkpoint holds these agents' weights and the data
 #: stream's position, so another value could not continue the run (a new run from the
 #: checkpoint's weights can: ``agents.N.path=<checkpoint>/<agent>``).
-FIXED_ON_RESUME = ("agents", "method", "data", "distributed", "run.seed")
+FIXED_ON_RESUME = ("agents", "method", "data", "distributed", "run.seed", "eval.holdout")
 #: Keys a resume may change without touching what is trained: length, logging, saving,
 #: evaluation and the monitor. Any other change (a learning rate, a reward rule) is
 #: allowed but listed: the run then no longer equals a straight run.
