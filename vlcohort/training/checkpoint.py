@@ -15,6 +15,13 @@ Layout of one checkpoint::
                                  EMA of what rank r holds)
     <run>/checkpoints/latest     the name of the newest complete checkpoint
 
+``checkpoint.optimizer=false`` writes weights-only checkpoints: each agent's
+``save_pretrained`` folder without ``trainer_state.pt``, ``zero/`` or the EMA teacher
+(state that only a resume reads), and ``"optimizer_state": false`` in ``state.json``.
+Such a checkpoint exports (``vlcohort export``) and loads with ``from_pretrained``; a
+resume refuses it (:func:`require_optimizer_state`). Sizes: docs/training.md,
+"Checkpoint size".
+
 In an agent-group launch each group's leader writes its agent's folder (ZeRO-3 weights are
 gathered first), every rank writes its ZeRO partition, and rank 0 writes the rest and
 renames. Resuming needs the same launch mode; within agent groups, ZeRO stage 0 resumes
@@ -69,6 +76,9 @@ class CheckpointError(RunError):
 
 
 MANIFEST = "manifest.json"
+TRAINER_STATE = "trainer_state.pt"
+#: ``state.json`` key: False in a weights-only checkpoint (absent in older ones: True).
+OPTIMIZER_STATE = "optimizer_state"
 _TMP_PREFIX = ".step-"
 _STEP_NAME = re.compile(r"step-[0-9]+")
 
@@ -193,33 +203,40 @@ def verify_checkpoint(folder: Path) -> list[str]:
 
 def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: list,
                     schedulers: list, state: dict[str, Any], keep_last: int | None = None,
-                    layout=None) -> Path:
+                    layout=None, optimizer_state: bool = True) -> Path:
     """Write ``checkpoints/step-<step>`` for all agents; return its folder.
 
     ``agents[i]`` needs ``.name``, ``.model`` (``save_pretrained``) and ``.adapter.processor``;
     ``optimizers[i]`` / ``schedulers[i]`` need ``state_dict()``. With a distributed
-    ``layout`` every rank calls this (it holds collectives).
+    ``layout`` every rank calls this (it holds collectives). ``optimizer_state=False``:
+    weights only (no optimizer, LR-schedule or EMA-teacher state; see the module docstring),
+    about a third of a full fine-tune's checkpoint.
     """
     if layout is not None and layout.distributed:
-        return _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layout)
+        return _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layout,
+                                 optimizer_state)
     root = checkpoints_root(run_dir)
     remove_stale_temporaries(root)
     final = root / f"step-{step}"
-    with out_of_space_stops_the_run(root, step, lambda: checkpoint_bytes(agents, optimizers)):
+    counted = optimizers if optimizer_state else []
+    with out_of_space_stops_the_run(root, step, lambda: checkpoint_bytes(agents, counted)):
         tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{step}-", dir=root))
         try:
             for agent, opt, sched in zip(agents, optimizers, schedulers):
                 folder = tmp / agent.name
                 agent.model.save_pretrained(folder, safe_serialization=True)
                 agent.adapter.processor.save_pretrained(folder)
+                if not optimizer_state:
+                    continue
                 torch.save({"optimizer": opt.state_dict(),
                             "scheduler": sched.state_dict() if sched is not None else None},
-                           folder / "trainer_state.pt")
+                           folder / TRAINER_STATE)
                 if getattr(agent, "teacher", None) is not None:
                     agent.teacher.save(folder / EMA_FILE)
             torch.save(rng_state(), tmp / "rng.pt")
             write_manifest(tmp)
-            (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
+            (tmp / "state.json").write_text(json.dumps(
+                {"step": step, OPTIMIZER_STATE: optimizer_state, **state}, indent=1))
             _replace_folder(tmp, final)  # the same step again: e.g. Ctrl-C right after a save
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -301,7 +318,8 @@ def out_of_space_stops_the_run(root: Path, step: int, need_bytes):
             f"{root.parent}`") from e
 
 
-def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layout) -> Path:
+def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layout,
+                      optimizer_state: bool = True) -> Path:
     root = Path(run_dir) / CHECKPOINTS
     final = root / f"step-{step}"
     tmp = None
@@ -317,8 +335,11 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
                 if layout.is_group_leader:
                     agent.model.save_pretrained(folder, safe_serialization=True)
                     agent.adapter.processor.save_pretrained(folder)
-                    torch.save({"optimizer": None, "scheduler": sched.state_dict()},
-                               folder / "trainer_state.pt")
+                    if optimizer_state:
+                        torch.save({"optimizer": None, "scheduler": sched.state_dict()},
+                                   folder / TRAINER_STATE)
+            if not optimizer_state:  # every rank skips alike: no ZeRO save, no collective
+                continue
             if getattr(agent, "teacher", None) is not None:  # each rank: the EMA of what it holds
                 folder.mkdir(parents=True, exist_ok=True)
                 agent.teacher.save(folder / ema_rank_file(layout.group_rank))
@@ -329,7 +350,8 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
         if layout.is_logger:
             torch.save(rng_state(), tmp / "rng.pt")
             write_manifest(tmp)
-            (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
+            (tmp / "state.json").write_text(json.dumps(
+                {"step": step, OPTIMIZER_STATE: optimizer_state, **state}, indent=1))
             _replace_folder(tmp, final)
             run_folder.write_text(root / LATEST, final.name)
             if keep_last:
@@ -424,9 +446,29 @@ def resumable_checkpoint(run_dir: str | Path) -> tuple[Path | None, list[str]]:
     for folder in candidates:
         problems = verify_checkpoint(folder)
         if not problems:
+            require_optimizer_state(folder)
             return folder, skipped
         skipped += problems
     return None, skipped
+
+
+def has_optimizer_state(folder: Path) -> bool:
+    """Whether checkpoint ``folder`` holds what a resume needs beyond the weights (saved
+    with ``checkpoint.optimizer=true``, or before that key existed)."""
+    return bool(load_state(folder).get(OPTIMIZER_STATE, True))
+
+
+def require_optimizer_state(folder: Path) -> None:
+    """Refuse to resume from a weights-only checkpoint: a fresh optimizer (zero Adam
+    moments, a restarted schedule) would not continue the run it claims to continue."""
+    if has_optimizer_state(folder):
+        return
+    raise CheckpointError(
+        f"{folder}: a weights-only checkpoint (saved with checkpoint.optimizer=false: no "
+        "optimizer, LR-schedule or EMA-teacher state), so the run cannot continue from it; "
+        f"export it (vlcohort export {folder.parent.parent}) or start a new run from its "
+        f"weights (agents.N.path={folder}/<agent>), and keep checkpoint.optimizer=true in "
+        "runs you mean to resume")
 
 
 def ema_rank_file(group_rank: int) -> str:
@@ -452,7 +494,7 @@ def load_teacher(agent, folder: Path, layout=None) -> None:
 
 
 def load_trainer_state(folder: Path, agent_name: str) -> dict[str, Any]:
-    return _load_data(folder / agent_name / "trainer_state.pt")
+    return _load_data(folder / agent_name / TRAINER_STATE)
 
 
 def load_state(folder: Path) -> dict[str, Any]:
