@@ -13,7 +13,19 @@ export writes what a user serves::
                                             stops and answers as the policy did in training
     <out>/tokenizer*, processor / chat template files
     <out>/README.md                         model card: base model, family, method, steps,
-                                            data, the agent's latest metrics
+                                            data, the agent's latest metrics, and how it
+                                            was prompted in training
+    <out>/prompt_recipe.json                that prompt recipe, machine-readable: format,
+                                            system prompt, instruction, option layout and
+                                            order, answer style and kind, and one example
+                                            prompt rendered by the agent's own adapter
+    <out>/prompt_format.jinja               only when the agent was prompted through a
+                                            Jinja file of the run's (``prompt.format``)
+
+An agent answers near chance when prompted otherwise than it was trained (another option
+layout, no answer instruction, a chat template where it learnt a plain format), so the
+recipe travels with the weights; :func:`recipe_adapter` and :func:`render_with_recipe`
+prompt an exported folder exactly as training did.
 
 The folder is built in a hidden sibling and renamed into place when complete, so a failed
 export leaves no half-written ``<out>``. Errors that a person fixes (no checkpoint, an
@@ -38,6 +50,12 @@ from vlcohort.errors import RunError
 ADAPTER_CONFIG = "adapter_config.json"
 #: Substrings of parameter names that only a PEFT-wrapped (unmerged) model has.
 PEFT_MARKERS = ("lora_A", "lora_B", "lora_embedding", "base_layer", "modules_to_save")
+#: The exported folder's machine-readable prompt recipe (:func:`prompt_recipe`).
+PROMPT_RECIPE = "prompt_recipe.json"
+#: A Jinja prompt format of the run's own, copied into the exported folder under this name.
+PROMPT_FORMAT_FILE = "prompt_format.jinja"
+#: Version of the :data:`PROMPT_RECIPE` layout (raised when a field changes meaning).
+RECIPE_VERSION = 1
 
 
 class ExportError(RunError):
@@ -152,17 +170,19 @@ def lora_base(folder: Path, mc) -> str:
     return str(base)
 
 
-def load_for_export(folder: Path, mc) -> tuple[Any, Any, bool]:
+def load_for_export(folder: Path, mc, cfg=None) -> tuple[Any, Any, bool]:
     """(adapter, plain transformers model, merged) for an agent's checkpoint folder.
 
     A full model loads from the folder itself (its processor too) with the agent's
-    options (dtype, attention); a LoRA adapter is put on its base the way the trainer
-    resumes it (``agent._wrap_lora``: ``PeftModel.from_pretrained``) and folded in with
-    ``merge_and_unload``, which returns the base class with the updated weights."""
+    options (dtype, attention; the prompt format as the run resolved it, ``cfg``'s
+    ``prompt.format`` for an agent without its own); a LoRA adapter is put on its base the
+    way the trainer resumes it (``agent._wrap_lora``: ``PeftModel.from_pretrained``) and
+    folded in with ``merge_and_unload``, which returns the base class with the updated
+    weights."""
     from vlcohort.processors import adapter_for
     from vlcohort.training.agent import adapter_options
 
-    options = adapter_options(mc) if mc is not None else None
+    options = adapter_options(mc, cfg) if mc is not None else None
     if not is_adapter_folder(folder):
         adapter = adapter_for(folder, options)
         return adapter, adapter.load_model(), False
@@ -245,8 +265,9 @@ def data_line(cfg) -> str:
 
 def model_card(*, agent: str, run_dir: Path, step: int, family: str, base: str,
                model_class: str, multimodal: bool, mc, cfg, merged: bool,
-               metrics: dict[str, tuple[int, float]]) -> str:
-    """A short hub model card (YAML front matter + markdown) for an exported agent."""
+               metrics: dict[str, tuple[int, float]], recipe: dict[str, Any] | None = None) -> str:
+    """A short hub model card (YAML front matter + markdown) for an exported agent, with
+    how to prompt it (``recipe``: :func:`prompt_recipe`)."""
     method = cfg.method if cfg is not None else "unknown (no config.yaml in the run)"
     reward = getattr(getattr(cfg, "reward", None), "source", None)
     hub_base = _hub_id(base)
@@ -292,6 +313,8 @@ def model_card(*, agent: str, run_dir: Path, step: int, family: str, base: str,
         lines.append("")
     else:
         lines += ["No metrics.jsonl in the run folder: no metrics recorded here.", ""]
+    if recipe is not None:
+        lines += recipe_card_lines(recipe)
     lines += ["## Use", "", "```python",
               f"from transformers import AutoProcessor, {model_class}",
               f'model = {model_class}.from_pretrained("<this folder or repo>")',
@@ -299,6 +322,184 @@ def model_card(*, agent: str, run_dir: Path, step: int, family: str, base: str,
               "or serve it: `vllm serve <this folder or repo>`. `generation_config.json` "
               "carries the stop tokens the policy was trained with.", ""]
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------- prompt recipe
+
+
+def training_prompt(cfg, agent: str) -> tuple[str | None, str | None, str]:
+    """(system prompt, instruction, role) the agent's training prompts were rendered with:
+    the run's ``prompt.system_prompt`` and ``prompt.instruction``, except for self-play's
+    challenger (``self_play.challenger_system``, no instruction: it writes questions) and
+    CoMAS (no instruction: each turn's own text says what to write)."""
+    pr = cfg.prompt
+    if cfg.method == "self_play":
+        from vlcohort.config_checks import self_play_roles
+
+        challenger, _ = self_play_roles(cfg)
+        if cfg.agents[challenger].name == agent:
+            return (cfg.self_play.challenger_system, None,
+                    "self-play challenger: it was prompted to write questions")
+        return pr.system_prompt, pr.instruction, "self-play solver: it answered questions"
+    if cfg.method == "comas":
+        return (pr.system_prompt, None, "CoMAS: solve, critique and judge turns, each turn's "
+                "text saying what to write (vlcohort/recipes/comas.py); no instruction added")
+    return pr.system_prompt, pr.instruction, "solver: it answered the run's problems"
+
+
+def option_order(cfg) -> str:
+    """How the options of the agent's training problems were ordered, from ``data.*``."""
+    d = cfg.data
+    if d.source != "synthetic":
+        return ("as each record lists them (its options column, or the options parsed out "
+                "of the question), not reordered")
+    if d.shuffle_options:
+        return ("shuffled per problem (data.shuffle_options=true): a letter names no fixed "
+                "option; the model must read the options")
+    from vlcohort.data.synthetic import COLOURS, SHAPES
+
+    return (f"a fixed order (data.shuffle_options=false): colours {', '.join(COLOURS)}, "
+            f"shape kinds {', '.join(SHAPES)}, so a letter always names the same option")
+
+
+def example_problem(multimodal: bool):
+    """The problem the recipe's example prompt is rendered for: multiple choice, with one
+    drawn image for a vision-language model (to show where images go). Not from the data."""
+    from vlcohort.data.problems import Problem
+
+    if not multimodal:
+        return Problem(id="example", text="Which of these numbers is the largest?",
+                       options=["12", "47", "30", "8"])
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (56, 56), "white")
+    ImageDraw.Draw(image).rectangle([14, 14, 42, 42], fill="red")
+    return Problem(id="example", text="What colour is the square in the image?",
+                   images=[image], options=["blue", "red", "green", "yellow"])
+
+
+def prompt_recipe(adapter, cfg, mc, agent: str) -> dict[str, Any]:
+    """How agent ``agent`` was prompted in training, as the run resolved it (``adapter``:
+    its adapter, built with the run's options; ``cfg``: the run's config, None when the run
+    folder has none), with one example prompt rendered by that adapter. Written to
+    :data:`PROMPT_RECIPE`; :func:`recipe_adapter` / :func:`render_with_recipe` read it."""
+    from vlcohort.data.problems import LETTERS
+    from vlcohort.processors import prompt_formats
+    from vlcohort.processors.base import format_options
+
+    fmt = adapter.prompt_format
+    named = fmt == prompt_formats.CHAT or fmt in prompt_formats.NAMED_FORMATS
+    recipe: dict[str, Any] = {
+        "version": RECIPE_VERSION, "agent": agent, "family": adapter.family,
+        "prompt_format": fmt if named else PROMPT_FORMAT_FILE,
+        "prompt_format_description": adapter.prompt_format_description(),
+        "template": prompt_formats.template_text(fmt),  # None: this folder's chat template
+        "plain_bos": "" if fmt == prompt_formats.CHAT else adapter._bos_the_tokenizer_adds(),
+    }
+    if cfg is None:
+        recipe.update(complete=False, system_prompt=None, instruction=None, role=None,
+                      note="the run folder has no config.yaml: the system prompt, "
+                      "instruction, option order and answer style are unknown")
+    else:
+        system, instruction, role = training_prompt(cfg, agent)
+        recipe.update(complete=True, system_prompt=system, instruction=instruction, role=role)
+    recipe["user_turn"] = (("images at the question's <image> / <image1> placeholders (none: "
+                            "before the text), " if adapter.is_multimodal else "")
+                           + "the question, then on new lines the options block and the "
+                           "instruction")
+    recipe["options"] = {
+        "block": format_options(["<first option>", "<second option>"]),
+        "letters": LETTERS,
+        "order": option_order(cfg) if cfg is not None else None,
+    }
+    if cfg is not None:
+        recipe["answer_style"] = cfg.reward.answer_style
+        recipe["answer_kind"] = cfg.reward.answer_kind
+        recipe["answer_extraction"] = ("vlcohort.extract_answer(reply, "
+                                       f"style={cfg.reward.answer_style!r})")
+    if mc is not None and (mc.view.column or mc.view.rewrite_file):
+        recipe["view"] = ("trained on its own wording of each question (agents.N.view: "
+                          f"column {mc.view.column!r}, rewrite_file {mc.view.rewrite_file!r})")
+    problem = example_problem(adapter.is_multimodal)
+    rendered = adapter.render(problem, recipe["system_prompt"], recipe["instruction"])
+    recipe["example"] = {"question": problem.text, "options": problem.options,
+                         "images": len(problem.images), "prompt": rendered.text}
+    return recipe
+
+
+def recipe_card_lines(recipe: dict[str, Any]) -> list[str]:
+    """The model card's section on prompting the agent as it was trained."""
+    def shown(value) -> str:  # one table cell: newlines as \n, pipes escaped
+        if value is None:
+            return "none"
+        return "`" + json.dumps(value, ensure_ascii=False)[1:-1].replace("|", "\\|") + "`"
+
+    rows = [("prompt format", recipe["prompt_format_description"]
+             + ("" if recipe["template"] is None else f" (template in `{PROMPT_RECIPE}`)")),
+            ("system prompt", shown(recipe["system_prompt"])),
+            ("instruction (ends the user turn)", shown(recipe["instruction"])),
+            ("options", f"after the question: `{recipe['options']['block'].splitlines()[0]}`, "
+                        f"then one `A. <option>` line each; order: {recipe['options']['order']}")]
+    if recipe.get("answer_style") is not None:
+        rows.append(("answer", f"kind {recipe['answer_kind']}, read with answer style "
+                               f"{recipe['answer_style']} ({recipe['answer_extraction']})"))
+    if recipe.get("role"):
+        rows.append(("role in training", recipe["role"]))
+    if recipe.get("view"):
+        rows.append(("questions", recipe["view"]))
+    lines = ["## Prompt it as it was trained", "",
+             "Prompted any other way (another option layout, no answer instruction, another "
+             "format) the agent may answer near chance. The recipe, machine-readable, is "
+             f"`{PROMPT_RECIPE}`.", ""]
+    if not recipe["complete"]:
+        lines += [f"Incomplete: {recipe['note']}.", ""]
+    lines += ["| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), "",
+              "An example question (not from the data)"
+              + (f" with {recipe['example']['images']} image(s)" if recipe["example"]["images"]
+                 else "") + ", rendered as training rendered its problems:", "", "````text",
+              recipe["example"]["prompt"], "````", "",
+              "With vlcohort: `vlcohort.export.render_with_recipe(\"<this folder>\", problem)` "
+              "renders any `vlcohort.data.problems.Problem` the same way.", ""]
+    return lines
+
+
+def read_recipe(folder: str | Path) -> dict[str, Any]:
+    """The :data:`PROMPT_RECIPE` of an exported folder (an :class:`ExportError` naming the
+    file when it is missing or unreadable)."""
+    path = Path(folder) / PROMPT_RECIPE
+    try:
+        recipe = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ExportError(f"{path}: missing; export the agent again with this version of "
+                          "vlcohort (vlcohort export RUN --agent NAME --out DIR)") from None
+    except (OSError, ValueError) as e:
+        raise ExportError(f"{path}: unreadable ({e}); export the agent again") from None
+    if recipe.get("version") != RECIPE_VERSION:
+        raise ExportError(f"{path}: recipe version {recipe.get('version')!r}, this vlcohort "
+                          f"reads {RECIPE_VERSION}; export the agent again")
+    return recipe
+
+
+def recipe_adapter(folder: str | Path):
+    """The adapter of an exported folder with the prompt format the agent was trained with
+    (the folder's own Jinja file for a run's format file)."""
+    from vlcohort.processors import adapter_for
+    from vlcohort.processors.base import AdapterOptions
+
+    recipe = read_recipe(folder)
+    fmt = recipe["prompt_format"]
+    if fmt == PROMPT_FORMAT_FILE:
+        fmt = str(Path(folder) / PROMPT_FORMAT_FILE)
+    return adapter_for(Path(folder), AdapterOptions(prompt_format=fmt))
+
+
+def render_with_recipe(folder: str | Path, problem, adapter=None):
+    """``problem`` rendered as the exported agent's training prompts were: its format,
+    system prompt and instruction from :data:`PROMPT_RECIPE` (``adapter``: one from
+    :func:`recipe_adapter`, to render many without reloading the processor)."""
+    recipe = read_recipe(folder)
+    adapter = adapter or recipe_adapter(folder)
+    return adapter.render(problem, recipe["system_prompt"], recipe["instruction"])
 
 
 # ---------------------------------------------------------------------------- the export
@@ -369,7 +570,7 @@ def export_agent(run_dir: str | Path, out: str | Path, agent: str | None = None,
     from vlcohort.training.checkpoint import load_state
 
     n = int(load_state(folder).get("step", folder.name.split("-", 1)[1]))
-    adapter, model, merged = load_for_export(folder / agent, mc)
+    adapter, model, merged = load_for_export(folder / agent, mc, cfg)
 
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -383,11 +584,15 @@ def export_agent(run_dir: str | Path, out: str | Path, agent: str | None = None,
         adapter.processor.save_pretrained(tmp)
         if not (tmp / "generation_config.json").is_file():  # a model class without generate
             model.generation_config.save_pretrained(tmp)
+        recipe = prompt_recipe(adapter, cfg, mc, agent)
+        if recipe["prompt_format"] == PROMPT_FORMAT_FILE:
+            (tmp / PROMPT_FORMAT_FILE).write_text(recipe["template"])
+        (tmp / PROMPT_RECIPE).write_text(json.dumps(recipe, indent=1, ensure_ascii=False) + "\n")
         base = lora_base(folder / agent, mc) if merged else (mc.path if mc else str(folder / agent))
         card = model_card(agent=agent, run_dir=run_dir, step=n, family=adapter.family,
                           base=base, model_class=adapter._model_class().__name__,
                           multimodal=adapter.is_multimodal, mc=mc, cfg=cfg, merged=merged,
-                          metrics=latest_metrics(run_dir, agent, n))
+                          metrics=latest_metrics(run_dir, agent, n), recipe=recipe)
         (tmp / "README.md").write_text(card)
         _readable(tmp)
         if out.is_symlink() or out.exists():  # empty, or --force; a link: only the link
