@@ -5,6 +5,7 @@ line naming the folder and the way on."""
 
 from __future__ import annotations
 
+import errno
 import json
 
 import pytest
@@ -97,3 +98,15 @@ def test_resume_refuses_a_weights_only_checkpoint_in_one_line(runs, capsys):
     # the full run resumes (the refusal is about the missing state, not the option)
     assert main(["train", "--resume", str(runs[True]), "run.steps=2"]) == 0
     assert (runs[True] / "checkpoints/step-2").is_dir()
+
+
+def test_a_full_disk_in_a_weights_only_save_points_to_a_new_run(tmp_path):
+    """The full-disk stop of a weights-only run does not send the user to ``--resume``."""
+    root = tmp_path / "checkpoints"
+    root.mkdir()
+    for resumable in (True, False):
+        with pytest.raises(ckpt.CheckpointError) as e:
+            with ckpt.out_of_space_stops_the_run(root, 3, lambda: 10, resumable=resumable):
+                raise OSError(errno.ENOSPC, "No space left on device")
+        assert ("--resume" in str(e.value)) == resumable, e.value
+        assert ("agents.N.path=" in str(e.value)) != resumable, e.value

@@ -219,7 +219,8 @@ def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: li
     remove_stale_temporaries(root)
     final = root / f"step-{step}"
     counted = optimizers if optimizer_state else []
-    with out_of_space_stops_the_run(root, step, lambda: checkpoint_bytes(agents, counted)):
+    with out_of_space_stops_the_run(root, step, lambda: checkpoint_bytes(agents, counted),
+                                    resumable=optimizer_state):
         tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{step}-", dir=root))
         try:
             for agent, opt, sched in zip(agents, optimizers, schedulers):
@@ -291,11 +292,12 @@ def _human(n: float) -> str:
 
 
 @contextlib.contextmanager
-def out_of_space_stops_the_run(root: Path, step: int, need_bytes):
+def out_of_space_stops_the_run(root: Path, step: int, need_bytes, resumable: bool = True):
     """A save that runs out of disk (ENOSPC) stops the run with a message for people: the
     previous checkpoint is intact (the partial folder is already removed by then), and
     how much a checkpoint needs against what is free. ``need_bytes``: a callable, so the
-    estimate is only computed on failure."""
+    estimate is only computed on failure. ``resumable``: False for weights-only saves,
+    whose way on is a new run from the previous weights, not ``--resume``."""
     try:
         yield
     except Exception as e:  # re-raised unless it is a full disk
@@ -310,12 +312,14 @@ def out_of_space_stops_the_run(root: Path, step: int, need_bytes):
         previous = latest_checkpoint(root.parent)
         kept = (f"the previous checkpoint, {previous.name}, is intact" if previous is not None
                 else "no earlier checkpoint exists")
+        way_on = (f"continue with `vlcohort train --resume {root.parent}`" if resumable else
+                  "start a new run from the previous checkpoint's weights (agents.N.path="
+                  "<checkpoint>/<agent>; weights-only checkpoints do not resume)")
         raise CheckpointError(
             f"no space left on the device of {root} while saving step-{step}: a checkpoint "
             f"of this run needs about {_human(need)} and {_human(free)} is free; {kept} and "
             "the partial folder was removed. Free space (or move the run to a larger disk, "
-            "or set checkpoint.keep_last) and continue with `vlcohort train --resume "
-            f"{root.parent}`") from e
+            f"or set checkpoint.keep_last) and {way_on}") from e
 
 
 def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layout,
