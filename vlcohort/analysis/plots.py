@@ -1,21 +1,28 @@
 """The training-dynamics panels of the paper, from one or more runs' ``metrics.jsonl``.
 
-Panels: held-out accuracy (``eval/<a>/all/acc``, when any run logged it), group reward std
-normalised to its first step, completion length, pseudo-label accuracy, and agreement
-between the agents' votes. One line per run and agent, labelled ``<run>/<agent>`` (just
-``<agent>`` for a single run): the colour names the agent, the line style the run, so a
-Co-RL run and a TTRL run lie side by side (``vlcohort plot RUN_DIR RUN_DIR --out f.png``).
+A grid of panels (:data:`PANELS`), x the RL step: held-out accuracy (``eval/<a>/all/acc``,
+when any run logged it), mean reward, group reward std normalised to its first step,
+completion length, pseudo-label accuracy, and agreement between the agents' votes; each
+titled in plain words, its y label naming the value and its unit. One line per run and
+agent, with markers (a one-step run shows its points), labelled ``<run>/<agent>`` (just
+``<agent>`` for a single run) in one legend over the figure: the colour and marker name
+the agent, the line style the run, so a Co-RL run and a TTRL run lie side by side
+(``vlcohort plot RUN_DIR RUN_DIR --out f.png``).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from vlcohort.monitoring.metrics import MetricsFileError, read_metrics
 
 LINE_STYLES = ("-", "--", ":", "-.")
+#: One marker shape per agent, drawn hollow, so an agent's points show where another's
+#: lie on them (two agents at reward 0).
+MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
 class PlotError(ValueError):
@@ -125,16 +132,61 @@ def _group_std_key(records) -> str:
             else "reward/std")
 
 
-def plot_runs(runs: list[str | Path], out_png: str | Path) -> Path:
-    """Draw the training-dynamics panels of ``runs`` (folders or metrics files) into
-    ``out_png``; return its path."""
+@dataclass(frozen=True)
+class Panel:
+    """One panel of the dynamics figure: what it shows, in plain words, and where from."""
+
+    title: str
+    ylabel: str  # the value and its unit
+    key: str | None  # per-agent metric ("eval": held-out accuracy); None: the cohort's agreement
+    normalise: bool = False  # divided by its first non-zero value
+    share: bool = False  # a share in [0, 1]: the axis shows all of it
+
+
+#: The panels, in reading order (held-out accuracy first, when a run logged it).
+PANELS = (
+    Panel("Held-out accuracy (all tasks)", "share answered right", "eval", share=True),
+    Panel("Mean reward of the rollouts", "reward (mean over rollouts)", "reward/mean"),
+    Panel("Learning signal: reward spread in a group",
+          "group reward std / step-1 value", "std", normalise=True),
+    Panel("Completion length", "tokens per completion", "completion_len"),
+    Panel("Pseudo-labels that match the gold answer", "share of prompts", "pseudo_label/acc",
+          share=True),
+    Panel("Agents' votes agree", "share of prompts", None, share=True),
+)
+#: Panels per row of the grid.
+COLUMNS = 3
+
+
+#: At most about this many markers per series: a long run's line stays a line.
+MAX_MARKERS = 40
+
+
+def _every(xs: list) -> int:
+    """Matplotlib's ``markevery`` for a series of ``len(xs)`` points: every point of a
+    short run (one or two steps show as points), about :data:`MAX_MARKERS` of a long one."""
+    return max(1, math.ceil(len(xs) / MAX_MARKERS))
+
+
+def _metric_key(panel: Panel, agent: str, records) -> str:
+    if panel.key == "eval":
+        return f"eval/{agent}/all/acc"
+    if panel.key == "std":
+        return f"agent/{agent}/{_group_std_key(records)}"
+    return f"agent/{agent}/{panel.key}"
+
+
+def dynamics_figure(loaded: list[tuple[str, list[dict]]]):
+    """The training-dynamics figure of ``loaded`` runs (:func:`load_runs`): a grid of
+    :data:`PANELS`, each with a title and a y label saying what the value is, x the RL
+    step; every series has markers, so a run of one or two steps shows its points; one
+    legend for the figure (colour: agent; line style: run, when there are several)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    check_out(out_png)
-    loaded = load_runs(list(runs))
     many = len(loaded) > 1
     agents: list[str] = []  # colour per agent name, the same across runs
     for _, records in loaded:
@@ -142,42 +194,67 @@ def plot_runs(runs: list[str | Path], out_png: str | Path) -> Path:
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     has_eval = any(k.startswith("eval/") and k.endswith("/all/acc")
                    for _, records in loaded for r in records for k in r)
-    # (title, per-agent key or None for the per-run agreement, normalise)
-    panels = ([("held-out accuracy (all tasks)", "eval", False)] if has_eval else []) + [
-        ("group reward std / its step-1 value", "std", True),
-        ("completion length (tokens)", "completion_len", False),
-        ("pseudo-label accuracy", "pseudo_label/acc", False),
-        ("agreement between agents' votes", None, False)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
-    for ax, (title, key, normalise) in zip(axes[0], panels):
-        drawn = 0
+    panels = [p for p in PANELS if has_eval or p.key != "eval"]
+    cols = min(COLUMNS, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 3.4 * rows + 0.6), squeeze=False,
+                             layout="constrained")
+    steps = [r["step"] for _, records in loaded for r in records if "step" in r]
+    first = 0 if has_eval else min(s for s in steps if s >= 1)
+    last = max(steps)
+    pad = max(0.5, 0.03 * (last - first))
+    for ax, panel in zip(axes.flat, panels):
+        drawn, top = 0, 0.0
         for r_i, (label, records) in enumerate(loaded):
             style = LINE_STYLES[r_i % len(LINE_STYLES)]
-            if key is None:
+            if panel.key is None:
                 xs, ys = _series(records, "cohort/agreement")
                 if ys:
-                    ax.plot(xs, ys, style, color="black", label=label if many else None)
+                    ax.plot(xs, ys, style, marker="o", markersize=4, color="black",
+                            markevery=_every(xs), label=f"{label} (agreement)" if many else None)
                     drawn += 1
                 continue
             for n in agent_names(records):
-                full = (f"eval/{n}/all/acc" if key == "eval" else
-                        f"agent/{n}/{_group_std_key(records)}" if key == "std" else
-                        f"agent/{n}/{key}")
-                xs, ys = _series(records, full)
+                xs, ys = _series(records, _metric_key(panel, n, records))
                 if not ys:
                     continue
-                ax.plot(xs, normalise_to_first(ys) if normalise else ys, style,
-                        marker="o" if key == "eval" else None, markersize=3,
-                        color=colours[agents.index(n) % len(colours)],
-                        label=f"{label}/{n}" if many else n)
-                drawn += 1
+                ys = normalise_to_first(ys) if panel.normalise else ys
+                a = agents.index(n)
+                ax.plot(xs, ys, style, marker=MARKERS[a % len(MARKERS)], markersize=5,
+                        markerfacecolor="none", markevery=_every(xs),
+                        color=colours[a % len(colours)], label=f"{label}/{n}" if many else n)
+                drawn, top = drawn + 1, max(top, *ys)
         if not drawn:
-            ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes)
-        elif key in ("completion_len", None) and ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")  # always drawn panels; one legend says it all
-        ax.set_title(title)
-        ax.set_xlabel("step")
-    return _save(fig, out_png)
+            ax.text(0.5, 0.5, "not logged in this run", ha="center", va="center",
+                    transform=ax.transAxes, color="0.4")
+        if panel.share:
+            ax.set_ylim(-0.05, 1.05)
+        elif panel.key in ("std", "completion_len"):  # from 0, so a change is seen to scale
+            high = top if top > 0 else 1.0
+            ax.set_ylim(-0.05 * high, 1.08 * high)
+        ax.set_xlim(first - pad, last + pad)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.set_title(panel.title)
+        ax.set_ylabel(panel.ylabel)
+        ax.set_xlabel("RL step (0: before training)" if panel.key == "eval" else "RL step")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    handles: dict[str, object] = {}
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="outside upper center",
+                   ncol=min(len(handles), 6), title="run/agent" if many else "agent")
+    return fig
+
+
+def plot_runs(runs: list[str | Path], out_png: str | Path) -> Path:
+    """Draw the training-dynamics panels of ``runs`` (folders or metrics files) into
+    ``out_png`` (:func:`dynamics_figure`); return its path."""
+    check_out(out_png)
+    return _save(dynamics_figure(load_runs(list(runs))), out_png)
 
 
 def plot_dynamics(metrics_path: str | Path, out_png: str | Path) -> Path:
@@ -223,7 +300,8 @@ def _save(fig, out_png: str | Path) -> Path:
     from vlcohort.run_folder import RunFolderError, write_bytes
 
     out, fmt = check_out(out_png)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # a constrained layout arranges itself
+        fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, dpi=90)
     plt.close(fig)
