@@ -3,10 +3,11 @@
     python bench/plan_recipes.py            # the README's table of the paper recipes
     python bench/plan_recipes.py --json     # the same plans, every figure
 
-``vlcohort plan`` reads a hub id's ``config.json`` from the hub cache and never downloads
-(``vlcohort/plan.py``, ``config_folder``), so the table in README.md ("Commands") and
-docs/plan.md ("The paper recipes") can only be reproduced where those files are cached.
-This script makes them reproducible anywhere: it builds a temporary hub cache from
+``vlcohort plan`` reads a hub id's ``config.json`` from a folder of copies (``--configs``;
+in a clone, ``bench/published_configs`` by default) or else the hub cache, and never
+downloads (``vlcohort/plan.py``, ``config_folder``). This script plans the table in
+README.md ("Commands") and docs/plan.md ("The paper recipes") through the second way, the
+one every user without the copies takes: it builds a temporary hub cache from
 ``bench/published_configs/<org>--<name>/config.json`` (copies of the checkpoints' published
 config.json; where each came from: ``bench/published_configs/README.md``), in the layout
 huggingface_hub reads (``models--<org>--<name>/snapshots/<rev>/config.json`` and
@@ -35,6 +36,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from vlcohort.plan import hub_id  # noqa: F401 (re-exported: the folder-naming rule, for tests/test_plan_recipes.py)
+from vlcohort.plan import published_configs as configs_in
+from vlcohort.typed_yaml import ConfigError
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "bench" / "published_configs"
 
@@ -59,23 +64,10 @@ TABLE_HEADER = ("| recipe | 8 x 80 GiB, peak per GPU | 1 x 141 GiB, one process 
                 "|---|---|---|")
 
 
-def hub_id(folder_name: str) -> str:
-    """``Qwen--Qwen2.5-3B-Instruct`` -> ``Qwen/Qwen2.5-3B-Instruct`` (the folder's naming rule)."""
-    org, sep, name = folder_name.partition("--")
-    if not sep or not org or not name:
-        raise SystemExit(f"bench/published_configs/{folder_name}: not <org>--<name>")
-    return f"{org}/{name}"
-
-
 def published_configs() -> dict[str, Path]:
-    """Hub id -> its published config.json in this repository."""
-    out = {}
-    for folder in sorted(p for p in CONFIGS.iterdir() if p.is_dir()):
-        cfg = folder / "config.json"
-        if not cfg.is_file():
-            raise SystemExit(f"{folder}: no config.json")
-        out[hub_id(folder.name)] = cfg
-    return out
+    """Hub id -> its published config.json in this repository, by the folder-naming rule
+    ``vlcohort plan --configs`` reads the same folder with (``vlcohort/plan.py``)."""
+    return configs_in(CONFIGS, where="bench/plan_recipes.py")
 
 
 def build_hub_cache(dest: Path) -> dict[str, Path]:
@@ -197,7 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="every plan as JSON instead of the table")
     args = ap.parse_args(argv)
-    print(run(args.json))
+    try:
+        print(run(args.json))
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -7,8 +7,10 @@ asleep during the update where sleep mode applies), the activations of one micro
 (with and without gradient checkpointing) and the LM head's float32 logits. Everything is
 computed from the checkpoints' ``config.json`` alone: parameter counts come from the real
 model class instantiated on the ``meta`` device (no weight is read or allocated), so
-``tiny:`` specs, local folders and hub ids already in the hub cache work offline; a hub id
-that is not cached is a one-line error naming the agent and the download that fixes it.
+``tiny:`` specs, local folders, hub ids in a folder of published config.json copies
+(``--configs``; by default a clone's ``bench/published_configs``) and hub ids already in the
+hub cache work offline; any other hub id is a one-line error naming the agent and the
+download (or the folder) that fixes it.
 
 The maths lives in small pure functions (bytes per parameter per ZeRO stage, activation
 bytes per token per layer, KV-cache bytes per token, logits bytes), each saying where its
@@ -311,9 +313,80 @@ class ModelFacts:
     tied_embeddings: bool = False  # the input embedding and the LM head share one weight
 
 
-def config_folder(spec: str, where: str) -> Path:
+#: The repository's copies of the paper recipes' published config.json files, beside the
+#: package's source tree in a clone (``bench/published_configs/README.md`` says where each
+#: came from); absent from an installed wheel, where ``--configs`` names such a folder.
+SOURCE_TREE_CONFIGS = Path(__file__).resolve().parent.parent / "bench" / "published_configs"
+
+#: Where a folder of config.json copies is found relative to a clone's root (the working
+#: folder named in the offline error when vlcohort runs from another install).
+CLONE_CONFIGS = Path("bench") / "published_configs"
+
+
+def hub_id(folder_name: str) -> str | None:
+    """``Qwen--Qwen2.5-3B-Instruct`` -> ``Qwen/Qwen2.5-3B-Instruct``: a configs folder names
+    each checkpoint by its hub id with ``/`` written ``--`` (a folder name cannot hold
+    ``/``); None for a name not of that form."""
+    org, sep, name = folder_name.partition("--")
+    return f"{org}/{name}" if sep and org and name and "/" not in name else None
+
+
+def published_configs(folder: Path, where: str = "--configs") -> dict[str, Path]:
+    """Hub id -> config.json of each ``<org>--<name>/config.json`` in ``folder`` (its
+    hidden folders and plain files, such as a README, left alone)."""
+    if not folder.is_dir():
+        raise ConfigError(f"{where} {folder}: not a folder; give a folder of "
+                          f"<org>--<name>/config.json, such as a clone's {CLONE_CONFIGS}")
+    out = {}
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        repo, cfg = hub_id(sub.name), sub / "config.json"
+        if repo is None:
+            raise ConfigError(f"{where}: {sub}: not named <org>--<name> (the hub id with / "
+                              "written --); rename it or move it out of that folder")
+        if not cfg.is_file():
+            raise ConfigError(f"{where}: {sub} has no config.json; put the checkpoint's "
+                              "published config.json there or remove the folder")
+        out[repo] = cfg
+    return out
+
+
+def default_configs() -> Path | None:
+    """The folder ``vlcohort plan`` reads hub ids' config.json from when ``--configs`` is
+    not given: :data:`SOURCE_TREE_CONFIGS` where vlcohort runs from a clone, else none."""
+    return SOURCE_TREE_CONFIGS if SOURCE_TREE_CONFIGS.is_dir() else None
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as a person would type it: relative to the working folder when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _uncached_message(spec: str, where: str, configs: Path | None) -> str:
+    """The one-line error for a hub id whose config.json is nowhere offline: where it was
+    looked for and the fixes, naming a clone's folder of copies when one holds it."""
+    fixes = (f"fetch it once with `hf download {spec} config.json`, or point {where} at a "
+             "local folder")
+    if configs is not None:
+        return (f"{where}: {spec}'s config.json is neither in {shown_path(configs)} (as "
+                f"{spec.replace('/', '--')}/config.json) nor in the hub cache, and `vlcohort "
+                f"plan` never downloads; {fixes}")
+    clone = CLONE_CONFIGS / spec.replace("/", "--") / "config.json"
+    if clone.is_file():
+        return (f"{where}: {spec}'s config.json is not in the hub cache and `vlcohort plan` "
+                f"never downloads, but {CLONE_CONFIGS} here holds a copy: pass --configs "
+                f"{CLONE_CONFIGS}")
+    return f"{where}: {spec}'s config.json is not in the hub cache and `vlcohort plan` never downloads; {fixes}"
+
+
+def config_folder(spec: str, where: str, configs: Path | None = None) -> Path:
     """The folder holding ``spec``'s config.json: a ``tiny:`` spec's built folder, a local
-    folder, or a hub id's snapshot in the hub cache (never downloaded)."""
+    folder, or for a hub id its copy in ``configs`` (a folder of ``<org>--<name>/
+    config.json``, see :func:`published_configs`), else its snapshot in the hub cache
+    (never downloaded). The copy comes first: the documented plans were made from the
+    copies, and a config.json (the architecture) seldom changes between revisions."""
     from vlcohort.processors.registry import resolve_model_path
     from vlcohort.processors.tiny import is_tiny_spec
 
@@ -331,13 +404,14 @@ def config_folder(spec: str, where: str) -> Path:
     if local.exists() or spec.startswith((".", "/", "~")) or spec.count("/") != 1:
         raise ConfigError(f"{where}: {spec} is not a checkpoint folder nor a hub id "
                           "(owner/name); give a folder holding config.json")
+    copy = published_configs(configs).get(spec) if configs is not None else None
+    if copy is not None:
+        return copy.parent
     from huggingface_hub import try_to_load_from_cache
 
     cached = try_to_load_from_cache(spec, "config.json")
     if not isinstance(cached, str):
-        raise ConfigError(f"{where}: {spec}'s config.json is not in the hub cache and "
-                          f"`vlcohort plan` never downloads; fetch it once with `hf download "
-                          f"{spec} config.json`, or point {where} at a local folder")
+        raise ConfigError(_uncached_message(spec, where, configs))
     return Path(cached).parent
 
 
@@ -420,9 +494,11 @@ def _first(cfg, *names):
     return None
 
 
-def model_facts(spec: str, where: str = "agents.N.path", trust_remote_code: bool = False) -> ModelFacts:
-    """The facts of ``spec`` (``tiny:`` spec, folder or cached hub id), offline."""
-    return _facts_from_folder(str(config_folder(spec, where)), trust_remote_code)
+def model_facts(spec: str, where: str = "agents.N.path", trust_remote_code: bool = False,
+                configs: Path | None = None) -> ModelFacts:
+    """The facts of ``spec`` (``tiny:`` spec, folder, hub id in ``configs`` or cached),
+    offline."""
+    return _facts_from_folder(str(config_folder(spec, where, configs)), trust_remote_code)
 
 
 # ============================================================================ the plan
@@ -516,8 +592,10 @@ def prompt_tokens_for(cfg) -> int:
 
 
 def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
-         image_tokens: int = 0, suggest: bool = True) -> Plan:
-    """The memory plan of ``cfg`` on one node of ``gpus`` GPUs of ``gpu_gib`` GiB each."""
+         image_tokens: int = 0, suggest: bool = True, configs: Path | None = None) -> Plan:
+    """The memory plan of ``cfg`` on one node of ``gpus`` GPUs of ``gpu_gib`` GiB each;
+    hub ids' config.json from the folder ``configs`` where it holds them
+    (:func:`config_folder`)."""
     if not (isinstance(gpu_gib, (int, float)) and gpu_gib > 0 and math.isfinite(gpu_gib)):
         raise ConfigError(f"--gpu-gib: {gpu_gib} is not a GPU size; give the GiB of one GPU (> 0), e.g. 80")
     if not isinstance(gpus, int) or gpus < 1:
@@ -541,10 +619,13 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
         tokens = micro * L
     agents: list[AgentPlan] = []
     plan_notes: list[str] = []
+    from_configs: list[str] = []  # hub ids whose config.json came from ``configs``
     sleeping = 0
     for i, mc in enumerate(cfg.agents):
         where = f"agents.{i}.path"
-        f = model_facts(mc.path, where, mc.trust_remote_code)
+        f = model_facts(mc.path, where, mc.trust_remote_code, configs)
+        if configs is not None and Path(f.path).parent == configs and mc.path not in from_configs:
+            from_configs.append(mc.path)
         w = dtype_bytes(mc.dtype, f.checkpoint_dtype)
         e = 2 if mc.autocast_bf16 else w
         lora = mc.lora_rank > 0
@@ -644,12 +725,16 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
     result = Plan(gpu_gib=gpu_gib, gpus=gpus, mode=mode, agents=agents, gpu_peaks=by_gpu,
                   gpu_phases=gpu_phases, node_bytes=node,
                   host_bytes=sum(a.host for a in agents) if not one_process else 0, notes=plan_notes)
+    if from_configs:
+        plan_notes.append(f"config.json of {', '.join(from_configs)}: the copies in "
+                          f"{shown_path(configs)} (--configs DIR for another folder)")
     plan_notes.append(f"micro-batch: {micro} sequences x {L} tokens ({P_tok} prompt + {T} new) = "
                       f"{tokens} tokens per forward")
     if suggest:
         for ap in agents:
             if not ap.fits:
-                ap.knob = first_knob(cfg, ap.index, gpu_gib, gpus, prompt_tokens, image_tokens)
+                ap.knob = first_knob(cfg, ap.index, gpu_gib, gpus, prompt_tokens, image_tokens,
+                                     configs)
     return result
 
 
@@ -755,14 +840,15 @@ def _apply(cfg, i: int, change: dict):
 
 
 def first_knob(cfg, i: int, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
-               image_tokens: int = 0) -> str:
+               image_tokens: int = 0, configs: Path | None = None) -> str:
     """The first single change (in the order of :func:`_knobs`: least disruptive first)
     after which agent ``i`` fits; else the one that frees the most memory on its GPU."""
-    base = plan(cfg, gpu_gib, gpus, prompt_tokens, image_tokens, suggest=False)
+    base = plan(cfg, gpu_gib, gpus, prompt_tokens, image_tokens, suggest=False, configs=configs)
     gpu = base.agents[i].gpu
     best, best_peak = "", base.gpu_peaks[gpu]
     for label, change in _knobs(cfg, i, gpus == 1):
-        p = plan(_apply(cfg, i, change), gpu_gib, gpus, prompt_tokens, image_tokens, suggest=False)
+        p = plan(_apply(cfg, i, change), gpu_gib, gpus, prompt_tokens, image_tokens, suggest=False,
+                 configs=configs)
         if p.agents[i].fits:
             return f"{label} (peak {_gib(p.gpu_peaks[gpu])} GiB)"
         if p.gpu_peaks[gpu] < best_peak:
@@ -835,6 +921,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--image-tokens", type=int, default=0,
                    help="image tokens per sequence whose vision-tower activations to count "
                         "(default 0: the decoder's only)")
+    p.add_argument("--configs", metavar="DIR", default=None,
+                   help="folder of <org>--<name>/config.json copies read for hub ids before "
+                        "the hub cache, e.g. bench/published_configs (default: that folder of "
+                        "the source tree when vlcohort runs from a clone)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
@@ -845,9 +935,12 @@ def run(args) -> int:
     config, overrides = args.config, list(args.overrides)
     if config is not None and "=" in config:
         config, overrides = None, [config, *overrides]
+    configs = Path(args.configs) if args.configs is not None else default_configs()
+    if configs is not None:
+        published_configs(configs)  # a wrong --configs is an error even when no agent needs it
     base, overrides, _ = train_base(config, [*overrides, *args.sets])
     cfg = load_config(base, overrides)
-    p = plan(cfg, args.gpu_gib, args.gpus, args.prompt_tokens, args.image_tokens)
+    p = plan(cfg, args.gpu_gib, args.gpus, args.prompt_tokens, args.image_tokens, configs=configs)
     if args.json:
         print(json.dumps(p.as_dict(), indent=1))
     else:
