@@ -157,3 +157,15 @@ def test_adversarial_results():
 
 def test_non_ascii_is_kept_for_the_grader():
     assert extract_answer("答案是 <answer>４５°</answer>") == "４５°"
+
+
+@pytest.mark.parametrize("text, expected", [
+    (" 7 + 8 = 15\nAnswer: 11\nAnswer:", "15"),  # a base model going on past its answer
+    (" 77\nQuestion: Which number is larger, 3 or 4?", "77"),
+    ("\n\n18 is the larger number.\n19", "18"),
+    ("\nAnswer:\nAnswer: 4", None),  # the first line commits to nothing
+    ("To solve this problem, we need\n= 12", None),
+    ("<answer>9</answer> then\n10", "9"),
+])
+def test_first_line_reads_the_first_line_only(text, expected):
+    assert extract_answer(text, style="first_line") == expected

@@ -74,7 +74,7 @@ __all__ = ["STYLES", "extract_answer"]
 
 #: Extraction styles accepted by :func:`extract_answer`.
 STYLES = ("auto", "answer_tag", "boxed", "phrase", "direct", "last_line", "last_expression",
-          "last_letter", "last_number")
+          "first_line", "last_letter", "last_number")
 
 _BOX_START = re.compile(r"\\(?:boxed|fbox)\s*\{")
 # "\boxed 5" (no braces) is valid LaTeX for a one-token box.
@@ -252,6 +252,9 @@ def extract_answer(text: str | None, style: str = "auto") -> str | None:
       number or fraction of the last line, whichever ends later), unless its line hedges
       ("3 or 4", "maybe", a question): for evaluating foreign outputs the way math-verify
       does. Never for rewards: it reads an answer into reasoning that marks none.
+    - ``first_line``: ``last_expression`` on the first non-empty line alone: for a base
+      model prompted ``Question: ... Answer:``, which answers on its first line and then
+      writes the next ``Question:`` or ``Answer:`` of its own.
     - ``last_letter`` (last standalone A-H), ``last_number``: guesses, by name only.
 
     Empty spans count as "no answer", so ``<answer></answer>`` falls through in ``auto``;
@@ -267,6 +270,8 @@ def extract_answer(text: str | None, style: str = "auto") -> str | None:
     True
     >>> extract_answer("We compare the two.\\nYes", style="last_line")
     'Yes'
+    >>> extract_answer(" 7 + 8 = 15\\nAnswer: 11", style="first_line")
+    '15'
     >>> extract_answer(None) is None
     True
     """
@@ -285,6 +290,8 @@ def extract_answer(text: str | None, style: str = "auto") -> str | None:
         return _last_match(_LAST_LETTER, text)
     if style == "last_number":
         return _last_match(_LAST_NUMBER, text)
+    if style == "first_line":
+        return extract_answer(_first_line(text), "last_expression")
     marked = _from_answer_tag(text) or _final_boxes(text) or _from_phrase(text)
     if marked is not None:
         return marked
@@ -700,6 +707,13 @@ def _last_expression(text: str) -> str | None:
     if _HEDGE.search(body, context_start, start) or _HEDGE.search(body, end, context_end):
         return None
     return _nonempty(span)
+
+
+def _first_line(text: str) -> str:
+    """The first non-empty line, found from the start (no split of a 1 MB text)."""
+    text = text.lstrip()
+    end = text.find("\n")
+    return (text if end < 0 else text[:end]).strip()
 
 
 def _last_line(text: str) -> str:
