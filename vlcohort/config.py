@@ -533,6 +533,12 @@ class LogConfig:
     """Write plots/dynamics.png at the end of the run."""
     progress: bool = True
     """Print a one-line summary per step."""
+    phase_lines_after_s: float = 30.0
+    """Without a terminal (a log file, a pipe): once a step (or the one before it) has run
+    this many seconds, each of its phases (next prompts, generate per agent, answers and
+    rewards, update per agent) gets a line of its own; 0: every phase. On a terminal the
+    live line shows the phase instead."""
+
 
 
 @dataclass
