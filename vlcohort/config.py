@@ -540,7 +540,6 @@ class LogConfig:
     live line shows the phase instead."""
 
 
-
 @dataclass
 class EvalDataConfig:
     """Where the held-out problems of ``eval.*`` come from. A file or hub split is read with
@@ -640,6 +639,13 @@ class CheckpointConfig:
     """Keep only the newest this many checkpoints (0 keeps all)."""
     at_end: bool = True
     """Save after the last step."""
+    optimizer: bool = True
+    """Keep the optimizer and LR-schedule state (and Co-rewarding-II's EMA teacher) in each
+    checkpoint, so that ``vlcohort train --resume`` can continue the run. false: weights
+    only, about a third of a full fine-tune's checkpoint (AdamW keeps two moments per
+    weight); such a checkpoint exports and loads with from_pretrained, and a resume refuses
+    it (docs/training.md, "Checkpoint size")."""
+
 
 
 @dataclass
