@@ -140,7 +140,6 @@ class DataColumns:
     (``eval/<agent>/<task>/acc``)."""
 
 
-
 @dataclass
 class DataConfig:
     """Training problems."""
@@ -241,7 +240,9 @@ class VLLMConfig:
     """KV-cache size per engine in GiB (vLLM's ``kv_cache_memory_bytes``). 0: on a GPU from
     ``gpu_memory_utilization``; on CPU 1 GiB."""
     dtype: str = "auto"
-    """Engine weights dtype: auto (the checkpoint's) | bfloat16 | float16 | float32."""
+    """Engine weights dtype: auto (the policy's own, agents.N.dtype: the engine's log-probs
+    match the policy's and weight pushes are exact) | bfloat16 | float16 | float32 (another
+    dtype than the policy's is said in the run header; its log-probs differ, is/rollout_k3)."""
     max_images_per_prompt: int = 4
     """Most images one prompt may carry (vLLM's ``limit_mm_per_prompt``; its memory
     profile reserves room for this many). A problem with more is an error."""
@@ -645,7 +646,6 @@ class CheckpointConfig:
     only, about a third of a full fine-tune's checkpoint (AdamW keeps two moments per
     weight); such a checkpoint exports and loads with from_pretrained, and a resume refuses
     it (docs/training.md, "Checkpoint size")."""
-
 
 
 @dataclass
