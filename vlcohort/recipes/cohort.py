@@ -74,6 +74,7 @@ from vlcohort.recipes.driver import (
     checkpoint_to_resume,
     drive,
     loop,
+    phase,
     restore_agents,
     save_run,
     say,
@@ -181,7 +182,8 @@ def step(run: Run, step: int) -> dict[str, Any]:
     """One cohort step, plus the held-out evaluation every ``eval.every`` steps and at the end."""
     record = train_step(run, step)
     if evaluates_at(run, step):
-        record.update(evaluate(run, step))
+        with phase(run, "held-out evaluation"):
+            record.update(evaluate(run, step))
     return record
 
 
