@@ -75,8 +75,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto",
                    help="auto (cuda when a GPU is visible, else cpu) | cpu | cuda | cuda:N")
     p.add_argument("--dtype", default=None, choices=["auto", "bfloat16", "float16", "float32"],
-                   help="weights dtype, both engines (default auto: hf the checkpoint's on a "
-                        "GPU, float32 on CPU; vllm the checkpoint's)")
+                   help="weights dtype, both engines (default auto: the checkpoint's on a "
+                        "GPU, float32 on CPU; vllm serves the loaded model's dtype)")
     p.add_argument("--data-parallel", default="1", metavar="N|auto",
                    help="worker processes, one device each (a GPU of its own), each taking a "
                         "shard of the items (default 1; auto: one per visible GPU)")

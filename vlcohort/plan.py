@@ -687,7 +687,7 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
         # freed) the embedding's gradient beside the head's, whichever is larger
         ap.update_extra = max(parts["activations"] + parts["logits"], parts["embedding_grad"])
         if ro.engine == "vllm":
-            eng = vllm_engine_bytes(f, v, gpu_bytes)
+            eng = vllm_engine_bytes(f, v, gpu_bytes, policy_bytes=w)
             ctx = v.max_model_len or L
             kv, per_tok = eng["kv_cache"], eng["kv_per_token"]
             ap.kv_seqs = kv / (per_tok * ctx)
@@ -738,18 +738,18 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
     return result
 
 
-def vllm_engine_bytes(f: ModelFacts, v, gpu_bytes: int) -> dict[str, int]:
+def vllm_engine_bytes(f: ModelFacts, v, gpu_bytes: int, policy_bytes: int = 2) -> dict[str, int]:
     """One vLLM engine's GPU memory (``rollout.vllm`` settings ``v``): its total is
     ``gpu_memory_utilization`` x the GPU (vLLM's budget for weights + KV cache + the rest),
     or, with ``kv_cache_memory_gib``, weights + that cache + the rest. Weights: every
-    parameter in the engine's dtype (``auto``: 16 bit, as vLLM serves float32 checkpoints),
-    split over the tensor-parallel ranks. The rest: :data:`VLLM_NON_TORCH_BYTES` plus the
+    parameter in the engine's dtype (``auto``: the policy's own, ``policy_bytes`` per
+    element, as ``vlcohort/rollout/vllm.py`` builds it), split over the tensor-parallel ranks. The rest: :data:`VLLM_NON_TORCH_BYTES` plus the
     start-up profile's peak, estimated as one step of ``max_num_batched_tokens`` tokens
     through the widest layer (the gated MLP's two I-wide outputs and a few h-wide tensors)
     and the sampler's float32 logits for ``max_num_seqs`` sequences. The KV cache is what
     remains, ``kv_per_token`` bytes per token (:func:`kv_cache_bytes_per_token`)."""
     tp = max(1, v.tensor_parallel_size)
-    ev = 2 if v.dtype == "auto" else dtype_bytes(v.dtype)
+    ev = policy_bytes if v.dtype == "auto" else dtype_bytes(v.dtype)
     weights = f.params * ev // tp
     batched = v.max_num_batched_tokens or VLLM_DEFAULT_BATCHED_TOKENS
     profile = batched * (2 * f.mlp_width // tp + 4 * f.hidden) * ev + v.max_num_seqs * f.vocab * 4
