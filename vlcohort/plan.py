@@ -743,11 +743,12 @@ def vllm_engine_bytes(f: ModelFacts, v, gpu_bytes: int, policy_bytes: int = 2) -
     ``gpu_memory_utilization`` x the GPU (vLLM's budget for weights + KV cache + the rest),
     or, with ``kv_cache_memory_gib``, weights + that cache + the rest. Weights: every
     parameter in the engine's dtype (``auto``: the policy's own, ``policy_bytes`` per
-    element, as ``vlcohort/rollout/vllm.py`` builds it), split over the tensor-parallel ranks. The rest: :data:`VLLM_NON_TORCH_BYTES` plus the
-    start-up profile's peak, estimated as one step of ``max_num_batched_tokens`` tokens
-    through the widest layer (the gated MLP's two I-wide outputs and a few h-wide tensors)
-    and the sampler's float32 logits for ``max_num_seqs`` sequences. The KV cache is what
-    remains, ``kv_per_token`` bytes per token (:func:`kv_cache_bytes_per_token`)."""
+    element, as ``vlcohort/rollout/vllm.py`` builds it), split over the tensor-parallel
+    ranks. The rest: :data:`VLLM_NON_TORCH_BYTES` plus the start-up profile's peak,
+    estimated as one step of ``max_num_batched_tokens`` tokens through the widest layer
+    (the gated MLP's two I-wide outputs and a few h-wide tensors) and the sampler's
+    float32 logits for ``max_num_seqs`` sequences. The KV cache is what remains,
+    ``kv_per_token`` bytes per token (:func:`kv_cache_bytes_per_token`)."""
     tp = max(1, v.tensor_parallel_size)
     ev = policy_bytes if v.dtype == "auto" else dtype_bytes(v.dtype)
     weights = f.params * ev // tp
