@@ -231,3 +231,27 @@ def test_resume_refuses_another_holdout(files):
     with pytest.raises(ConfigError, match=r"cannot change eval\.holdout \(0\.2 -> 0\.3\)"):
         from vlcohort.recipes.cohort import resume_config
         resume_config(out, ["eval.holdout=0.3", "run.steps=2"])
+
+
+def test_a_comparison_summary_takes_the_families_the_records_name(tmp_path):
+    """Arms on a file: summary.json's families are those the held-out records name (a
+    ``task`` column), with parse rate and length beside them; the synthetic families of
+    ``data.tasks`` are not invented."""
+    from vlcohort.recipes.arms import summarise, summary_table
+
+    cfg = load_config(None, [GT, TEXT_AGENT, "arms=[gt_reward, ttrl]", "data.source=file",
+                             "data.path=x.jsonl", "eval.every=1", "eval.holdout=0.2"])
+    for method, last in (("gt_reward", 0.75), ("ttrl", 0.5)):
+        (tmp_path / method).mkdir()
+        recs = [{"step": s, "eval/A/next/acc": acc, "eval/A/larger/acc": 0.25, "eval/A/all/acc": acc,
+                 "eval/A/all/parse_rate": 0.9, "eval/A/all/length": 7.0}
+                for s, acc in ((0, 0.25), (2, last))]
+        (tmp_path / method / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    summary = summarise(cfg, tmp_path)
+    assert summary["tasks"] == ["next", "larger"]
+    assert summary["methods"]["gt_reward"]["A"] == {"next": 0.75, "larger": 0.25, "all": 0.75,
+                                                    "parse_rate": 0.9, "length": 7.0,
+                                                    "unseen": 0.5}
+    assert summary["start"]["A"]["next"] == 0.25
+    table = summary_table(summary)
+    assert "next" in table and "larger" in table and "shape_colour" not in table
