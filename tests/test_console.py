@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vlcohort import console
+from vlcohort import console, run_header
 from vlcohort.config import load_config
 from vlcohort.monitoring.metrics import MetricsLogger, final_summary, read_metrics
 from vlcohort.recipes.arms import arm_status, arms_line, readable_records
@@ -94,13 +94,13 @@ def test_whole_console_fits_one_screen_and_ends_with_the_summary(quiet_run):
 
 
 def test_config_summary_of_the_defaults_lists_no_key():
-    assert console.changed_keys(load_config(None)) == []
+    assert run_header.changed_keys(load_config(None)) == []
     cfg = load_config(None, ["rollout.prompts_per_step=3", "agents.1.lr=2e-5",
                              "agents=[{name: A, path: x}, {name: B, path: y}, {name: C, path: z}]"])
-    changed = dict(console.changed_keys(cfg))
+    changed = dict(run_header.changed_keys(cfg))
     assert changed["rollout.prompts_per_step"] == 3 and changed["agents.2.name"] == "C"
     assert changed["agents.0.path"] == "x" and "agents.2.lr" not in changed  # ModelConfig default
-    assert console.override_text("prompt.instruction", "Answer as <b>X</b>.") == \
+    assert run_header.override_text("prompt.instruction", "Answer as <b>X</b>.") == \
         "prompt.instruction='Answer as <b>X</b>.'"
 
 
@@ -111,14 +111,14 @@ def test_a_code_run_names_its_sandbox_first(monkeypatch):
     from vlcohort.code import sandbox
 
     cfg = load_config(None)
-    assert "# code rewards" not in console.config_summary(cfg)
+    assert "# code rewards" not in run_header.config_summary(cfg)
     cfg.reward.answer_kind = "code"  # a code run (its data checks are not the point here)
     sandbox._backend.cache_clear()
     try:
-        assert "# code rewards: sandboxed by bubblewrap" in console.config_summary(cfg)
+        assert "# code rewards: sandboxed by bubblewrap" in run_header.config_summary(cfg)
         monkeypatch.setenv("VLCOHORT_SANDBOX", "unshare")
         sandbox._backend.cache_clear()
-        assert "# code rewards: NO SANDBOX WORKS HERE" in console.config_summary(cfg)
+        assert "# code rewards: NO SANDBOX WORKS HERE" in run_header.config_summary(cfg)
     finally:
         monkeypatch.delenv("VLCOHORT_SANDBOX")
         sandbox._backend.cache_clear()

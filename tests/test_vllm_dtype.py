@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from vlcohort import console
+from vlcohort import console, run_header
 from vlcohort.config import load_config
-from vlcohort.rollout.engines import CHECKPOINT_DTYPE, engine_dtype, rollout_header
+from vlcohort.rollout.dtypes import CHECKPOINT_DTYPE, engine_dtype, rollout_header
 from vlcohort.rollout.vllm import dtype_name, policy_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,11 +95,11 @@ def test_header_names_both_dtypes_and_says_a_difference_once():
 
 def test_config_summary_prints_the_rollout_line_of_a_vllm_run():
     cfg = load_config(None, ["rollout.engine=vllm", "rollout.vllm.dtype=bfloat16"])
-    summary = console.config_summary(cfg).splitlines()
+    summary = run_header.config_summary(cfg).splitlines()
     assert "# rollout: vllm (bfloat16 engine, float32 policy)" in summary
     assert sum("is not the policy's" in line for line in summary) == 1
     assert not any(line.startswith("# rollout:") for line in
-                   console.config_summary(load_config(None)).splitlines())  # hf
+                   run_header.config_summary(load_config(None)).splitlines())  # hf
 
 
 # ------------------------------------------------------------------ vLLM's log level

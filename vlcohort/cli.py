@@ -283,9 +283,9 @@ def train(cfg: Config, resume: str | None = None, overwrite: bool = False,
     file the config came from (its own run folder's ``config.yaml`` is no earlier run)."""
     from pathlib import Path
 
-    from vlcohort.console import config_summary
     from vlcohort.monitoring.trackers import check_trackers
     from vlcohort.preflight import preflight
+    from vlcohort.run_header import config_summary
     from vlcohort.training.distributed import launched_rank, launched_world_size
 
     if resume is not None and overwrite:

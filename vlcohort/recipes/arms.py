@@ -26,9 +26,9 @@ from pathlib import Path
 
 from vlcohort import run_folder
 from vlcohort.config import Config, save_resolved, validate
-from vlcohort.console import arm_difference
 from vlcohort.monitoring.metrics import held_out_table, held_out_tasks, read_metrics
 from vlcohort.recipes.cohort import run_cohort
+from vlcohort.run_header import arm_difference
 from vlcohort.training.warmup import fingerprint, reusable, save_fingerprint, warm_up, warmed_up_folder
 
 

