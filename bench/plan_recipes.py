@@ -36,7 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from vlcohort.plan import hub_id  # noqa: F401 (re-exported: the folder-naming rule, for tests/test_plan_recipes.py)
+from vlcohort.plan import hub_id  # noqa: F401 - re-exported for tests/test_plan_recipes.py
 from vlcohort.plan import published_configs as configs_in
 from vlcohort.typed_yaml import ConfigError
 

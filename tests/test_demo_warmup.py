@@ -44,7 +44,8 @@ def test_demo_recipe_pins_one_thread():
 def test_warm_up_alone_equals_the_parallel_warm_up(tmp_path):
     cfg = load_config(str(DEMO), [f"run.output_dir={tmp_path}", *SHORT])
     assert cfg.parallel_arms
-    quiet = lambda *_: None  # noqa: E731
+    def quiet(*_):  # the warm-ups' log lines, not wanted here
+        return None
     prepare_warmups(cfg, tmp_path, log=quiet)  # both agents: two workers, one thread each
     parallel = weights(tmp_path / "warmup" / "B")
     shutil.rmtree(tmp_path / "warmup" / "B")

@@ -324,7 +324,7 @@ CLONE_CONFIGS = Path("bench") / "published_configs"
 
 
 def hub_id(folder_name: str) -> str | None:
-    """``Qwen--Qwen2.5-3B-Instruct`` -> ``Qwen/Qwen2.5-3B-Instruct``: a configs folder names
+    """``<org>--<name>`` -> ``<org>/<name>``: a configs folder names
     each checkpoint by its hub id with ``/`` written ``--`` (a folder name cannot hold
     ``/``); None for a name not of that form."""
     org, sep, name = folder_name.partition("--")
