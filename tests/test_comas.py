@@ -411,3 +411,14 @@ def test_resume_continues_the_discussions_exactly(tmp_path):
     assert {t["step"] for t in tb} == {1, 2} and {t["round"] for t in tb} == {1, 2}
     assert len(tb) == 2 * 2 * 3 * 3 * 1  # steps x rounds x kinds x agents x problems
     assert all("agent/A/kl" in r for r in a)  # the reward-side KL pass ran
+
+
+def test_a_comas_run_scores_a_held_out_share(tmp_path):
+    """CoMAS takes the same held-out evaluation as the cohort recipe: before the first
+    step and after the last, every agent, on the ``eval.holdout`` share of its file."""
+    out = tmp_path / "run"
+    assert main(["train", *SMALL, TEXT2, *TEXT_DATA, "eval.every=1", "eval.holdout=0.25",
+                 "eval.max_new_tokens=4", "run.steps=1", "run.threads=1",
+                 f"run.output_dir={out}"]) == 0
+    evals = [r for r in read_metrics(out / "metrics.jsonl") if "eval/A/all/acc" in r]
+    assert [r["step"] for r in evals] == [0, 1] and all("eval/B/all/parse_rate" in r for r in evals)

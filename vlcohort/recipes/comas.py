@@ -536,8 +536,8 @@ def comas_step(run: Run, step: int) -> dict[str, Any]:
     if run.talks:  # every rank holds every turn; the logger rank writes them
         log_turns(run, step, disc)
     record.update({**timing, "timing/step": time.perf_counter() - t_step})
-    if run.eval_problems and (step % run.cfg.eval.every == 0 or step == run.cfg.run.steps):
-        record.update(cohort.evaluate(run))
+    if cohort.evaluates_at(run, step):
+        record.update(cohort.evaluate(run, step))
     return record
 
 
