@@ -21,7 +21,7 @@ from .datasets import BENCHMARKS, DEFAULT_BENCHMARKS, TEXT_BENCHMARKS, Benchmark
 PROMPT_STYLES = ("boxed", "answer_tag", "official")
 # Kept in step with vlcohort.answers.extract.STYLES (a test checks), for the same reason.
 ANSWER_STYLES = ("auto", "answer_tag", "boxed", "phrase", "direct", "last_line", "last_expression",
-                 "last_letter", "last_number")
+                 "first_line", "last_letter", "last_number")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
