@@ -5,6 +5,8 @@ Each case goes through :func:`load_config` and through the real ``vlcohort confi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -177,3 +179,20 @@ def test_hashes_inside_structured_override_values_are_kept():
 def test_an_override_that_is_not_yaml_is_one_line(capsys):
     line = _cli_error(capsys, "optim.betas=[0.9, 0.95")
     assert line.startswith("config error: override 'optim.betas': not valid YAML (line 1")
+
+
+@pytest.mark.parametrize("name", ["..", ".", "...", "a/b", "a\nb", ""])
+def test_an_agent_name_that_is_a_path_is_refused(name):
+    """An agent's name becomes a folder (``<output_dir>/warmup/<name>``, checkpoints): an
+    agent named ``..`` would make its warm-up folder the run folder itself, which the
+    warm-up save replaces. Dots alone, separators and control characters are refused."""
+    from vlcohort.typed_yaml import ConfigError
+
+    with pytest.raises(ConfigError, match=r"agents\.0\.name: "):
+        load_config(None, ["method=gt_reward", "arms=[]",
+                           f"agents=[{{name: {json.dumps(name)}, path: 'tiny:qwen2'}}]"])
+
+
+def test_a_name_with_inner_dots_is_still_fine():
+    cfg = load_config(None, ["method=gt_reward", "arms=[]", "agents=[{name: 'qwen2.5-3b', path: 'tiny:qwen2'}]"])
+    assert cfg.agents[0].name == "qwen2.5-3b"

@@ -287,9 +287,10 @@ def check_agent(a: ModelConfig, where: str) -> None:
                           "tiny:<family> spec")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device):
         raise ConfigError(f"{where}.device: {a.device!r}; use cpu, cuda or cuda:N")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", a.name):
-        raise ConfigError(f"{where}.name: {a.name!r}; use letters, digits, _ . - "
-                          "(it names metric keys and checkpoint folders)")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", a.name) or set(a.name) == {"."}:
+        raise ConfigError(f"{where}.name: {a.name!r}; use letters, digits, _ . - , not dots "
+                          "alone (it names metric keys and checkpoint and warm-up folders, "
+                          "where '..' would be the folder above)")
     if a.reward_source is not None:
         _check_choice("agents.*.reward_source", a.reward_source, f"{where}.reward_source")
     if a.lr is not None:
