@@ -219,7 +219,9 @@ def test_evaluation_leaves_training_untouched_and_resumes_exactly(files):
     assert untimed(resumed) == untimed(with_eval)
 
 
-def test_resume_refuses_another_holdout(files):
+def test_resume_refuses_another_holdout(files, capsys):
+    """The run reads its file once (the held-out share is cut from that read); a resume may
+    not change the share."""
     _write(files / "all.jsonl", _records(20, "q"))
     out = files / "run"
     args = ["train", "method=gt_reward", TEXT_AGENT, "arms=[]", "data.source=file",
@@ -228,6 +230,7 @@ def test_resume_refuses_another_holdout(files):
             "rollout.rollouts_per_prompt=2", "rollout.max_new_tokens=4", "eval.max_new_tokens=4",
             "log.plot=false", "run.threads=1", "run.steps=1", f"run.output_dir={out}"]
     assert main(args) == 0
+    assert capsys.readouterr().out.count("all.jsonl: 20 rows read, 20 problems loaded") == 1
     with pytest.raises(ConfigError, match=r"cannot change eval\.holdout \(0\.2 -> 0\.3\)"):
         from vlcohort.recipes.cohort import resume_config
         resume_config(out, ["eval.holdout=0.3", "run.steps=2"])

@@ -16,6 +16,13 @@ from vlcohort.training.rewards import answer_kind
 from vlcohort.typed_yaml import ConfigError
 
 
+def load_run_problems(cfg: Config) -> tuple[list[Problem], list[Problem]]:
+    """(the training set, the held-out set) of a run, the training file read once: the
+    ``eval.holdout`` share is cut from the same read (:func:`split_holdout`)."""
+    train, share = _training_and_share(cfg)
+    return train, _held_out(cfg, share)
+
+
 def load_problems(cfg: Config) -> list[Problem]:
     """The training set: synthetic (default) or a file / hub dataset through ``data.*``,
     less the ``eval.holdout`` share, which training never sees.
@@ -23,17 +30,31 @@ def load_problems(cfg: Config) -> list[Problem]:
     Bad records are skipped and counted at load (summary printed here); images are decoded
     only at render, where ``next_prompts`` skips and counts the broken ones.
     """
+    return _training_and_share(cfg)[0]
+
+
+def load_eval_problems(cfg: Config) -> list[Problem]:
+    """Held-out problems for ``eval.*`` (none when ``eval.every`` is 0): the synthetic
+    families drawn with another seed, a file or hub split read as ``data.*`` is, or the
+    ``eval.holdout`` share of ``data.path``; at most ``eval.limit`` of them. Bad records
+    are skipped and counted as the training file's are."""
+    share = _training_and_share(cfg)[1] if cfg.eval.every and eval_source(cfg) == "holdout" else []
+    return _held_out(cfg, share)
+
+
+def _training_and_share(cfg: Config) -> tuple[list[Problem], list[Problem]]:
+    """(the training problems, the ``eval.holdout`` share cut from them: empty without one)."""
     d = cfg.data
     if d.source == "synthetic":
         from vlcohort.data.synthetic import make_dataset
 
         return make_dataset(tasks=tuple(d.tasks), n=d.num_problems,
                             seed=cfg.run.seed, image_size=d.image_size,
-                            shuffle_options=d.shuffle_options)
+                            shuffle_options=d.shuffle_options), []
     problems = read_problems(cfg, d, "data")
     if cfg.eval.holdout:
-        problems, _ = split_holdout(problems, cfg.eval.holdout, cfg.run.seed)
-    return problems
+        return split_holdout(problems, cfg.eval.holdout, cfg.run.seed)
+    return problems, []
 
 
 def read_problems(cfg: Config, d: DataConfig | EvalDataConfig, key: str) -> list[Problem]:
@@ -119,11 +140,9 @@ def eval_source(cfg: Config) -> str:
     return "synthetic" if cfg.data.source == "synthetic" else "holdout"
 
 
-def load_eval_problems(cfg: Config) -> list[Problem]:
-    """Held-out problems for ``eval.*`` (none when ``eval.every`` is 0): the synthetic
-    families drawn with another seed, a file or hub split read as ``data.*`` is, or the
-    ``eval.holdout`` share of ``data.path``; at most ``eval.limit`` of them. Bad records
-    are skipped and counted as the training file's are."""
+def _held_out(cfg: Config, share: list[Problem]) -> list[Problem]:
+    """The held-out set of ``eval.*`` (none when ``eval.every`` is 0), ``share`` being the
+    ``eval.holdout`` share already cut from the training file."""
     e = cfg.eval
     if not e.every:
         return []
@@ -137,10 +156,9 @@ def load_eval_problems(cfg: Config) -> list[Problem]:
                                 image_size=cfg.data.image_size,
                                 shuffle_options=cfg.data.shuffle_options)
     elif source == "holdout":
-        _, held = split_holdout(read_problems(cfg, cfg.data, "data"), e.holdout, cfg.run.seed)
-        problems = [p for p in held if p.gold is not None]
-        if len(problems) < len(held):
-            print(f"eval.holdout: {len(held) - len(problems)} of the {len(held)} held-out "
+        problems = [p for p in share if p.gold is not None]
+        if len(problems) < len(share):
+            print(f"eval.holdout: {len(share) - len(problems)} of the {len(share)} held-out "
                   f"problems of {cfg.data.path} have no gold answer and are not scored",
                   file=sys.stderr)
     else:

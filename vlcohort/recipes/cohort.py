@@ -58,7 +58,7 @@ from vlcohort import run_folder, runlock
 from vlcohort.answers.grading import get_grader
 from vlcohort.config import Config, load_config, to_dict, to_yaml
 from vlcohort.data.problems import Problem
-from vlcohort.data.sources import load_eval_problems, load_problems
+from vlcohort.data.sources import load_run_problems
 from vlcohort.data.stream import ProblemStream
 from vlcohort.monitoring.metrics import (
     MetricsLogger,
@@ -112,7 +112,7 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
     if layout.is_logger:
         runlock.acquire(run_dir)  # before anything is written there
         run_folder.write_text(run_dir / "config.yaml", to_yaml(cfg))  # no link followed
-    problems = load_problems(cfg)
+    problems, eval_problems = load_run_problems(cfg)
     stream = ProblemStream(problems, seed=cfg.run.seed, shuffle=cfg.data.shuffle)
     folder = checkpoint_to_resume(run_dir, resume)
     local = layout.local_agents
@@ -127,7 +127,7 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
     run = Run(cfg=cfg, dir=run_dir, agents=agents, stream=stream, grader=get_grader(cfg.reward.grader),
               logger=MetricsLogger(run_dir, log=cfg.log, enabled=layout.is_logger,
                                    run_name=cfg.run.name, run_config=to_dict(cfg)),
-              layout=layout, adapters=adapters, local=local, eval_problems=load_eval_problems(cfg),
+              layout=layout, adapters=adapters, local=local, eval_problems=eval_problems,
               shards=shard_streams(problems, len(cfg.agents), cfg) if cfg.data.decouple else [],
               owns_layout=owns_layout)
     for agent in agents:
