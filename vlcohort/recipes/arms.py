@@ -361,11 +361,12 @@ def plot_comparison(cfg: Config, run_dir: Path, out_png: Path) -> Path | None:
     if not arms:
         return None
     own = _own_tasks(cfg)
-    tasks = arm_tasks(cfg, [r for m in arms for r in read_metrics(run_dir / m / "metrics.jsonl")]) or ["all"]
+    records = {m: read_metrics(run_dir / m / "metrics.jsonl") for m in arms}
+    tasks = arm_tasks(cfg, [r for recs in records.values() for r in recs]) or ["all"]
     fig, axes = plt.subplots(2, len(arms), figsize=(6 * len(arms), 7), squeeze=False)
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
     for j, method in enumerate(arms):
-        recs = read_metrics(run_dir / method / "metrics.jsonl")
+        recs = records[method]
         ax = axes[0][j]
         for i, mc in enumerate(cfg.agents):
             for task in tasks:
