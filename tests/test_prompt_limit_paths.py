@@ -12,7 +12,7 @@ import pytest
 from vlcohort.answers.grading import get_grader
 from vlcohort.config import load_config
 from vlcohort.data.problems import Problem
-from vlcohort.monitoring.heldout import accuracy_by_task
+from vlcohort.monitoring.heldout import evaluate_agent
 from vlcohort.recipes import selfplay as sp
 
 LIMIT = 120
@@ -56,21 +56,27 @@ def test_held_out_accuracy_leaves_out_an_overlong_problem(qwen2):
         long, ask["system_prompt"], ask["instruction"])) > LIMIT
     mixed = [*short[:2], long, *short[2:]]  # the long one in the first batch, not last
 
-    limited = accuracy_by_task(qwen2, mixed, max_prompt_tokens=LIMIT, **ask)
-    alone = accuracy_by_task(qwen2, short, max_prompt_tokens=LIMIT, **ask)
-    assert dict(limited) == dict(alone) and set(limited) == {"sums", "more", "all"}
-    assert limited.left_out == ["too-long"] and alone.left_out == []
+    limited = evaluate_agent(qwen2, mixed, max_prompt_tokens=LIMIT, **ask)
+    alone = evaluate_agent(qwen2, short, max_prompt_tokens=LIMIT, **ask)
+    assert dict(limited) == dict(alone)
+    assert _families(limited) == {"sums", "more", "all"}
+    assert limited.left_out == [("too-long", "prompt_too_long")] and alone.left_out == []
 
-    unlimited = accuracy_by_task(qwen2, mixed, **ask)  # 0: no limit, all asked as before
-    assert set(unlimited) == {"sums", "more", "long", "all"} and unlimited.left_out == []
+    unlimited = evaluate_agent(qwen2, mixed, **ask)  # 0: no limit, all asked as before
+    assert _families(unlimited) == {"sums", "more", "long", "all"} and unlimited.left_out == []
+
+
+def _families(scores) -> set[str]:
+    """The task families a held-out evaluation scored (``<family>/acc`` keys)."""
+    return {k.removesuffix("/acc") for k in scores if k.endswith("/acc")}
 
 
 def test_an_overlong_held_out_set_leaves_every_problem_out(qwen2):
     long = [Problem(id=f"long-{i}", text=_overlong(), gold="A", meta={"task": "t"})
             for i in range(2)]
-    out = accuracy_by_task(qwen2, long, None, None, get_grader("corrected"),
-                           max_new_tokens=2, max_prompt_tokens=LIMIT)
-    assert out.left_out == ["long-0", "long-1"] and "t" not in out
+    out = evaluate_agent(qwen2, long, None, None, get_grader("corrected"),
+                         max_new_tokens=2, max_prompt_tokens=LIMIT)
+    assert [pid for pid, _ in out.left_out] == ["long-0", "long-1"] and "t/acc" not in out
 
 
 @pytest.fixture(scope="module")

@@ -51,32 +51,12 @@ def generate_completions(adapter, model, rendered: Sequence, max_new_tokens: int
     return adapter.tokenizer.batch_decode(rows, skip_special_tokens=True), [len(r) for r in rows]
 
 
-class Accuracies(dict):
-    """{task: accuracy} plus ``all``, as a plain dict, and ``left_out``: the ids of the
-    problems that could not be asked (render refused them, e.g. a prompt over the token
-    limit). They count neither as right nor as wrong: an accuracy over the problems the
-    agent saw, with the number not seen beside it for the log."""
-
-    def __init__(self, accuracies: dict[str, float], left_out: list[str]):
-        super().__init__(accuracies)
-        self.left_out = left_out
-
-
 def askable(adapter, problems: Sequence[Problem], system_prompt: str | None,
             instruction: str | None, max_prompt_tokens: int = 0
-            ) -> tuple[list[Problem], list, list[str]]:
+            ) -> tuple[list[Problem], list, list[str], list[str]]:
     """(the problems render accepts, their rendered prompts, the ids of those it refuses
-    with :class:`~processors.ProblemInputError`)."""
-    kept, rendered, refused, _ = askable_with_reasons(adapter, problems, system_prompt,
-                                                      instruction, max_prompt_tokens)
-    return kept, rendered, refused
-
-
-def askable_with_reasons(adapter, problems: Sequence[Problem], system_prompt: str | None,
-                         instruction: str | None, max_prompt_tokens: int = 0
-                         ) -> tuple[list[Problem], list, list[str], list[str]]:
-    """:func:`askable`, plus the skip reason of each refused problem (the reasons the
-    training step counts in ``skipped_records``: ``prompt_too_long``, ``image_unreadable``...)."""
+    with :class:`~processors.ProblemInputError`, and each refusal's reason: the reasons the
+    training step counts in ``skipped_records``, ``prompt_too_long``, ``image_unreadable``...)."""
     kept, rendered, refused, reasons = [], [], [], []
     for p in problems:
         try:
@@ -175,7 +155,7 @@ def evaluate_agent(agent, problems: Sequence[Problem], system_prompt: str | None
         torch.manual_seed(seed)
         per_call = max(1, batch_size // samples)
         for start in range(0, len(problems), per_call):
-            chunk, rendered, refused, reasons = askable_with_reasons(
+            chunk, rendered, refused, reasons = askable(
                 adapter, problems[start:start + per_call], system_prompt, instruction,
                 max_prompt_tokens)
             left_out += list(zip(refused, reasons))
@@ -188,21 +168,3 @@ def evaluate_agent(agent, problems: Sequence[Problem], system_prompt: str | None
                 graded.append(grade_samples(p, texts[cut], lengths[cut], grader, style))
     model.train(was_training)
     return HeldOut(held_out_scores(graded) if graded else {}, left_out)
-
-
-@torch.no_grad()
-def accuracy_by_task(agent, problems: Sequence[Problem], system_prompt: str | None,
-                     instruction: str | None, grader, max_new_tokens: int = 16,
-                     style: str = "auto", batch_size: int = 64,
-                     max_prompt_tokens: int = 0) -> Accuracies:
-    """{task: share of problems whose greedy answer equals gold}, plus ``all``
-    (:func:`evaluate_agent` at one greedy sample, its accuracies only).
-
-    ``max_prompt_tokens`` (0: no limit) is the run's ``data.max_prompt_tokens``: a held-out
-    problem whose prompt is longer, or that does not render at all, is left out (listed in
-    the result's ``left_out``) rather than stopping the run or counting as wrong."""
-    held = evaluate_agent(agent, problems, system_prompt, instruction, grader,
-                          max_new_tokens=max_new_tokens, style=style, batch_size=batch_size,
-                          max_prompt_tokens=max_prompt_tokens)
-    accs = {k[:-len("/acc")]: v for k, v in held.items() if k.endswith("/acc")}
-    return Accuracies(accs or {"all": 0.0}, [pid for pid, _ in held.left_out])
