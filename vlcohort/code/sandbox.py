@@ -26,8 +26,11 @@ installs it), and by which mechanism:
   namespace flag (``clone3`` answers ENOSYS so the C library falls back to ``clone``),
   the mount family, ``chroot``, the keyring, ``bpf``, ``perf_event_open``,
   ``userfaultfd``, ``io_uring_*``, ``kexec_*``, module loading, ``ptrace`` and
-  ``process_vm_*``, ``open_by_handle_at``, ``TIOCSTI`` fail with EPERM. Without
-  ``pyseccomp`` or ``libseccomp.so.2`` runs are refused, never run unfiltered.
+  ``process_vm_*``, ``open_by_handle_at``, ``TIOCSTI`` fail with EPERM. Sockets are
+  allow-listed: ``socket`` / ``socketpair`` of every family but AF_UNIX (AF_INET,
+  AF_INET6, AF_VSOCK, which the network namespace does not cover, AF_NETLINK, AF_PACKET,
+  AF_ALG, ...) fail with EAFNOSUPPORT. Without ``pyseccomp`` or ``libseccomp.so.2``
+  runs are refused, never run unfiltered.
 * **An unprivileged uid** when we are root (util-linux ``setpriv``): no capabilities,
   ``no_new_privs``; then ``prlimit``: RLIMIT_CPU / AS / NPROC / FSIZE / NOFILE / CORE=0.
   The uid comes from :data:`UID_RANGE`; each is held, while this process uses it for
@@ -148,6 +151,11 @@ REFUSED_SYSCALLS = (
 CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000,
                          0x20000000, 0x40000000)
 _TIOCSTI = 0x5412  # push characters into a terminal's input: refused
+#: The one socket family a program may create (socket / socketpair): the rest answer
+#: EAFNOSUPPORT, as for a family the kernel lacks. The network namespace does not cover
+#: every family (AF_VSOCK reaches the hypervisor; AF_ALG, AF_PACKET, AF_NETLINK are
+#: kernel attack surface), so the filter allows one instead of listing the others.
+ALLOWED_SOCKET_FAMILY = 1  # AF_UNIX
 
 
 @functools.lru_cache(maxsize=None)
@@ -157,7 +165,11 @@ def _seccomp_program() -> tuple[bytes, str]:
     Default allow, a list refused: a test program uses threads, subprocesses, files and
     pipes; what it never needs is listed. ``clone3`` passes its flags in memory, which a
     filter cannot read, so it answers ENOSYS and the C library falls back to ``clone``,
-    whose flags are checked."""
+    whose flags are checked. Sockets are the exception, an allow-list: ``socket`` and
+    ``socketpair`` of any family but AF_UNIX answer EAFNOSUPPORT (the family is compared
+    as the whole 64-bit register, so high bits cannot smuggle one past it); where the
+    architecture multiplexes them through ``socketcall`` (i386), whose arguments a filter
+    cannot read, ``socketcall`` is refused outright."""
     try:
         import pyseccomp as sc
     except (ImportError, OSError, RuntimeError) as e:
@@ -173,6 +185,11 @@ def _seccomp_program() -> tuple[bytes, str]:
         for flag in CLONE_NAMESPACE_FLAGS:
             filt.add_rule(eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
         filt.add_rule(eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, _TIOCSTI))
+        no_family = sc.ERRNO(errno.EAFNOSUPPORT)
+        for name in ("socket", "socketpair"):
+            filt.add_rule(no_family, name, sc.Arg(0, sc.NE, ALLOWED_SOCKET_FAMILY))
+        if sc.resolve_syscall(sc.Arch.NATIVE, "socketcall") >= 0:
+            filt.add_rule(eperm, "socketcall")
         with tempfile.TemporaryFile() as f:
             filt.export_bpf(f)
             f.seek(0)
@@ -290,7 +307,8 @@ def mechanism() -> str:
     if backend == "bwrap":
         return ("bubblewrap: net+pid+ipc+uts namespaces, minimal read-only view (standard "
                 "library only, no site-packages), size-capped tmpfs working folder and "
-                "/dev/shm, seccomp filter (no new namespaces, mount, ptrace, bpf, ...), "
+                "/dev/shm, seccomp filter (no new namespaces, mount, ptrace, bpf, ...; "
+                "sockets: AF_UNIX only), "
                 f"cleared environment, killed by pid namespace; {who}; {limits}")
     return ("UNSAFE util-linux unshare (" + f"{SANDBOX_ENV}={UNSAFE_SWITCH}): net+pid "
             "namespaces only, host filesystem visible, host working folder, no disk limit, "
