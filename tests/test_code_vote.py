@@ -16,11 +16,11 @@ import json
 import pytest
 import torch
 
+from tests.helpers.replay import ReplayEngine
 from vlcohort.cli import main
 from vlcohort.config import load_config
 from vlcohort.data.problems import Problem, load_problems_from
 from vlcohort.monitoring.metrics import documented, read_metrics
-from vlcohort.rollout.base import Rollouts
 from vlcohort.training import rewards
 from vlcohort.training.rewards import (
     CODE_KEYS,
@@ -299,28 +299,6 @@ def test_tiny_cohort_trains_two_steps_with_code_answers(tmp_path, capsys):
     assert not {k for r in recs for k in r if not documented(k)}
     cfg = load_config(run / "config.yaml")
     assert cfg.reward.answer_kind == "code" and cfg.agents[1].reward_source == "ground_truth"
-
-
-class ReplayEngine:
-    """Generation replaced by hand-written completions (prompt id -> G texts), tokenized
-    by the agent's own tokenizer so the update trains on them; everything after
-    generation (keys, votes, rewards, the GRPO update, metrics) is the real step."""
-
-    def __init__(self, engine, adapter, script: dict[str, list[str]]):
-        self.engine, self.adapter, self.script = engine, adapter, script
-
-    def __getattr__(self, name):  # weight pushes and the rest: the agent's real engine
-        return getattr(self.engine, name)
-
-    def generate(self, rendered, group_size, sampling, seed=None) -> Rollouts:
-        tok, stop = self.adapter.tokenizer, self.adapter.stop_token_ids()[0]
-        texts = [t for r in rendered for t in self.script[r.problem_id][:group_size]]
-        completions = [tok.encode(t, add_special_tokens=False)[:sampling.max_new_tokens - 1]
-                       + [stop] for t in texts]
-        T = max(len(c) for c in completions)
-        return Rollouts(prompts=None, completions=completions, texts=texts,
-                        logprobs=torch.zeros(len(texts), T), finished=[True] * len(texts),
-                        group_size=group_size)
 
 
 @pytest.mark.sandbox
