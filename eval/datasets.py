@@ -33,12 +33,12 @@ silently and never a crash in the middle of a run.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from vlcohort import bounded_json
 from vlcohort.data.problems import LETTERS, Problem
 from vlcohort.errors import json_error_text
 
@@ -93,13 +93,16 @@ def read_json(path: Path) -> Any:
     """A whole-file JSON document; a syntax error names the file, line and column."""
     raw = read_bytes(path)
     try:
-        return json.loads(raw.decode("utf-8-sig"))
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise BenchmarkError(f"{path}: not UTF-8 text (byte {raw[e.start]:#04x} at offset "
                              f"{e.start}); save it as UTF-8 or download it again.") from e
-    except json.JSONDecodeError as e:
-        raise BenchmarkError(f"{path}: line {e.lineno}: malformed JSON ({json_error_text(e)}). "
-                             "Fix the file or download it again.") from e
+    try:
+        return bounded_json.loads(text, max_chars=len(text))
+    except bounded_json.BadJSON as e:
+        why = (f"line {e.syntax.lineno}: malformed JSON ({json_error_text(e.syntax)})"
+               if e.syntax else str(e))
+        raise BenchmarkError(f"{path}: {why}. Fix the file or download it again.") from None
 
 
 def unreadable(path: Path, error: OSError) -> BenchmarkError:
@@ -135,7 +138,7 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     except OSError as e:
         raise unreadable(path, e) from e
     with f:
-        lines = enumerate(f, 1)
+        lines = bounded_json.numbered_lines(f)
         while True:
             try:
                 lineno, raw = next(lines)
@@ -143,6 +146,10 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
                 return
             except OSError as e:  # a folder opens on some systems and fails on read
                 raise unreadable(path, e) from e
+            if raw is None:
+                raise BenchmarkError(f"{path}: line {lineno}: longer than "
+                                     f"{bounded_json.MAX_CHARS} bytes; each line must be one "
+                                     "JSON object.")
             try:
                 line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as e:
@@ -152,10 +159,11 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             if not line.strip():
                 continue
             try:  # without its line end: a line cut mid-string is "Unterminated string", not
-                obj = json.loads(line.rstrip("\r\n"))  # "Invalid control character" (the \n)
-            except json.JSONDecodeError as e:
-                raise BenchmarkError(f"{path}: line {lineno}: malformed JSON ({json_error_text(e)}). "
-                                     "Each line must be one JSON object.") from e
+                obj = bounded_json.loads(line.rstrip("\r\n"))  # "Invalid control character" (\n)
+            except bounded_json.BadJSON as e:
+                why = f"malformed JSON ({json_error_text(e.syntax)})" if e.syntax else str(e)
+                raise BenchmarkError(f"{path}: line {lineno}: {why}. Each line must be one "
+                                     "JSON object.") from None
             if not isinstance(obj, dict):
                 raise BenchmarkError(f"{path}: line {lineno}: expected a JSON object, got "
                                      f"{type(obj).__name__}.")

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from vlcohort import bounded_json
 from vlcohort.answers.grading import get_grader
 from vlcohort.data.problems import Problem
 
@@ -203,8 +204,8 @@ def drop_truncated_tail(path: Path) -> int | None:
         os.truncate(path, cut)
         return None
     try:
-        ok = isinstance(json.loads(tail.decode("utf-8")), dict)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        ok = isinstance(bounded_json.loads(tail), dict)
+    except bounded_json.BadJSON:
         ok = False
     if ok:
         with open(path, "ab") as f:

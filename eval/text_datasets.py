@@ -41,7 +41,6 @@ import base64
 import csv
 import gzip
 import io
-import json
 import pickle
 import random
 import re
@@ -50,8 +49,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from vlcohort import bounded_json
 from vlcohort.data.problems import LETTERS, Problem
-from vlcohort.errors import json_error_text
 
 from .datasets import (
     BENCHMARK_GROUPS,
@@ -118,16 +117,19 @@ def _gzip_records(path: Path) -> list[dict]:
         raise BenchmarkError(f"{path}: not a readable gzip file ({e}); download it again.") from e
     inner = path.name[:-3]
     if inner.endswith(".json"):
-        data = json.loads(text)
+        try:
+            data = bounded_json.loads(text, max_chars=len(text))
+        except bounded_json.BadJSON as e:
+            raise BenchmarkError(f"{path}: {e}; download it again.") from None
         return list(data.values()) if isinstance(data, dict) else list(data)
     rows = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            raise BenchmarkError(f"{path}: line {lineno}: malformed JSON ({json_error_text(e)}).") from e
+            rows.append(bounded_json.loads(line))
+        except bounded_json.BadJSON as e:
+            raise BenchmarkError(f"{path}: line {lineno}: {e}; download it again.") from None
     return rows
 
 
@@ -361,6 +363,20 @@ class _StrOnlyUnpickler(pickle.Unpickler):
                                      "LiveCodeBench's private tests are a plain string")
 
 
+#: The most a record's compressed test cases may inflate to (LiveCodeBench's largest real
+#: ones are tens of MB); past it the record is skipped, not inflated into the host's memory.
+PRIVATE_TESTS_MAX_BYTES = 512 << 20
+
+
+def _inflate(raw: bytes, limit: int) -> bytes:
+    """zlib-decompress ``raw`` to at most ``limit`` bytes (a zlib bomb is a ValueError)."""
+    z = zlib.decompressobj()
+    out = z.decompress(raw, limit)
+    if z.unconsumed_tail:
+        raise ValueError(f"compressed test cases inflate past {limit >> 20} MiB")
+    return out
+
+
 def decode_private_tests(value: Any) -> list[dict]:
     """LiveCodeBench's ``private_test_cases``: a JSON list, or (the lite release) base64
     of zlib of a pickled JSON string. The pickle must hold a ``str``, nothing else."""
@@ -368,17 +384,19 @@ def decode_private_tests(value: Any) -> list[dict]:
         return value
     text = str(value)
     try:
-        out = json.loads(text)
-    except json.JSONDecodeError:
+        out = bounded_json.loads(text, max_chars=max(len(text), bounded_json.MAX_CHARS))
+    except bounded_json.BadJSON as e:
+        if e.syntax is None:  # JSON, past a bound
+            raise
         try:
-            raw = zlib.decompress(base64.b64decode(text.encode("utf-8")))
+            raw = _inflate(base64.b64decode(text.encode("utf-8")), PRIVATE_TESTS_MAX_BYTES)
             inner = _StrOnlyUnpickler(io.BytesIO(raw)).load()
         except (ValueError, zlib.error, pickle.UnpicklingError, EOFError) as e:
             raise ValueError(f"private_test_cases is neither JSON nor base64+zlib+pickle: {e}") from e
         if not isinstance(inner, str):
             raise ValueError(f"private_test_cases unpickled to {type(inner).__name__}, "
                              "expected a JSON string")
-        out = json.loads(inner)
+        out = bounded_json.loads(inner, max_chars=max(len(inner), bounded_json.MAX_CHARS))
     if not isinstance(out, list):
         raise ValueError(f"test cases are a {type(out).__name__}, expected a list")
     return out
@@ -424,7 +442,8 @@ def _livecodebench(rows: list[dict], path: Path, need_images: bool) -> Benchmark
             public = decode_private_tests(row["public_test_cases"])
             private = decode_private_tests(row["private_test_cases"])
             metadata = row.get("metadata") or {}
-            metadata = json.loads(metadata) if isinstance(metadata, str) else dict(metadata)
+            metadata = (bounded_json.loads(metadata) if isinstance(metadata, str)
+                        else dict(metadata))
         except (ValueError, TypeError) as e:
             skipped.append(SkippedItem(pid, "bad_tests", f"{path}: question {pid}: {e}"))
             continue

@@ -8,14 +8,13 @@ metrics read its gold. Gold is never shown to a model: adapters render only ``te
 from __future__ import annotations
 
 import io
-import json
 import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from vlcohort.errors import json_error_text
+from vlcohort import bounded_json
 
 LETTERS = "ABCDEFGH"
 
@@ -152,8 +151,8 @@ def parse_options_field(value: Any) -> list[str] | None:
         return None
     if text.startswith("["):
         try:
-            parsed = json.loads(text)
-        except ValueError:
+            parsed = bounded_json.loads(text)
+        except bounded_json.BadJSON:
             parsed = None
         if isinstance(parsed, list):
             return parse_options_field(parsed)
@@ -332,6 +331,20 @@ def open_dataset(path: str, *, source: str = "file", split: str = "train",
     return ds, base
 
 
+def _jsonl_record(line: str | None) -> tuple[dict | None, str]:
+    """One JSONL line as (record, "") or (None, why it is not one); ``None`` is a line
+    past the length bound."""
+    if line is None:
+        return None, f"a line of more than {bounded_json.MAX_CHARS} characters"
+    try:  # without its line end: a line cut mid-string is "Unterminated string", not
+        obj = bounded_json.loads(line.rstrip("\r\n"))  # "Invalid control character" (\n)
+    except bounded_json.BadJSON as e:
+        return None, str(e)
+    if not isinstance(obj, dict):
+        return None, f"a JSON {type(obj).__name__}, not an object"
+    return obj, ""
+
+
 def _jsonl_dataset(path: Path, bad_lines: list[tuple[int, str]] | None):
     """A JSONL file as a dataset, a line that is not one JSON object skipped and recorded
     in ``bad_lines`` as ``(line number, why)`` (docs/design.md, rule 8: one bad record never costs
@@ -340,19 +353,13 @@ def _jsonl_dataset(path: Path, bad_lines: list[tuple[int, str]] | None):
 
     rows: list[dict] = []
     with open(path, encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
+        for lineno, line in bounded_json.numbered_lines(f):
+            if line is not None and not line.strip():
                 continue
-            try:  # without its line end: a line cut mid-string is "Unterminated string", not
-                obj = json.loads(line.rstrip("\r\n"))  # "Invalid control character" (the \n)
-            except json.JSONDecodeError as e:
-                why = f"not JSON ({json_error_text(e)})"
-            else:
-                if isinstance(obj, dict):
-                    rows.append(obj)
-                    continue
-                why = f"a JSON {type(obj).__name__}, not an object"
-            if bad_lines is not None:
+            obj, why = _jsonl_record(line)
+            if obj is not None:
+                rows.append(obj)
+            elif bad_lines is not None:
                 bad_lines.append((lineno, why))
     if not rows:
         raise DataError(f"data.path: {path}: no line is a JSON object"
@@ -454,9 +461,9 @@ def code_tests_field(value: Any) -> dict | None:
         return None
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except ValueError as e:
-            raise ValueError(f"not JSON ({e})") from None
+            value = bounded_json.loads(value)
+        except bounded_json.BadJSON as e:
+            raise ValueError(str(e)) from None
     if not isinstance(value, dict):
         raise ValueError(f"a {type(value).__name__}, not a CodeTests dict with a 'kind'")
     from vlcohort.code.checks import CodeTests

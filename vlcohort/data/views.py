@@ -12,10 +12,10 @@ before training starts, not discovered mid-run; ``view_of`` then swaps the text 
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from vlcohort import bounded_json
 from vlcohort.data.problems import DataError, LoadReport, Problem, split_options
 from vlcohort.errors import json_error_text
 
@@ -31,17 +31,20 @@ def load_rewrites(path: str | Path) -> dict[str, str]:
     raw = p.read_text(encoding="utf-8")
     records: list[tuple[int, Any]]
     try:
-        whole = json.loads(raw)
-    except ValueError:
+        whole = bounded_json.loads(raw, max_chars=len(raw))
+    except bounded_json.BadJSON as e:
+        if e.syntax is None:  # JSON, past a bound
+            raise DataError(f"{p}: {e}; a rewrite file holds flat records") from None
         whole = None
         records = []
         for n, line in enumerate(raw.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                records.append((n, json.loads(line)))
-            except ValueError as e:
-                raise DataError(f"{p}, line {n}: not valid JSON ({json_error_text(e)})") from e
+                records.append((n, bounded_json.loads(line)))
+            except bounded_json.BadJSON as e:
+                why = f"not valid JSON ({json_error_text(e.syntax)})" if e.syntax else str(e)
+                raise DataError(f"{p}, line {n}: {why}") from None
     if isinstance(whole, dict):
         return {str(k): str(v) for k, v in whole.items() if v is not None}
     if isinstance(whole, list):
