@@ -52,8 +52,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
+from vlcohort import bounded_json
 from vlcohort.code.pair import run_pair
 from vlcohort.code.sandbox import Limits, RunResult, run_python
 
@@ -196,6 +197,16 @@ def _case_line_problem(d: object, k: int) -> str:
     return ""
 
 
+def _complete_lines(text: str) -> Iterator[str]:
+    """The newline-ended lines of ``text`` one at a time (a last line without its newline,
+    cut off mid-write, is left out). Lazily: a program can write 64 MiB of newlines, and
+    ``split`` would build 64 million strings before the first is looked at."""
+    start = 0
+    while (end := text.find("\n", start)) >= 0:
+        yield text[start:end]
+        start = end + 1
+
+
 def parse_side(side: str) -> tuple[dict | None, list[dict], str]:
     """(the load line, the case lines, why reading stopped early) from the driver's side
     channel. The program shares the driver's process and may write there too, so only
@@ -203,14 +214,13 @@ def parse_side(side: str) -> tuple[dict | None, list[dict], str]:
     order. Anything else (garbage, a skipped, repeated or reordered case) stops the
     reading with the reason; the cases before it stand, the next one fails. A last line
     cut off mid-write (the process was killed) is ignored."""
-    lines = side.split("\n")[:-1]  # complete lines only
     load: dict | None = None
     cases: list[dict] = []
-    for n, line in enumerate(lines):
+    for n, line in enumerate(_complete_lines(side)):
         try:
-            d = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            return load, cases, f"side channel: line {n + 1} is not JSON"
+            d = bounded_json.loads(line)
+        except bounded_json.BadJSON as e:
+            return load, cases, f"side channel: line {n + 1}: {e}"
         if load is None:
             if not (isinstance(d, dict) and type(d.get("load")) is bool
                     and type(d.get("error", "")) is str):
@@ -293,10 +303,12 @@ def harness_payload(mode: str, tests: CodeTests, cases: Sequence[str]) -> dict:
 def _harness_lines(side: str) -> tuple[dict | None, list[dict]]:
     """The harness's verdict lines (its own side channel: only it writes there)."""
     load, cases = None, []
-    for line in side.split("\n")[:-1]:
+    for line in _complete_lines(side):
         try:
-            d = json.loads(line)
-        except json.JSONDecodeError:
+            d = bounded_json.loads(line)
+        except bounded_json.BadJSON:
+            break
+        if not isinstance(d, dict):
             break
         if load is None:
             load = d
@@ -371,10 +383,14 @@ def stripped_lines(text: str) -> list[str]:
 
 
 def _decimals(line: str) -> list[Decimal] | None:
+    """The line's tokens as numbers, or None when one is not a number. A NaN is not one:
+    LiveCodeBench's ``==`` never holds for it, and a signalling ``sNaN`` (which a program
+    can print) makes Decimal's comparison raise ``InvalidOperation``."""
     try:
-        return [Decimal(tok) for tok in line.split()]
+        values = [Decimal(tok) for tok in line.split()]
     except (InvalidOperation, ValueError):
         return None
+    return None if any(v.is_nan() for v in values) else values
 
 
 def stdin_output_matches(got: str, expected: str) -> tuple[bool, str]:
@@ -394,15 +410,15 @@ def stdin_output_matches(got: str, expected: str) -> tuple[bool, str]:
 def functional_output_matches(case: dict, expected: str) -> tuple[bool, str]:
     """LiveCodeBench's call-based compare: prediction (tuples as lists) == json(expected)."""
     try:
-        want = json.loads(expected)
-    except json.JSONDecodeError as e:
-        return False, f"expected output is not JSON ({e}); fix the benchmark record"
+        want = bounded_json.loads(expected)
+    except bounded_json.BadJSON as e:
+        return False, f"expected output: {e}; fix the benchmark record"
     if not case.get("json"):
         return False, f"wrong answer: {case['out'][:80]} (not a JSON value) != {expected[:80]}"
     try:
-        got = json.loads(case["out"])
-    except (json.JSONDecodeError, RecursionError):
-        return False, f"wrong answer: {case['out'][:80]} (not a JSON value) != {expected[:80]}"
+        got = bounded_json.loads(case["out"])
+    except bounded_json.BadJSON as e:
+        return False, f"wrong answer: {case['out'][:80]} ({e}) != {expected[:80]}"
     if got == want:
         return True, ""
     return False, f"wrong answer: {case['out'][:80]} != {expected[:80]}"
