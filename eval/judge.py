@@ -30,6 +30,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, Sequence
 
+from vlcohort import bounded_json
+
 from .safe_text import clip, redact, without_surrogates
 
 __all__ = ["Judge", "JudgeError", "LocalJudge", "OpenAIJudge", "make_judge"]
@@ -76,6 +78,12 @@ def _reply_text(body: object) -> str:
     if not isinstance(content, str):
         raise ValueError(f"choices[0].message.content is {type(content).__name__}, not text")
     return content
+
+
+def reply_output(data: bytes, max_bytes: int = MAX_REPLY_BYTES) -> str:
+    """The output text of a reply body: bounded JSON (:mod:`vlcohort.bounded_json`), then
+    ``choices[0].message.content``; ValueError (one phrase) for anything else."""
+    return _reply_text(bounded_json.loads(data, max_chars=max_bytes))
 
 
 class _Expired(Exception):
@@ -301,8 +309,8 @@ class OpenAIJudge:
                         if status in (401, 403) else "")
                 raise self._error(f"HTTP {status}{hint}: {clip(text)}")
             try:
-                output = _reply_text(json.loads(data))
-            except ValueError as e:  # also JSONDecodeError and UnicodeDecodeError
+                output = reply_output(data, self.max_reply_bytes)
+            except ValueError as e:  # BadJSON and _reply_text's own
                 raise self._error(f"malformed reply, not a chat completion "
                                   f"({clip(str(e), 120)}); reply starts: {clip(text)}") from e
             if len(output) > MAX_OUTPUT_CHARS:

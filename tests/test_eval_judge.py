@@ -604,6 +604,20 @@ def test_cut_lying_and_undecodable_replies_are_one_line_errors(raw_server):
         assert "\n" not in str(e.value) and len(str(e.value)) < 600
 
 
+def test_replies_past_the_json_bounds_are_one_line_errors(raw_server):
+    """200 KB of nested arrays raised RecursionError out of the client, a 5,000-digit
+    number ValueError: each is now a JudgeError naming the bound."""
+    cases = [(b"[" * 100_000 + b"]" * 100_000, "nested deeper than 100 levels"),
+             (b'{"choices": [{"message": {"content": "1"}}], "usage": ' + b"7" * 5000 + b"}",
+              "a number of 5000 digits")]
+    for body, pattern in cases:
+        server = raw_server(lambda c, r, s, body=body: _reply(c, "200 OK", body))
+        judge = OpenAIJudge(server.url, "m", retries=0, timeout_s=10)
+        with pytest.raises(JudgeError, match=pattern) as e:
+            judge.complete(["q"])
+        assert "\n" not in str(e.value) and len(str(e.value)) < 600
+
+
 def test_a_lone_surrogate_in_the_judged_text_keeps_items_writable(raw_server, tmp_path,
                                                                   data_dir, capsys):
     body = b'{"choices": [{"message": {"content": "D \\ud800"}}]}'  # valid JSON, not Unicode
