@@ -122,3 +122,17 @@ def test_a_responses_line_past_the_bounds_is_one_line_error(tmp_path, capsys, li
     assert code == 2 and "Traceback" not in err
     assert err.strip().startswith(f"error: {r}: line 2: {phrase}"), err
     assert len(err.strip().splitlines()) == 1 and "one JSON object" in err
+
+
+# ------------------------------------------------------------------------- run files
+
+
+def test_a_metrics_line_past_the_bounds_is_one_line_error(tmp_path, capsys):
+    """``vlcohort plot`` reads runs it did not write (a colleague's, a download)."""
+    path = tmp_path / "run" / "metrics.jsonl"
+    path.parent.mkdir()
+    path.write_text('{"step": 1}\n' + f'{{"step": {DIGITS}}}\n' + '{"step": 3}\n')
+    assert main(["plot", str(path.parent), "--out", str(tmp_path / "p.png")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {path}, line 2: JSON with a number of 5000 digits"), err
+    assert len(err.splitlines()) == 1

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from vlcohort import run_folder
+from vlcohort import bounded_json, run_folder
 from vlcohort.errors import json_error_text
 
 # name pattern -> meaning. ``<a>`` is an agent name.
@@ -261,8 +261,8 @@ class MetricsLogger:
         keep = []
         for i, line in enumerate(lines):
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
+                rec = bounded_json.loads(line)
+            except bounded_json.BadJSON:
                 if i == len(lines) - 1:  # a run killed mid-write: the cut last line goes
                     break
                 raise MetricsFileError(f"{self.path}, line {i + 1}: not valid JSON; fix or "
@@ -331,11 +331,12 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
+            rec = bounded_json.loads(line)
+        except bounded_json.BadJSON as e:
+            why = f"not valid JSON ({json_error_text(e.syntax)})" if e.syntax else str(e)
             raise MetricsFileError(
-                f"{path}, line {i}: not valid JSON ({json_error_text(e)}); a run "
-                "killed mid-write can leave a cut last line: delete that line") from None
+                f"{path}, line {i}: {why}; a run killed mid-write can leave a cut last "
+                "line: delete that line") from None
         if not isinstance(rec, dict) or "step" not in rec:
             raise MetricsFileError(f"{path}, line {i}: expected a JSON object with a "
                                    f"\"step\" key, got {line[:80]!r}")
