@@ -186,15 +186,17 @@ def test_warmed_up_weights_never_go_through_a_link_in_their_folder(tmp_path, war
 
 @pytest.mark.parametrize("where", ["warmup", "warmup/A"])
 def test_a_warm_up_folder_planted_as_a_link_is_refused(tmp_path, warm_agent, where):
-    """A link at ``warmup/`` or ``warmup/<agent>/``: refused, naming it, both when the
-    run checks for a reusable warm-up (before any training) and when it saves."""
+    """A link at ``warmup/`` or ``warmup/<agent>/``: refused, naming it, when the run
+    builds the warm-up folder's path, checks for a reusable warm-up (before any training)
+    and when it saves."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "A").mkdir()
     run = tmp_path / "run"
     _plant(run / where, outside)
-    folder = warmup.warmed_up_folder(run, "A")
-    for attempt in (lambda: warmup.reusable(folder, "key"), lambda: _save(warm_agent, folder)):
+    folder = run / "warmup" / "A"
+    for attempt in (lambda: warmup.warmed_up_folder(run, "A"),
+                    lambda: warmup.reusable(folder, "key"), lambda: _save(warm_agent, folder)):
         with pytest.raises(run_folder.RunFolderError) as e:
             attempt()
         _one_line_naming(e.value, run / where)

@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
+from vlcohort import run_folder
 from vlcohort.typed_yaml import ConfigError
 
 if TYPE_CHECKING:
@@ -287,10 +288,9 @@ def check_agent(a: ModelConfig, where: str) -> None:
                           "tiny:<family> spec")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device):
         raise ConfigError(f"{where}.device: {a.device!r}; use cpu, cuda or cuda:N")
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", a.name) or set(a.name) == {"."}:
-        raise ConfigError(f"{where}.name: {a.name!r}; use letters, digits, _ . - , not dots "
-                          "alone (it names metric keys and checkpoint and warm-up folders, "
-                          "where '..' would be the folder above)")
+    if (problem := run_folder.name_problem(a.name)) is not None:  # the one rule for names
+        raise ConfigError(f"{where}.name: {a.name!r} {problem}; it names metric keys and "
+                          f"checkpoint and warm-up folders: {run_folder.NAME_FIX}")
     if a.reward_source is not None:
         _check_choice("agents.*.reward_source", a.reward_source, f"{where}.reward_source")
     if a.lr is not None:

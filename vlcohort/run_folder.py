@@ -12,6 +12,11 @@ every folder the run writes into (``checkpoints/``, ``plots/``) must be a real f
 Third-party writers are not covered: TensorBoard's event files (``tensorboard/``) and
 W&B's folder (``wandb/``) are written by those libraries.
 
+Names that become paths (an agent's name: ``warmup/<agent>/``, a checkpoint's ``<agent>/``;
+an arm's method: ``<run>/<method>/``) follow one rule, :func:`name_problem`, and every such
+path is built by :func:`child`, which refuses a name that is not one plain folder name and
+a result that resolves outside its base (a link planted there pointing out).
+
 This module imports nothing heavy, so the command line can use it before torch loads.
 """
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -34,6 +40,12 @@ RUN_MARKS = ("config.yaml", "metrics.jsonl", "questions.jsonl", "checkpoints", "
 RUN_FILES = (*RUN_MARKS, "plots", "tensorboard", "wandb", "trackers.json", "comparison.png",
              "train.log", ".config.yaml.tmp", "config.yaml.tmp", ".metrics.jsonl.tmp",
              ".questions.jsonl.tmp", ".summary.json.tmp")
+
+#: Names a name may not take wherever names become paths: the files beside the agents'
+#: folders in a checkpoint (``step-N/state.json``, ``rng.pt``, ``manifest.json``).
+RESERVED_NAMES = ("state.json", "rng.pt", "manifest.json")
+MAX_NAME = 128
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
 
 _WRITE_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -114,6 +126,59 @@ def open_append(path: str | Path):
         raise _planted(path, "not a plain file")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "a", encoding="utf-8")
+
+
+# ------------------------------------------------------------------ names that become paths
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be one folder or file name inside a run folder, or None when it
+    can: the one rule for every name that becomes a path (agent names, arm names). Refused:
+    nothing (empty), dots alone (``.`` is the folder itself, ``..`` the one above), a path
+    separator (``/``, ``\\``), NUL or any other control character, a name a checkpoint
+    uses for its own files (:data:`RESERVED_NAMES`), more than :data:`MAX_NAME` characters,
+    and any character but letters, digits, ``_ . -`` (names are metric keys too)."""
+    if not isinstance(name, str):
+        return f"is {type(name).__name__}, not text"
+    if not name:
+        return "is empty"
+    if set(name) == {"."}:
+        return "is dots alone ('.' is the folder itself, '..' the folder above)"
+    if "/" in name or "\\" in name:
+        return "holds a path separator ('/' or '\\')"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "holds a control character (NUL, tab, newline, ...)"
+    if name in RESERVED_NAMES:
+        return f"is a file name a checkpoint uses itself ({', '.join(RESERVED_NAMES)})"
+    if len(name) > MAX_NAME:
+        return f"is {len(name)} characters long (at most {MAX_NAME})"
+    bad = next((c for c in name if not _NAME_CHARS.fullmatch(c)), None)
+    if bad is not None:
+        return f"holds {bad!r}"
+    return None
+
+
+#: How to name things, for messages.
+NAME_FIX = "use letters, digits, _ . - (e.g. model-2.5b), not dots alone"
+
+
+def child(base: str | Path, name: str, what: str = "name") -> Path:
+    """``base / name``, the only way a path is built from a name (``what``: the config key
+    that gave it, for the message). Refused with a :class:`RunFolderError` naming ``what``
+    and the fix: a name :func:`name_problem` refuses, and a result that is not strictly
+    inside ``base`` once links are resolved (a link planted at ``base / name`` pointing
+    out of it). ``base`` itself is not checked here: callers refuse a link there."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise RunFolderError(f"{what}: {name!r} {problem}; it names a folder in the run "
+                             f"folder: {NAME_FIX}")
+    path = Path(base) / name
+    real, inside = os.path.realpath(path), os.path.realpath(base)
+    if real == inside or not real.startswith(inside.rstrip(os.sep) + os.sep):
+        raise RunFolderError(f"{what}: {path} resolves to {real}, outside {inside} (a "
+                             "symbolic link there); delete the link, or use a run folder "
+                             "you trust")
+    return path
 
 
 # ------------------------------------------------------------------ starting a new run

@@ -91,7 +91,7 @@ def arm_config(cfg: Config, method: str, run_dir: Path, warmed: dict[str, Path])
     arm.method = method
     arm.reward.source = None
     arm.arms = []
-    arm.run.output_dir = str(run_dir / method)
+    arm.run.output_dir = str(run_folder.child(run_dir, method, what="arms"))
     arm.run.name = f"{cfg.run.name}-{method}"
     wandb = arm.log.wandb  # one W&B run per arm, grouped under the comparison's name
     wandb.name = f"{wandb.name}-{method}" if wandb.name else None
@@ -287,6 +287,10 @@ def _own_tasks(cfg: Config) -> dict[str, set[str]]:
     return {mc.name: set(mc.warmup.tasks) for mc in cfg.agents}
 
 
+def _arm_metrics(run_dir: Path, method: str) -> Path:
+    return run_folder.child(run_dir, method, what="arms") / "metrics.jsonl"
+
+
 def summarise(cfg: Config, run_dir: Path) -> dict:
     """{methods: {method: {agent: {task: acc, ..., "all", "parse_rate", "length", "own": x,
     "unseen": y}}}} from the last and first eval records of each arm. The families are
@@ -294,9 +298,9 @@ def summarise(cfg: Config, run_dir: Path) -> dict:
     column)."""
     own = _own_tasks(cfg)
     names = [mc.name for mc in cfg.agents]
-    runs = {m: [r for r in read_metrics(run_dir / m / "metrics.jsonl")
+    runs = {m: [r for r in read_metrics(_arm_metrics(run_dir, m))
                 if any(k.startswith("eval/") for k in r)]
-            for m in cfg.arms if (run_dir / m / "metrics.jsonl").is_file()}
+            for m in cfg.arms if _arm_metrics(run_dir, m).is_file()}
     tasks = arm_tasks(cfg, [r for recs in runs.values() for r in recs])
     out: dict = {"tasks": tasks, "agents": {a: sorted(t) for a, t in own.items()},
                  "methods": {}, "start": {}}
@@ -357,11 +361,11 @@ def plot_comparison(cfg: Config, run_dir: Path, out_png: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    arms = [m for m in cfg.arms if (run_dir / m / "metrics.jsonl").is_file()]
+    arms = [m for m in cfg.arms if _arm_metrics(run_dir, m).is_file()]
     if not arms:
         return None
     own = _own_tasks(cfg)
-    records = {m: read_metrics(run_dir / m / "metrics.jsonl") for m in arms}
+    records = {m: read_metrics(_arm_metrics(run_dir, m)) for m in arms}
     tasks = arm_tasks(cfg, [r for recs in records.values() for r in recs]) or ["all"]
     fig, axes = plt.subplots(2, len(arms), figsize=(6 * len(arms), 7), squeeze=False)
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:red"]

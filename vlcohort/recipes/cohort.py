@@ -117,7 +117,8 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
     folder = checkpoint_to_resume(run_dir, resume)
     local = layout.local_agents
     agents = [build_agent(cfg.agents[i], cfg, layout=layout,
-                          weights_from=str(folder / cfg.agents[i].name) if folder else None)
+                          weights_from=str(ckpt.agent_folder(folder, cfg.agents[i].name))
+                          if folder else None)
               for i in local]
     adapters = [agents[local.index(i)].adapter if i in local else
                 checked_adapter(mc, cfg) for i, mc in enumerate(cfg.agents)]

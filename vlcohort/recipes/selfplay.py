@@ -572,7 +572,7 @@ def setup(cfg: Config, resume: str | Path | None = None) -> SelfPlayRun:
     challenger, solver = self_play_roles(cfg)
     pool = labelled_pool(cfg)
     folder = checkpoint_to_resume(run_dir, resume)
-    agents = [build_agent(mc, cfg, weights_from=str(folder / mc.name) if folder else None)
+    agents = [build_agent(mc, cfg, weights_from=str(ckpt.agent_folder(folder, mc.name)) if folder else None)
               for mc in cfg.agents]
     images = image_mode(cfg, agents[challenger], agents[solver], pool)
     pool = renderable_pool(cfg, pool, agents[challenger], agents[solver], images)

@@ -126,6 +126,13 @@ def _load_data(path: Path) -> Any:
             "previous one") from e
 
 
+def agent_folder(folder: str | Path, name: str) -> Path:
+    """``<checkpoint>/<agent>``: the one way a checkpoint's path is built from an agent's
+    name (:func:`vlcohort.run_folder.child`: a name that is not one plain folder name, or
+    one of the checkpoint's own files, or a link there resolving out of it, is refused)."""
+    return run_folder.child(folder, name, what="agents.*.name")
+
+
 def checkpoints_root(run_dir: str | Path) -> Path:
     """``<run>/checkpoints``, created when missing; a link there is refused."""
     return run_folder.real_dir(Path(run_dir) / CHECKPOINTS)
@@ -224,7 +231,7 @@ def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: li
         tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{step}-", dir=root))
         try:
             for agent, opt, sched in zip(agents, optimizers, schedulers):
-                folder = tmp / agent.name
+                folder = agent_folder(tmp, agent.name)
                 agent.model.save_pretrained(folder, safe_serialization=True)
                 agent.adapter.processor.save_pretrained(folder)
                 if not optimizer_state:
@@ -334,7 +341,7 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
     tmp = Path(layout.broadcast(str(tmp) if tmp else None, "the checkpoint folder"))
     try:
         for agent, sched in zip(agents, schedulers):
-            folder = tmp / agent.name
+            folder = agent_folder(tmp, agent.name)
             with agent.generation_context():  # ZeRO-3: whole weights on every group rank
                 if layout.is_group_leader:
                     agent.model.save_pretrained(folder, safe_serialization=True)
@@ -370,10 +377,10 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
 
 def load_zero_state(agent, folder: Path) -> None:
     """The agent's ZeRO optimizer state (and weights) from DeepSpeed's checkpoint."""
-    zero = Path(folder) / agent.name / ZERO
+    zero = agent_folder(folder, agent.name) / ZERO
     if not zero.is_dir():
         raise CheckpointError(
-            f"{folder / agent.name}: no DeepSpeed state ({ZERO}/); this checkpoint was written "
+            f"{zero.parent}: no DeepSpeed state ({ZERO}/); this checkpoint was written "
             "by a single-process run: resume it in one process, or start a new agent-group run "
             "from its weights (agents.N.path=<that folder>)")
     try:
@@ -485,7 +492,7 @@ def load_teacher(agent, folder: Path, layout=None) -> None:
     single process, or this rank's of an agent group. A checkpoint without one (saved by a
     run of another method) is a :class:`CheckpointError`, never a silently fresh teacher."""
     name = ema_rank_file(layout.group_rank) if layout is not None and layout.distributed else EMA_FILE
-    path = Path(folder) / agent.name / name
+    path = agent_folder(folder, agent.name) / name
     if not path.is_file():
         raise CheckpointError(
             f"{path}: missing; this checkpoint holds no EMA teacher for agent {agent.name!r} "
@@ -498,7 +505,7 @@ def load_teacher(agent, folder: Path, layout=None) -> None:
 
 
 def load_trainer_state(folder: Path, agent_name: str) -> dict[str, Any]:
-    return _load_data(folder / agent_name / TRAINER_STATE)
+    return _load_data(agent_folder(folder, agent_name) / TRAINER_STATE)
 
 
 def load_state(folder: Path) -> dict[str, Any]:

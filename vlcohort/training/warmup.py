@@ -21,6 +21,8 @@ the method assumes.
 
 Warmed-up weights are saved with ``save_pretrained`` under ``<run>/warmup/<agent>/`` with a
 fingerprint of everything that shaped them; a re-run with the same fingerprint reuses them.
+That folder is built from the agent's name by :func:`vlcohort.run_folder.child` only
+(:func:`warmed_up_folder`); ``vlcohort train --overwrite`` keeps ``warmup/``.
 """
 
 from __future__ import annotations
@@ -90,7 +92,11 @@ def fingerprint(mc: ModelConfig, cfg: Config, seed: int) -> str:
 
 
 def warmed_up_folder(run_dir: Path, name: str) -> Path:
-    return Path(run_dir) / "warmup" / name
+    """``<run>/warmup/<name>``, built by :func:`vlcohort.run_folder.child`: an agent name
+    that is not one plain folder name, or a link at ``warmup/`` or at the agent's folder
+    resolving out of the run folder, is refused (a one-line error naming the key)."""
+    warmups = run_folder.child(run_dir, "warmup", what="the warm-up folder")
+    return run_folder.child(warmups, name, what="agents.*.name")
 
 
 def reusable(folder: Path, key: str) -> bool:
