@@ -207,7 +207,8 @@ def test_earlier_run_and_clear_run_on_files_alone(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     assert run_folder.earlier_run(run) == []
-    (run / "arm").mkdir()
+    run_folder.mark_run(run)  # as a new run does first: --overwrite clears only marked runs
+    run_folder.new_sub_run(run, "arm")
     (run / "arm" / "metrics.jsonl").write_text("")
     (run / "summary.json").write_text("{}")
     (run / "warmup").mkdir()
@@ -216,7 +217,7 @@ def test_earlier_run_and_clear_run_on_files_alone(tmp_path):
     (run / "checkpoints").symlink_to(outside.parent, target_is_directory=True)
     assert run_folder.earlier_run(run) == ["checkpoints", "summary.json", "arm/"]
     assert sorted(run_folder.clear_run(run)) == ["arm/", "checkpoints", "summary.json"]
-    assert sorted(p.name for p in run.iterdir()) == ["mine.txt", "warmup"]
+    assert sorted(p.name for p in run.iterdir()) == [".vlcohort-run", "mine.txt", "warmup"]
     assert outside.read_text() == VICTIM_TEXT
     # the config file a run is started from is not an earlier run of its own folder
     (run / "config.yaml").write_text("method: ttrl\n")

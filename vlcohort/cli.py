@@ -278,8 +278,9 @@ def train(cfg: Config, resume: str | None = None, overwrite: bool = False,
     shared warm-ups; every other method is the cohort recipe with its reward source.
 
     The run folder is locked before the recipe starts and, for a new run, checked under
-    that lock: a folder holding an earlier run is refused unless ``overwrite`` (which
-    clears that run's files first; ``vlcohort/run_folder.py``). ``config_file``: the YAML
+    that lock: a folder holding an earlier run is refused unless ``overwrite``, which
+    deletes only what a run marked as its own there (``.vlcohort-run``) and refuses an
+    unmarked folder whole (``vlcohort/run_folder.py``). ``config_file``: the YAML
     file the config came from (its own run folder's ``config.yaml`` is no earlier run)."""
     from pathlib import Path
 
@@ -309,7 +310,8 @@ def train(cfg: Config, resume: str | None = None, overwrite: bool = False,
             removed = run_folder.ready_for_new_run(run_dir, overwrite, config_file)
             if removed:
                 print(f"--overwrite: removed the earlier run's {', '.join(removed)} from "
-                      f"{run_dir}")
+                      f"{run_dir}" + (f"; left in place, not the run's: {', '.join(removed.left)}"
+                                      if removed.left else ""))
         return _recipe(cfg, resume)
     finally:
         runlock.release(run_dir)

@@ -17,12 +17,23 @@ an arm's method: ``<run>/<method>/``) follow one rule, :func:`name_problem`, and
 path is built by :func:`child`, which refuses a name that is not one plain folder name and
 a result that resolves outside its base (a link planted there pointing out).
 
+What ``--overwrite`` may delete: a new run writes :data:`MARKER` (``.vlcohort-run``) into
+its folder before anything else, listing the top-level names of :data:`RUN_FILES` that
+were absent then, which are the ones the run creates, and the arms (sub-runs, each with a
+marker of its own) it registers. The marker is bound to the folder it was written in (its
+inode), so a copied or hand-made marker does not count. ``--overwrite`` deletes exactly the
+names a genuine marker lists and nothing else; a folder without one (a project folder that
+happens to hold ``checkpoints/``, or a run written before runs were marked) is refused
+whole, with nothing deleted.
+
 This module imports nothing heavy, so the command line can use it before torch loads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
+import json
 import os
 import re
 import shutil
@@ -30,16 +41,23 @@ import stat
 from pathlib import Path
 
 from vlcohort.errors import RunError
+from vlcohort.runlock import LOCK
 
 #: What marks a folder as holding a run (a new run there would replace or mix them).
 RUN_MARKS = ("config.yaml", "metrics.jsonl", "questions.jsonl", "checkpoints", "summary.json")
 
-#: Everything a run writes at a run folder's top level, and nothing else: what
-#: ``vlcohort train --overwrite`` removes (with any sub-folder that is itself a run, the
-#: arms of a comparison). ``warmup/`` is kept: a cache each run checks by fingerprint.
-RUN_FILES = (*RUN_MARKS, "plots", "tensorboard", "wandb", "trackers.json", "comparison.png",
-             "train.log", ".config.yaml.tmp", "config.yaml.tmp", ".metrics.jsonl.tmp",
-             ".questions.jsonl.tmp", ".summary.json.tmp")
+_WRITTEN = (*RUN_MARKS, "plots", "tensorboard", "wandb", "trackers.json", "comparison.png",
+            "train.log", "discussions.jsonl")
+
+#: Everything a run writes at a run folder's top level (and the temporaries of its files),
+#: and nothing else: the names a run's :data:`MARKER` may claim, so the most that
+#: ``vlcohort train --overwrite`` can remove (with the arms the marker registers).
+#: ``warmup/`` is not among them: a cache each run checks by fingerprint, kept.
+RUN_FILES = (*_WRITTEN, "config.yaml.tmp",
+             *(f".{n}.tmp" for n in _WRITTEN if "." in n))
+
+#: The file that marks a folder as a run vlcohort created, and what that run wrote there.
+MARKER = ".vlcohort-run"
 
 #: Names a name may not take wherever names become paths: the files beside the agents'
 #: folders in a checkpoint (``step-N/state.json``, ``rng.pt``, ``manifest.json``).
@@ -191,6 +209,10 @@ def _is_run(folder: Path) -> bool:
                     for m in ("metrics.jsonl", "checkpoints")))
 
 
+def _there(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return not b.is_symlink() and os.path.samefile(a, b)
@@ -226,24 +248,6 @@ def remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def clear_run(run_dir: str | Path) -> list[str]:
-    """Remove what a run wrote at ``run_dir``'s top level (:data:`RUN_FILES`, and sub-folders
-    that are runs); everything else stays. Returns the names removed."""
-    run_dir = Path(run_dir)
-    gone = []
-    for name in [*RUN_FILES, *(p.name for p in sorted(run_dir.iterdir()) if _is_run(p))]:
-        p = run_dir / name
-        if p.exists() or p.is_symlink():
-            folder = p.is_dir() and not p.is_symlink()
-            try:
-                remove(p)
-            except OSError as e:
-                raise RunFolderError(f"--overwrite: {p} cannot be removed ({e.strerror or e}); "
-                                     "remove it by hand or choose another run.output_dir") from e
-            gone.append(name + "/" if folder else name)
-    return gone
-
-
 def file_in_the_way(folder: str | Path) -> Path | None:
     """The file that keeps ``folder`` from being a folder (``folder`` itself, or the
     nearest existing parent when that is a file), or None: checked before a command spends
@@ -269,23 +273,190 @@ def make_run_dir(run_dir: str | Path) -> Path:
     return run_dir
 
 
+# ------------------------------------------------------------------ the run's own marker
+
+
+class Cleared(list):
+    """The names ``--overwrite`` removed (a list, as before), with ``left``: what it left
+    in place because no run of ours wrote it (the user's files, shown to them)."""
+
+    left: list[str]
+
+    def __init__(self, removed=(), left=()):
+        super().__init__(removed)
+        self.left = list(left)
+
+
+def _read_marker(run_dir: Path) -> tuple[dict | None, str]:
+    """(``run_dir``'s genuine :data:`MARKER` as ``{"entries": [...], "runs": {name:
+    made}}``, "") or (None, why it has none). Genuine: a plain file of vlcohort's format,
+    written in this very folder (its inode; a copy or a hand-made marker is not), claiming
+    only names of :data:`RUN_FILES` and sub-run names that pass :func:`name_problem`."""
+    path = run_dir / MARKER
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, f"it holds no {MARKER}"
+    except OSError as e:
+        return None, f"its {MARKER} cannot be read ({e.strerror or e})"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, f"its {MARKER} is not a plain file"
+        data = os.read(fd, (1 << 16) + 1)
+    finally:
+        os.close(fd)
+    try:
+        rec = json.loads(data)
+    except ValueError:
+        rec = None
+    entries = rec.get("entries") if isinstance(rec, dict) else None
+    runs = rec.get("runs", {}) if isinstance(rec, dict) else None
+    if (len(data) > 1 << 16 or not isinstance(rec, dict) or rec.get("vlcohort_run") != 1
+            or not isinstance(entries, list) or not isinstance(runs, dict)
+            or not all(isinstance(e, str) and e in RUN_FILES for e in entries)
+            or any(name_problem(n) or not isinstance(m, bool) for n, m in runs.items())):
+        return None, f"its {MARKER} is not one vlcohort wrote"
+    if rec.get("folder_inode") != os.lstat(run_dir).st_ino:
+        return None, (f"its {MARKER} was written in another folder (a copied run or a "
+                      "hand-made marker)")
+    return {"entries": entries, "runs": runs}, ""
+
+
+def mark_run(run_dir: str | Path) -> Path:
+    """Write ``run_dir``'s :data:`MARKER` as a run starts there, before it writes anything:
+    it claims the names of :data:`RUN_FILES` absent now (the run creates them; a name
+    already there is someone else's and stays theirs), keeping what a genuine marker there
+    claimed before (a comparison's arm, marked by its parent, then started as a run)."""
+    run_dir = Path(run_dir)
+    old, _ = _read_marker(run_dir)
+    entries = {n for n in RUN_FILES if not _there(run_dir / n)}
+    runs: dict[str, bool] = {}
+    if old is not None:
+        entries |= set(old["entries"])
+        runs = {n: made for n, made in old["runs"].items() if _there(run_dir / n)}
+    return _write_marker(run_dir, entries, runs)
+
+
+def _write_marker(run_dir: Path, entries, runs: dict[str, bool]) -> Path:
+    return write_text(run_dir / MARKER, json.dumps({
+        "vlcohort_run": 1, "folder_inode": os.lstat(run_dir).st_ino,
+        "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "entries": sorted(entries), "runs": runs}, indent=1) + "\n")
+
+
+def new_sub_run(parent: str | Path, name: str, what: str = "arms") -> Path:
+    """``parent / name`` made ready for a sub-run (an arm of a comparison run): the name
+    checked (:func:`child`), a folder holding an earlier run there refused, the sub-run
+    registered in the parent's marker (with whether this run creates its folder) and the
+    folder created and marked, so that ``--overwrite`` of the parent clears it too."""
+    parent = Path(parent)
+    path = child(parent, name, what)
+    found = earlier_run(path) if path.is_dir() and not path.is_symlink() else []
+    rec, _ = _read_marker(parent)
+    if found and not (rec is not None and name in rec["runs"] and _read_marker(path)[0]):
+        raise RunFolderError(f"{path}: holds an earlier run ({', '.join(found[:5])}) that "
+                             f"this run did not start; {what} {name!r} would mix with it. "
+                             "Move it or delete it by hand, or give another run.output_dir")
+    if rec is not None and name not in rec["runs"]:
+        rec["runs"][name] = not _there(path)
+        _write_marker(parent, rec["entries"], rec["runs"])
+    real_dir(path)
+    mark_run(path)
+    return path
+
+
+def _unmarked(run_dir: Path, found: list[str], why: str) -> RunFolderError:
+    return RunFolderError(
+        f"{run_dir}: --overwrite deletes only a run vlcohort marked as its own, and {why}; "
+        f"it holds {_shown(found)} (a folder of yours, or a run written before runs were "
+        "marked), so nothing was deleted. Look at it and delete it by hand, or give another "
+        "run.output_dir")
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _remove_claimed(path: Path, label: str, removed: list[str]) -> None:
+    folder = path.is_dir() and not path.is_symlink()
+    try:
+        remove(path)
+    except OSError as e:
+        raise RunFolderError(f"--overwrite: {path} cannot be removed ({e.strerror or e}); "
+                             "remove it by hand or choose another run.output_dir") from e
+    removed.append(label + "/" if folder else label)
+
+
+def clear_run(run_dir: str | Path, prefix: str = "") -> Cleared:
+    """Remove what the run marked in ``run_dir`` wrote: the names its :data:`MARKER`
+    claims, and in each registered sub-run (an arm) what that one's marker claims, the
+    arm's folder too when the run created it and nothing else is left in it. Nothing else
+    is touched: ``warmup/``, the user's files, a name that was there before the run.
+    Without a genuine marker nothing is removed (:class:`RunFolderError`)."""
+    run_dir = Path(run_dir)
+    rec, why = _read_marker(run_dir)
+    if rec is None:
+        raise _unmarked(run_dir, earlier_run(run_dir) or ["no run files"], why)
+    removed: list[str] = []
+    left: list[str] = []
+    done = {MARKER, LOCK, "warmup"}  # the run's bookkeeping, and the warm-up cache it keeps
+    for name in rec["entries"]:
+        if _there(run_dir / name):
+            _remove_claimed(run_dir / name, prefix + name, removed)
+            done.add(name)
+    for name, made in rec["runs"].items():
+        sub = run_dir / name
+        if sub.is_symlink():  # a link planted at an arm's name: the link goes if it was ours
+            if made:
+                _remove_claimed(sub, prefix + name, removed)
+                done.add(name)
+            continue
+        if not sub.is_dir() or _read_marker(sub)[0] is None:
+            continue  # left in place, and said so below
+        inner = clear_run(sub, prefix + name + "/")
+        done.add(name)
+        if made and set(os.listdir(sub)) <= {MARKER, LOCK}:
+            _remove_claimed(sub, prefix + name, removed)
+        else:
+            removed += inner
+            left += inner.left
+    left += sorted(prefix + p.name + ("/" if p.is_dir() and not p.is_symlink() else "")
+                   for p in run_dir.iterdir() if p.name not in done)
+    return Cleared(removed, left)
+
+
 def ready_for_new_run(run_dir: str | Path, overwrite: bool,
-                      config_file: str | Path | None = None) -> list[str]:
-    """Check (and with ``overwrite``, clear) ``run_dir`` before a new run starts there: a
-    folder holding an earlier run is refused, naming both ways out. Call it holding the
-    folder's lock, so that no run starts there between the check and the run. Returns the
-    names removed."""
+                      config_file: str | Path | None = None) -> Cleared:
+    """Check (and with ``overwrite``, clear) ``run_dir`` before a new run starts there,
+    then mark it as this run's (:func:`mark_run`). A folder holding an earlier run is
+    refused, naming the ways out; ``overwrite`` removes only what a run vlcohort marked
+    wrote there (:func:`clear_run`) and refuses a folder without such a marker whole. Call
+    it holding the folder's lock, so that no run starts there between the check and the
+    run. Returns the names removed (``.left``: what was left in place)."""
+    run_dir = Path(run_dir)
     found = earlier_run(run_dir, config_file)
-    if not found:
-        return []
-    if not overwrite:
-        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-        arms = [name.rstrip("/") for name in found if name.endswith("/")]
-        resume = (f"`vlcohort train --resume {run_dir / arms[0]}` (one arm of this comparison "
-                  "run)" if arms else f"`vlcohort train --resume {run_dir}`")
-        raise RunFolderError(
-            f"{run_dir}: holds an earlier run ({shown}); a new run there would replace its "
-            f"config and metrics and mix the checkpoints of two runs. Continue it with "
-            f"{resume}, start over with `--overwrite` (deletes that run's files), or give "
-            "another run.output_dir")
-    return clear_run(run_dir)
+    cleared = Cleared()
+    if found:
+        rec, why = _read_marker(run_dir)
+        if not overwrite:
+            arms = [name.rstrip("/") for name in found if name.endswith("/")]
+            resume = (f"`vlcohort train --resume {run_dir / arms[0]}` (one arm of this "
+                      "comparison run)" if arms else f"`vlcohort train --resume {run_dir}`")
+            over = ("start over with `--overwrite` (deletes that run's files)" if rec is not None
+                    else f"delete it by hand to start over (`--overwrite` will not: {why})")
+            raise RunFolderError(
+                f"{run_dir}: holds an earlier run ({_shown(found)}); a new run there would "
+                f"replace its config and metrics and mix the checkpoints of two runs. "
+                f"Continue it with {resume}, {over}, or give another run.output_dir")
+        if rec is None:
+            raise _unmarked(run_dir, found, why)
+        cleared = clear_run(run_dir)
+        still = [n for n in earlier_run(run_dir, config_file)
+                 if not n.endswith("/") or n.rstrip("/") in rec["runs"]]
+        if still:
+            raise RunFolderError(
+                f"{run_dir}: --overwrite removed the earlier run's files, but {_shown(still)} "
+                "remain, which that run did not mark as its own; move or delete them by "
+                "hand, or give another run.output_dir")
+    mark_run(run_dir)
+    return cleared

@@ -116,7 +116,7 @@ def run_arms(cfg: Config) -> int:
     t_warm = time.perf_counter() - t0
     arms = [arm_config(cfg, m, run_dir, warmed) for m in cfg.arms]
     for arm in arms:
-        save_resolved(arm, run_folder.real_dir(arm.run.output_dir))
+        save_resolved(arm, run_folder.new_sub_run(run_dir, arm.method))  # marked, for --overwrite
     t1 = time.perf_counter()
     if cfg.parallel_arms and len(arms) > 1:
         rc = _run_parallel(arms)
@@ -175,7 +175,7 @@ def run_arms_distributed(cfg: Config) -> int:
     for method in cfg.arms:
         arm = arm_config(cfg, method, run_dir, warmed)
         if layout.is_logger:
-            run_folder.real_dir(arm.run.output_dir)
+            run_folder.new_sub_run(run_dir, method)  # created and marked, for --overwrite
             print(f"\n=== arm {arm.method}: {arm_difference(arm, cfg)}", flush=True)
         rc = run_cohort(arm, layout=layout)
         if rc:
