@@ -31,6 +31,22 @@ installs it), and by which mechanism:
   AF_INET6, AF_VSOCK, which the network namespace does not cover, AF_NETLINK, AF_PACKET,
   AF_ALG, ...) fail with EAFNOSUPPORT. Without ``pyseccomp`` or ``libseccomp.so.2``
   runs are refused, never run unfiltered.
+* **Memory per run, not per process** (a memory cgroup per run): each run gets a cgroup
+  of its own, ``vlcohort-run-<pid>-<n>`` below the cgroup this process is in (cgroup v2
+  with the memory controller: ``memory.max``, ``memory.swap.max=0``, ``memory.oom.group``;
+  else the v1 memory hierarchy: ``memory.limit_in_bytes`` and ``memsw`` where swap is
+  accounted), capped at ``Limits.memory_mb``. The run's first process (``sh``, which then
+  execs bubblewrap) writes its pid into ``cgroup.procs`` before anything else of the run
+  starts, so every process of it, and every page they fault (anonymous, memfd, the
+  ``/tmp/work`` and ``/dev/shm`` tmpfs files, pipe buffers), counts toward one limit.
+  Past it the kernel OOM-kills inside the cgroup only (never the trainer), the run is
+  stopped whole (cgroup v1 kills one process: the others are killed by pid namespace
+  within 0.1 s) and ends as status ``memory``; ``RunResult.memory_peak_mb`` is the
+  cgroup's peak. The cgroup is removed once the pid namespace is empty (its tmpfs
+  mounts die with it). cgroup v2 without a delegated memory controller: when this process
+  is alone in its cgroup it moves into a leaf ``vlcohort-host`` and enables the
+  controller for its children. Without a usable memory cgroup runs are refused.
+  ``RLIMIT_AS`` stays, per process.
 * **An unprivileged uid** when we are root (util-linux ``setpriv``): no capabilities,
   ``no_new_privs``; then ``prlimit``: RLIMIT_CPU / AS / NPROC / FSIZE / NOFILE / CORE=0.
   The uid comes from :data:`UID_RANGE`; each is held, while this process uses it for
@@ -56,13 +72,17 @@ What is not guaranteed: the kernel is shared (a kernel bug reachable through an 
 syscall escapes); ``/usr`` is readable (host tools, documentation, the C library);
 ``/proc`` shows the machine's CPU and memory figures and the sandbox's own mount table
 (the host paths of what is bound); CPU time is bounded per process by RLIMIT_CPU, not as a
-share of the machine; without root (a user namespace) there is no uid drop.
+share of the machine; without root (a user namespace) there is no uid drop; memory the
+kernel charges to no cgroup (most kernel objects; on cgroup v1 socket buffers other than
+TCP's) is outside the run's cap, and so is swap on cgroup v1 without ``memsw`` accounting.
 
 Without bubblewrap code execution is **refused** (status ``sandbox_error``, the reason
-names ``apt-get install -y bubblewrap``). ``VLCOHORT_SANDBOX=unshare-unsafe`` runs it
-through util-linux ``unshare`` instead (net + pid namespaces, the same ``setpriv`` /
-``prlimit`` chain, ``setpriv --pdeathsig KILL``), *with the host's filesystem visible*,
-no disk limit and no syscall filter; every :class:`RunResult` of such a run says
+names ``apt-get install -y bubblewrap``); so it is without a memory cgroup this process may
+make (the reason names root, or ``systemd-run --user --scope -p Delegate=yes``).
+``VLCOHORT_SANDBOX=unshare-unsafe`` runs it through util-linux ``unshare`` instead (net +
+pid namespaces, the same ``setpriv`` / ``prlimit`` chain, ``setpriv --pdeathsig KILL``),
+*with the host's filesystem visible*, no disk limit and no syscall filter (a memory cgroup
+only where one can be made); every :class:`RunResult` of such a run says
 ``sandbox="unshare-UNSAFE"``. :func:`mechanism` describes the mechanism in use,
 :func:`sandbox_name` names it in one word.
 """
@@ -74,6 +94,7 @@ import errno
 import fcntl
 import functools
 import glob
+import itertools
 import json
 import math
 import os
@@ -88,7 +109,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 #: Inside a bubblewrap sandbox: the program's read-only folder and its writable folder.
 SRC_DIR, WORK_DIR = "/tmp/src", "/tmp/work"
@@ -111,7 +132,7 @@ class Limits:
 
     cpu_s: float = 10.0        # RLIMIT_CPU (soft; SIGKILL one second later)
     wall_s: float = 20.0       # wall clock, then the whole pid namespace is killed
-    memory_mb: int = 1024      # RLIMIT_AS
+    memory_mb: int = 1024      # the run's memory cgroup (all its processes), and RLIMIT_AS
     processes: int = 64        # RLIMIT_NPROC of the run's own uid (+ the pid namespace)
     output_bytes: int = 1_000_000  # stdout+stderr captured; more: killed, status output_limit
     file_mb: int = 16          # RLIMIT_FSIZE
@@ -132,6 +153,9 @@ class RunResult:
     wall_s: float
     side: str = ""   # what the program wrote on the side channel (fd $VLCOHORT_SIDE_FD)
     sandbox: str = ""  # sandbox_name() of the mechanism that ran it: "bwrap" | "unshare-UNSAFE"
+    #: The most memory the run's cgroup held at once (all its processes, memfd and tmpfs
+    #: pages included), in MB; None where the kernel does not say or no cgroup was used.
+    memory_peak_mb: float | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -211,6 +235,222 @@ def _seccomp_fd() -> int:
 
 
 # ---------------------------------------------------------------------------------------
+# The run's memory cgroup
+
+#: Each run's memory cgroup: ``<base>/vlcohort-run-<pid of this process>-<n>``.
+CGROUP_PREFIX = "vlcohort-run-"
+#: cgroup v2: the leaf this process moves into when it is alone in its own cgroup, so that
+#: the memory controller can be enabled below that cgroup (no process may sit beside it).
+CGROUP_HOST_LEAF = "vlcohort-host"
+#: How a run joins its cgroup before anything of it runs: the first process (``sh``,
+#: then bwrap / unshare by ``exec``) writes its own pid into ``cgroup.procs``.
+_JOIN_CGROUP = ('echo $$ > "$0" || { echo "vlcohort-sandbox: cannot join the memory cgroup '
+                '$0" >&2; exit 125; }; exec "$@"')
+_cgroup_serial = itertools.count()
+_cgroup_leftovers: set[str] = set()  # run cgroups whose rmdir failed: tried again later
+
+
+@dataclass(frozen=True)
+class _CgroupBase:
+    """Where runs' memory cgroups are made, and the hierarchy's version (1 or 2)."""
+
+    path: str
+    version: int
+
+
+def _read(folder: str, name: str) -> str:
+    with open(os.path.join(folder, name), encoding="ascii") as f:
+        return f.read()
+
+
+def _write(folder: str, name: str, value: str, optional: bool = False) -> bool:
+    """Write a cgroup file; False when it is absent and ``optional`` (else OSError)."""
+    try:
+        fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if optional:
+            return False
+        raise
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+    return True
+
+
+def _cgroup_folders() -> dict[int, str]:
+    """{1: our cgroup's folder in the v1 memory hierarchy, 2: in the cgroup2 one}, for
+    those mounted (mount point + our path relative to the mount's root)."""
+    own: dict[int, str] = {}
+    with open("/proc/self/cgroup", encoding="utf-8") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if controllers == "":
+                own[2] = path
+            elif "memory" in controllers.split(","):
+                own[1] = path
+    out: dict[int, str] = {}
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields, fs = left.split(), right.split()
+            if len(fields) < 5 or len(fs) < 3:
+                continue
+            version = (2 if fs[0] == "cgroup2" else
+                       1 if fs[0] == "cgroup" and "memory" in fs[2].split(",") else 0)
+            if not version or version not in own or version in out:
+                continue
+            root, point, path = fields[3], fields[4], own[version]
+            if root != "/" and _under(path, root):
+                path = path[len(root):]
+            folder = os.path.join(point, path.lstrip("/"))
+            if os.path.isdir(folder):
+                out[version] = folder.rstrip("/")
+    return out
+
+
+def _v2_base(folder: str) -> tuple[_CgroupBase | None, str]:
+    """Our cgroup v2 as the runs' parent: the memory controller enabled for its children.
+    cgroup v2 lets no process sit beside child cgroups that have a controller, so when
+    this process is alone in its cgroup it moves into a leaf (CGROUP_HOST_LEAF) first."""
+    if "memory" not in _read(folder, "cgroup.controllers").split():
+        return None, f"cgroup v2 {folder} has no memory controller"
+    if "memory" in _read(folder, "cgroup.subtree_control").split():
+        return _CgroupBase(folder, 2), ""
+    me = str(os.getpid())
+    if _read(folder, "cgroup.procs").split() != [me]:
+        return None, (f"cgroup v2 {folder} holds other processes too, so its memory "
+                      "controller cannot be enabled for sub-cgroups")
+    leaf = os.path.join(folder, CGROUP_HOST_LEAF)
+    try:
+        os.makedirs(leaf, exist_ok=True)
+        _write(leaf, "cgroup.procs", me)
+    except OSError as e:
+        return None, f"cgroup v2 {folder} is not writable here ({e.strerror})"
+    try:
+        _write(folder, "cgroup.subtree_control", "+memory")
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            _write(folder, "cgroup.procs", me)
+            os.rmdir(leaf)
+        return None, f"cgroup v2 {folder}: the memory controller cannot be enabled ({e.strerror})"
+    return _CgroupBase(folder, 2), ""
+
+
+@functools.lru_cache(maxsize=None)
+def _cgroup_base() -> tuple[_CgroupBase | None, str]:
+    """(where each run's memory cgroup is made, "") or (None, why there is none): below
+    our own cgroup (where we may write), cgroup v2 with the memory controller first,
+    else the v1 memory hierarchy. Checked by making (and removing) one; cgroups of dead
+    vlcohort processes found there are removed. Computed once per process."""
+    try:
+        folders = _cgroup_folders()
+    except (OSError, ValueError) as e:
+        return None, f"cannot read /proc/self/cgroup or /proc/self/mountinfo ({e})"
+    why = []
+    for version in (2, 1):
+        if version not in folders:
+            continue
+        folder = folders[version]
+        try:
+            if version == 2:
+                base, err = _v2_base(folder)
+            elif os.path.exists(os.path.join(folder, "memory.limit_in_bytes")):
+                base, err = _CgroupBase(folder, 1), ""
+            else:
+                base, err = None, f"cgroup v1 {folder} has no memory.limit_in_bytes"
+            if base is not None:
+                _sweep_dead_cgroups(base)
+                _remove_cgroup(_new_cgroup(base, Limits().memory_mb))
+                return base, ""
+        except OSError as e:
+            err = f"cgroup v{version} {folder}: cannot make a memory cgroup there ({e})"
+        why.append(err)
+    return None, "; ".join(why) or "no memory cgroup hierarchy is mounted"
+
+
+def _sweep_dead_cgroups(base: _CgroupBase) -> None:
+    """Remove run cgroups that a vlcohort process no longer alive left behind."""
+    for name in os.listdir(base.path):
+        owner = name[len(CGROUP_PREFIX):].split("-")[0] if name.startswith(CGROUP_PREFIX) else ""
+        if owner.isdigit() and not _alive(int(owner)):
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(base.path, name))
+
+
+def _new_cgroup(base: _CgroupBase, memory_mb: int) -> str:
+    """A fresh cgroup for one run, holding all its processes to ``memory_mb`` together
+    (no swap where the kernel accounts it; v2: one OOM kill takes the whole group)."""
+    for path in list(_cgroup_leftovers):
+        _remove_cgroup(path, 0.0)
+    limit = str(memory_mb << 20)
+    while True:
+        path = os.path.join(base.path, f"{CGROUP_PREFIX}{os.getpid()}-{next(_cgroup_serial)}")
+        try:
+            os.mkdir(path, 0o755)
+            break
+        except FileExistsError:
+            continue
+    try:
+        if base.version == 2:
+            _write(path, "memory.max", limit)
+            _write(path, "memory.swap.max", "0", optional=True)
+            _write(path, "memory.oom.group", "1", optional=True)
+        else:
+            _write(path, "memory.limit_in_bytes", limit)
+            if not _write(path, "memory.memsw.limit_in_bytes", limit, optional=True):
+                _write(path, "memory.swappiness", "0", optional=True)
+    except OSError:
+        _remove_cgroup(path, 0.0)
+        raise
+    return path
+
+
+def _remove_cgroup(path: str, patience_s: float = 2.0) -> bool:
+    """rmdir the run's cgroup (its processes are gone); kept for a later try if busy."""
+    end = time.monotonic() + patience_s
+    while True:
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            if time.monotonic() < end:
+                time.sleep(0.01)
+                continue
+            _cgroup_leftovers.add(path)
+            return False
+        _cgroup_leftovers.discard(path)
+        return True
+
+
+def _oom_kills(path: str, version: int) -> int:
+    """Processes of the run the kernel killed for the cgroup's memory limit so far."""
+    try:
+        text = _read(path, "memory.events" if version == 2 else "memory.oom_control")
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill" and value.strip().isdigit():
+            return int(value)
+    return 0
+
+
+def _peak_mb(path: str, version: int) -> float | None:
+    try:
+        return int(_read(path, "memory.peak" if version == 2
+                         else "memory.max_usage_in_bytes")) / (1 << 20)
+    except (OSError, ValueError):
+        return None
+
+
+def _join_cgroup_args(path: str) -> list[str]:
+    """The command prefix that puts the run's first process in its cgroup, then execs."""
+    return ["/bin/sh", "-c", _JOIN_CGROUP, os.path.join(path, "cgroup.procs")]
+
+
+# ---------------------------------------------------------------------------------------
 # Which mechanism
 
 def _first_error_line(cmd: list[str], pass_fds: Sequence[int] = ()) -> str | None:
@@ -257,12 +497,25 @@ def _backend() -> tuple[str, str]:
                         f"without it; install it: {INSTALL_BWRAP}" + unsafe_hint)
     if _seccomp_program()[1]:
         return "none", "refused: " + _seccomp_program()[1]
+    base, why = _cgroup_base()
+    if base is None:
+        return "none", ("refused: no memory cgroup to hold a run's processes to "
+                        f"Limits.memory_mb together ({why}); run as root, or under a cgroup "
+                        "v2 with the memory controller delegated (systemd-run --user "
+                        "--scope -p Delegate=yes ...)" + unsafe_hint)
     tmp = tempfile.gettempdir()
     sfd = _seccomp_fd()
+    cg = None
     try:
-        err = _first_error_line(_bwrap_prefix(tmp, Limits(), sfd) + probe, (sfd,))
+        cg = _new_cgroup(base, Limits().memory_mb)
+        err = _first_error_line(_join_cgroup_args(cg) + _bwrap_prefix(tmp, Limits(), sfd)
+                                + probe, (sfd,))
+    except OSError as e:
+        err = f"cannot make a memory cgroup under {base.path} ({e})"
     finally:
         os.close(sfd)
+        if cg is not None:
+            _remove_cgroup(cg)
     if err is not None:
         needs = ("bubblewrap 0.7 or newer (--size)" if "--size" in err else
                  "namespaces (as root, or unprivileged user namespaces)")
@@ -304,15 +557,19 @@ def mechanism() -> str:
         who = (f"as root: the program runs as an unprivileged uid of its own (setpriv; "
                f"{UID_RANGE.start}-{UID_RANGE.stop - 1}, flock-allocated)")
     limits = "rlimits CPU/AS/NPROC/FSIZE/NOFILE/CORE=0 (prlimit)"
+    base = _cgroup_base()[0]
+    memory = (f"a memory cgroup v{base.version} per run (all its processes, memfd and tmpfs "
+              f"included) under {base.path}" if base is not None else
+              "no memory cgroup: memory bounded per process only (RLIMIT_AS)")
     if backend == "bwrap":
         return ("bubblewrap: net+pid+ipc+uts namespaces, minimal read-only view (standard "
                 "library only, no site-packages), size-capped tmpfs working folder and "
                 "/dev/shm, seccomp filter (no new namespaces, mount, ptrace, bpf, ...; "
                 "sockets: AF_UNIX only), "
-                f"cleared environment, killed by pid namespace; {who}; {limits}")
+                f"cleared environment, killed by pid namespace; {memory}; {who}; {limits}")
     return ("UNSAFE util-linux unshare (" + f"{SANDBOX_ENV}={UNSAFE_SWITCH}): net+pid "
             "namespaces only, host filesystem visible, host working folder, no disk limit, "
-            f"no syscall filter; {who}; {limits}")
+            f"no syscall filter; {memory}; {who}; {limits}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -719,10 +976,13 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _pump(proc: subprocess.Popen, side_r: int | None, limits: Limits, deadline: float,
-          side_cap: int) -> tuple[bytes, bytes, bytes, str]:
+          side_cap: int, oom: Callable[[], bool] | None = None
+          ) -> tuple[bytes, bytes, bytes, str]:
     """Read stdout / stderr / the side channel until EOF, the deadline or a cap.
 
-    Returns (stdout, stderr, side, stop) where stop is "", "timeout", "output" or "side".
+    Returns (stdout, stderr, side, stop) where stop is "", "timeout", "output", "side" or
+    "memory" (``oom()`` said the kernel killed one of its processes for the cgroup's limit,
+    checked at most every 0.1 s: cgroup v1 kills one process, and the others would go on).
     """
     sel = selectors.DefaultSelector()
     bufs = {"out": bytearray(), "err": bytearray(), "side": bytearray()}
@@ -731,12 +991,19 @@ def _pump(proc: subprocess.Popen, side_r: int | None, limits: Limits, deadline: 
     if side_r is not None:
         sel.register(side_r, selectors.EVENT_READ, "side")
     stop = ""
+    next_look = 0.0
     try:
         while sel.get_map():
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 stop = "timeout"
                 break
+            if oom is not None and now >= next_look:
+                next_look = now + 0.1
+                if oom():
+                    stop = "memory"
+                    break
             for key, _ in sel.select(timeout=min(left, 0.5)):
                 fd = key.fd if isinstance(key.fileobj, int) else key.fileobj.fileno()
                 chunk = os.read(fd, 1 << 16)
@@ -764,6 +1031,8 @@ def _classify(code: int, stderr: str, limits: Limits) -> tuple[str, str]:
     last = _last_line(stderr)
     if code == 0:
         return "ok", ""
+    if code == 125 and last.startswith("vlcohort-sandbox:"):
+        return "sandbox_error", f"sandbox: {last[:300]}"
     if "MemoryError" in last or last.startswith("MemoryError"):
         return "memory", f"memory: RLIMIT_AS {limits.memory_mb} MB ({last[:200]})"
     if "File too large" in last:  # Python ignores SIGXFSZ: the write raises EFBIG
@@ -784,10 +1053,17 @@ def _classify(code: int, stderr: str, limits: Limits) -> tuple[str, str]:
 
 
 def _result(stop: str, code: int | None, out: bytes, err: bytes, side: bytes,
-            limits: Limits, side_cap: int, wall: float, name: str) -> RunResult:
+            limits: Limits, side_cap: int, wall: float, name: str,
+            oom_kills: int = 0) -> RunResult:
     so = out.decode("utf-8", "replace")
     se = err.decode("utf-8", "replace")
     sd = side.decode("utf-8", "replace")
+    if stop == "memory" or oom_kills:
+        # whatever else happened: one of its processes was killed for the run's memory
+        return RunResult("memory", code, so, se,
+                         f"memory: the run passed {limits.memory_mb} MB, all its processes "
+                         "together (memory cgroup; memfd and tmpfs count), and was killed",
+                         wall, sd, name)
     if stop == "timeout" and _last_line(se).startswith("MemoryError"):
         # it ran out of memory and was still unwinding (freeing) at the deadline
         return RunResult("memory", None, so, se,
@@ -830,6 +1106,8 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
     side_r = side_w = info_r = info_w = sfd = None
     proc = None
     ns: _Namespace | None = None
+    base = _cgroup_base()[0]  # bwrap runs only with one (_backend); unshare: where there is
+    cg = None
     try:
         if os.geteuid() == 0:
             uid, lock = _borrow_uid()
@@ -861,6 +1139,9 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
             at = cmd.index("--clearenv") + 1
             cmd[at:at] = [a for k, v in env.items() for a in ("--setenv", k, v)]
             env = {"PATH": env["PATH"]}
+        if base is not None:
+            cg = _new_cgroup(base, limits.memory_mb)
+            cmd = _join_cgroup_args(cg) + cmd
         with open(os.path.join(host, "stdin"), "rb") as fin:
             proc = subprocess.Popen(cmd, stdin=fin, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=env,
@@ -875,7 +1156,8 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
         deadline = t0 + limits.wall_s
         if info_r is not None:
             ns = _attach(_read_info(info_r, deadline))
-        out, err, side, stop = _pump(proc, side_r, limits, deadline, side_cap)
+        oom = None if cg is None else (lambda: _oom_kills(cg, base.version) > 0)
+        out, err, side, stop = _pump(proc, side_r, limits, deadline, side_cap, oom)
         code = None
         if not stop:  # its pipes are closed; it may still be running (closed them itself)
             try:
@@ -888,8 +1170,12 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
         proc.wait()
         if ns is not None and not _emptied(ns):
             _quarantined.add(uid)  # still busy: never hand this uid to another run
-        return _result(stop, code, out, err, side, limits, side_cap,
-                       time.monotonic() - t0, name)
+        kills = _oom_kills(cg, base.version) if cg is not None else 0
+        result = _result(stop, code, out, err, side, limits, side_cap,
+                         time.monotonic() - t0, name, kills)
+        if cg is not None:
+            result.memory_peak_mb = _peak_mb(cg, base.version)
+        return result
     except OSError as e:
         if proc is not None and proc.returncode is None:
             _kill_init(ns)
@@ -911,4 +1197,6 @@ def run_python(source: str, *, stdin: str = "", limits: Limits = Limits(),
                     s.close()
         if lock is not None:
             _return_uid(uid, lock)
+        if cg is not None:  # after the namespace is empty: every page of it is freed
+            _remove_cgroup(cg)
         shutil.rmtree(host, ignore_errors=True)
