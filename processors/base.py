@@ -385,7 +385,8 @@ class Adapter:
         Images are placed where the question's placeholders are (``<image>``, ``<image1>``);
         with no placeholder they go before the text. Options are listed after the question
         unless the question already lists them. The answer-format ``instruction`` (e.g.
-        "put your final answer within \\boxed{}") ends the user turn.
+        "put your final answer within \\boxed{}") ends the user turn, after a newline; one
+        that begins with whitespace is appended as written, its own separator.
         """
         if problem.images and not self.is_multimodal:
             raise ProblemInputError.of("images_for_text_model",
@@ -404,8 +405,9 @@ class Adapter:
             options = format_options(problem.options)
             self.refuse_control_tokens(problem, "options", options)
             pieces.append({"type": "text", "text": "\n" + options})
-        if instruction:
-            pieces.append({"type": "text", "text": "\n" + instruction})
+        if instruction:  # after a newline, unless it brings its own separator (MM-UPT's space)
+            joint = "" if instruction[:1].isspace() else "\n"
+            pieces.append({"type": "text", "text": joint + instruction})
         pieces = _merge_adjacent_text(pieces)
         msgs: list[dict] = []
         if system_prompt:

@@ -204,7 +204,8 @@ class PromptConfig:
     system_prompt: str = "You are a helpful assistant."
     """System message; families without a system role fold it into the first user turn."""
     instruction: str = ("Think briefly, then give the final answer as <answer>X</answer>.")
-    """Answer-format instruction appended to every question."""
+    """Answer-format instruction appended to every question, after a newline; one that
+    begins with whitespace is appended as written (MM-UPT's recipe joins with a space)."""
     format: str = "auto"
     """How messages become prompt text, for every agent without its own
     ``agents.N.prompt_format``: auto (the chat template; a base model without one gets

@@ -271,3 +271,25 @@ def test_vllm_request_tokenises_to_the_published_processors_ids(adapter, referen
         expanded = unexpanded
     assert expanded == expected
     assert expected.count(adapter.image_token_id) == sum(counts)
+
+
+def test_the_mmupt_recipe_renders_as_mmupt_built_its_prompts(adapter, reference):
+    """MM-UPT (verl/utils/dataset.py) appends ``" " + format_prompt.strip()`` to the
+    problem, splits it at ``<image>`` into content pieces and applies the template with no
+    system turn. Its launcher's format prompt reached the model with a literal backslash-n
+    (bash and OmegaConf leave ``\\n`` alone); the recipe reproduces that string."""
+    from pathlib import Path
+
+    from vlcohort.config import load_config
+
+    cfg = load_config(Path(__file__).parents[2] / "configs" / "mmupt_qwen25vl7b_mmr1.yaml")
+    question = "<image>In the triangle shown, what is the value of x?"
+    format_prompt = "\\nPlease reason step by step, and put your final answer within \\boxed{}."
+    prompt_str = question + " " + format_prompt.strip()
+    pieces = prompt_str.split("<image>")
+    content = [pieces[0] and text(pieces[0])] + [c for p in pieces[1:] for c in (IMG, p and text(p))]
+    messages = [{"role": "user", "content": [c for c in content if c]}]
+    got = adapter.render(problem(text=question, images=[image(100, 60)]),
+                         cfg.prompt.system_prompt, cfg.prompt.instruction).text
+    assert got == reference_text(reference, messages)
+    assert "x? \\nPlease reason" in got
