@@ -35,7 +35,10 @@ def test_one_option_named_four_ways_is_one_vote():
 
 
 def test_string_hashing_would_have_lost_this_vote():
-    """The published failure: 'C' and 'C. text' split, so a wrong plurality won."""
+    """Plain string hashing (``reward.grader=legacy``) splits 'C' and 'C. text', so a wrong
+    plurality wins. The published Co-RL vision-language code keys letters A-E together,
+    but splits an option's text from its letter the same way
+    (tests/test_peer_vote_parity.py)."""
     answers = ["C", "C. Pythagorean theorem", "C: Pythagorean theorem", "B", "B"]
     assert majority_vote(answers).label == "C"
     legacy = majority_vote(answers, grader=LegacyGrader())

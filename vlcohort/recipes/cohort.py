@@ -15,8 +15,11 @@ Departures from the published Co-RL code, on purpose:
 - one launch drives every agent: one process, or W ranks in A agent groups that swap
   extracted answers by a collective (``training/distributed.py``; no JSON label files
   between jobs);
-- the vote clusters answers by the grader's equivalence classes, so "C" and "C. 45°" are
-  one vote (the published Co-RL code hashed normalised strings);
+- the vote clusters answers by the grader's equivalence classes, so "C", "C. 45°" and
+  "45°" are one vote (the published Co-RL code hashed normalised strings: its
+  vision-language code keys option letters A-E together, "C" and "C. 45°", but not an
+  option's text "45°", nor "2" and "2.0", "12 cm" and "12", "Yes" and "yes";
+  ``tests/test_peer_vote_parity.py``);
 - a rollout is rewarded iff its answer is in the teacher's winning class, by the rule the
   vote counted with (``voting.in_winning_class``); the published Co-RL code rewarded
   ``grade_answer(answer, label)``, which can reward answers the vote counted for a losing
