@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from vlcohort import run_folder
+from vlcohort import bounded_json, run_folder
 from vlcohort.config import Config, save_resolved, validate
 from vlcohort.monitoring.metrics import held_out_table, held_out_tasks, read_metrics
 from vlcohort.recipes.cohort import run_cohort
@@ -275,8 +275,8 @@ def readable_records(path: Path) -> list[dict]:
     records = []
     for line in text.splitlines():
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
+            rec = bounded_json.loads(line)
+        except bounded_json.BadJSON:
             continue
         if isinstance(rec, dict) and "step" in rec:
             records.append(rec)
