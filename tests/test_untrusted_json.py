@@ -136,3 +136,22 @@ def test_a_metrics_line_past_the_bounds_is_one_line_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {path}, line 2: JSON with a number of 5000 digits"), err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("header, phrase", [
+    (DEEP.encode(), "nested deeper than 100 levels"),
+    (b'{"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, ' + DIGITS.encode() + b"]}}",
+     "a number of 5000 digits"),
+    (b"[1, 2, 3]", "has no attribute 'items'"),
+    (b'{"w": {"dtype": "F32"}}', "data_offsets"),
+])
+def test_a_damaged_safetensors_header_is_a_problem_not_a_crash(tmp_path, header, phrase):
+    """A checkpoint to resume from may come from elsewhere: its weights' headers are read
+    within the bounds, and any header that is not the format is named, not raised."""
+    from vlcohort.training.checkpoint import verify_checkpoint
+
+    weights = tmp_path / "step-1" / "A" / "model.safetensors"
+    weights.parent.mkdir(parents=True)
+    weights.write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 4)
+    [problem] = verify_checkpoint(tmp_path / "step-1")
+    assert problem.startswith(f"{weights}: unreadable safetensors header") and phrase in problem

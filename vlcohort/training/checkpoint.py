@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vlcohort import run_folder
+from vlcohort import bounded_json, run_folder
 from vlcohort.errors import RunError
 from vlcohort.training.ema import EMA_FILE
 
@@ -174,10 +174,10 @@ def _safetensors_problem(path: Path) -> str | None:
             n = int.from_bytes(f.read(8), "little")
             if n <= 0 or 8 + n > size:
                 return f"{path}: safetensors header length {n} does not fit a {size}-byte file"
-            header = json.loads(f.read(n))
-    except (OSError, ValueError) as e:
-        return f"{path}: unreadable safetensors header ({e})"
-    ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+            header = bounded_json.loads(f.read(n), max_chars=n)
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        return f"{path}: unreadable safetensors header ({str(e)[:200]})"
     if 8 + n + max(ends, default=0) != size:
         return (f"{path}: {size} bytes, but its header describes {8 + n + max(ends, default=0)} "
                 "(truncated or damaged)")
