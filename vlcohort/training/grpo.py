@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -49,6 +49,7 @@ __all__ = [
     "group_advantages",
     "importance_weights",
     "kl_penalty",
+    "micro_batch_denominators",
     "policy_loss",
     "reinforce_pp_advantages",
     "RETURN_NORMALISERS",
@@ -551,11 +552,17 @@ class Aggregation:
 
     numerator:   fn(per_token [N, T], mask [N, T] float, length_norm) -> scalar
     denominator: fn(mask [N, T] float) -> scalar count (tokens or sequences)
+    per_micro_batch: False: one denominator, the optimizer step's whole batch's, for all
+                 its micro-batches (the loss does not depend on the split). True: each
+                 micro-batch divides by its OWN count, and the step averages the K
+                 micro-batch losses (TRL's ``bnpo``): the loss depends on the split.
+                 :func:`micro_batch_denominators` gives either kind's per micro-batch.
     """
 
     numerator: Callable[[Tensor, Tensor, float | None], Tensor]
     denominator: Callable[[Tensor], Tensor]
     reference: str
+    per_micro_batch: bool = False
 
 
 def _sum_tokens(x: Tensor, m: Tensor, length_norm: float | None) -> Tensor:
@@ -592,15 +599,28 @@ def _count_sequences(m: Tensor) -> Tensor:
     return (m.sum(dim=1) > 0).to(m.dtype).sum()  # [N, T] -> [N] -> scalar
 
 
-#: ``loss_agg`` names. ``token_mean``: every valid token weighs the same, so long
-#: completions weigh more (DAPO's token-level loss, Yu et al. 2025, arXiv 2503.14476).
+_TOKEN_MEAN = Aggregation(_sum_tokens, _count_tokens, "DAPO arXiv 2503.14476; TRL loss_type='dapo'")
+
+#: ``loss_agg`` names. ``token_mean`` (alias ``dapo``): every valid token of the optimizer
+#: step weighs the same, so long completions weigh more (DAPO's token-level loss, Yu et al.
+#: 2025, arXiv 2503.14476; TRL's ``loss_type="dapo"``, whose normaliser is the step's
+#: tokens over all accumulation steps and ranks, ``num_items_in_batch / num_processes``).
+#: ``bnpo``: TRL's ``loss_type="bnpo"`` (``GRPOTrainer._compute_loss``, TRL 0.19-1.9): a
+#: token mean over each MICRO-batch, clamp(tokens, min=1), divided by the step's number of
+#: micro-batches K (TRL: ``current_gradient_accumulation_steps``; DDP's gradient average
+#: gives the 1 / ranks), so the step averages the K micro-batch token means: a token of a
+#: short micro-batch weighs more than one of a long micro-batch. Equal to ``token_mean``
+#: with one micro-batch, or with micro-batches of equal token counts.
 #: ``seq_mean_token_mean``: every sequence weighs the same, its tokens averaged (the GRPO
 #: paper, arXiv 2402.03300; biases toward long wrong answers, see Dr.GRPO).
 #: ``seq_mean_token_sum_norm``: token sums divided by a constant length and by the constant
 #: number of sequences N (Dr.GRPO, Liu et al. 2025, arXiv 2503.20783): no length bias, and
 #: no rescaling when completions are masked out.
 AGGREGATIONS: dict[str, Aggregation] = {
-    "token_mean": Aggregation(_sum_tokens, _count_tokens, "DAPO arXiv 2503.14476"),
+    "token_mean": _TOKEN_MEAN,
+    "dapo": _TOKEN_MEAN,
+    "bnpo": Aggregation(_sum_tokens, _count_tokens, "TRL loss_type='bnpo' (GRPOTrainer._compute_loss)",
+                        per_micro_batch=True),
     "seq_mean_token_mean": Aggregation(_sum_seq_token_means, _count_sequences, "GRPO arXiv 2402.03300"),
     "seq_mean_token_sum_norm": Aggregation(_sum_seq_token_sums_norm, _count_rows, "Dr.GRPO arXiv 2503.20783"),
 }
@@ -612,11 +632,43 @@ def aggregate_denominator(mask: Tensor, mode: str) -> Tensor:
     mask: [N, T]; returns a 0-dim float tensor, at least 1 (an empty batch gives loss 0,
     not NaN). Compute it once on the full batch and pass it as ``denom`` to every
     micro-batch. Under data parallelism, all-reduce (sum) it across ranks first and scale
-    the loss by the world size, because DDP averages gradients.
+    the loss by the world size, because DDP averages gradients. For a ``per_micro_batch``
+    mode (``bnpo``) this is the normaliser of ``mask`` taken as ONE micro-batch; a step of
+    several takes :func:`micro_batch_denominators`.
     """
     agg = _lookup(AGGREGATIONS, "loss aggregation", mode)
     m = mask.to(torch.float32)  # [N, T]
     return agg.denominator(m).clamp(min=1)
+
+
+def micro_batch_denominators(masks: Sequence[Tensor], mode: str) -> Tensor:
+    """[K] the ``denom`` of each of the K micro-batches of ONE optimizer step, whose losses
+    are summed (their gradients accumulated) into the step's.
+
+    masks: the K micro-batches' [n_k, T_k] masks, in order. A whole-step mode gives every
+    micro-batch the step's denominator (the counts summed, clamp min 1: equal to
+    :func:`aggregate_denominator` of the concatenated masks), so the losses sum to the
+    full-batch loss; a ``per_micro_batch`` mode (``bnpo``) gives micro-batch k
+    K x clamp(its own count, min=1), so the step's loss is the mean of the K micro-batch
+    token means (TRL: ``(per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)``, then
+    ``/ current_gradient_accumulation_steps``). An empty micro-batch still counts in K, as
+    in TRL. Under data parallelism a whole-step denominator is summed across ranks (see
+    :func:`aggregate_denominator`); a per-micro-batch one stays each rank's own, and DDP's
+    gradient average over the R ranks supplies TRL's 1 / R.
+
+    >>> m = [torch.ones(1, 3), torch.ones(1, 1)]
+    >>> micro_batch_denominators(m, "token_mean"), micro_batch_denominators(m, "bnpo")
+    (tensor([4., 4.]), tensor([6., 2.]))
+    """
+    agg = _lookup(AGGREGATIONS, "loss aggregation", mode)
+    if not masks:
+        raise ValueError("micro_batch_denominators needs at least one micro-batch mask")
+    device = masks[0].device
+    counts = torch.stack([agg.denominator(m.to(device=device, dtype=torch.float32)).reshape(())
+                          for m in masks])  # [K]
+    if agg.per_micro_batch:
+        return counts.clamp(min=1) * len(masks)  # [K]
+    return counts.sum().clamp(min=1).expand(len(masks)).clone()  # [K], one value
 
 
 def aggregate(
@@ -631,7 +683,8 @@ def aggregate(
     per_token: [N, T]; mask: [N, T] bool (or 0/1); mode: name in ``AGGREGATIONS``.
     denom:   the normaliser; None uses this batch's (``aggregate_denominator``). Pass the
              full batch's when this is a micro-batch, so the micro-batch losses sum to the
-             full-batch loss exactly.
+             full-batch loss exactly (:func:`micro_batch_denominators` gives each
+             micro-batch's, for ``bnpo`` too).
     length_norm: the constant of ``seq_mean_token_sum_norm`` (e.g. max_new_tokens);
              required by that mode, ignored by the others.
 

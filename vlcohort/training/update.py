@@ -358,7 +358,8 @@ class UpdateBatch:
     old: torch.Tensor | None  # [N, T] old log-probs (None: on-policy, from each forward)
     ref: torch.Tensor | None  # [N, T] reference log-probs (None: no KL loss term)
     mini_batches: list  # [M] lists of indices into ``batches``: one optimizer step each
-    denoms: list  # [M] the loss normaliser of each mini-batch (0-dim tensors)
+    denoms: list  # [M] the loss normaliser of each mini-batch: a 0-dim tensor, or [K] one
+    # per micro-batch where the aggregation normalises each (bnpo; :func:`step_normaliser`)
     is_weights: grpo.ISWeights | None = None  # the whole batch's IS weights, when the
     # mode needs them before the first step (``full_batch_is``); None: per micro-batch
 
@@ -424,7 +425,9 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     :func:`token_stats`, the reward-side KL's :func:`kl_reward`) and passes them as
     ``old`` (:class:`OldLogprobs`): the same numbers, no extra pass.
     The IS weights compare old with the sampler's log-probs. Micro-batch losses use their
-    mini-batch's normaliser, so their gradients add up to the mini-batch gradient. A
+    mini-batch's normaliser, so their gradients add up to the mini-batch gradient
+    (``grpo.loss_agg=bnpo``: each its own token count x the step's K micro-batches, so
+    the step averages the K micro-batch token means, TRL's ``bnpo``). A
     non-finite loss skips that optimizer step; the logged loss and statistics are means
     over the steps applied (none applied: only ``skipped_updates``, ``lr`` and the IS
     statistics are logged). ``policy_entropy``: the token-mean entropy of the policy over
@@ -483,10 +486,23 @@ def update_batch(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
                                        mode=g.is_mode, cap=g.is_cap, low=g.is_low,
                                        high=g.is_high, floor=g.is_min, batch_norm=g.is_batch_norm)
         mask = mask * is_w.keep  # rejected tokens leave the loss and its normalisers
-    denoms = [opt.normaliser(grpo.aggregate_denominator(mask[rows_of(mbs, m)], g.loss_agg))
-              for m in minis]
+    denoms = [step_normaliser(mask, mbs, m, g.loss_agg, opt) for m in minis]
     return UpdateBatch(mbs, advantages.to(device), rollout_logp, comp_mask, mask, old, ref,
                        minis, denoms, is_w)
+
+
+def step_normaliser(mask: torch.Tensor, mbs: list, minib: list[int], agg: str,
+                    opt: OptimizerStep) -> torch.Tensor:
+    """The loss normaliser of one optimizer step, the mini-batch ``minib`` (indices into
+    ``mbs``), over the loss's tokens ``mask`` [N, T]: a 0-dim tensor, the whole
+    mini-batch's count (the agent group's under DeepSpeed, ``opt.normaliser``), shared by
+    its micro-batches; or, for an aggregation normalised per micro-batch (``bnpo``,
+    ``grpo.micro_batch_denominators``), a [K] tensor, micro-batch j of the K getting
+    K x its own token count. K and the counts are this rank's own: DeepSpeed's gradient
+    average over the group's ranks supplies TRL's 1 / ranks."""
+    if grpo.AGGREGATIONS[agg].per_micro_batch:
+        return grpo.micro_batch_denominators([mask[mbs[k][0]] for k in minib], agg)
+    return opt.normaliser(grpo.aggregate_denominator(mask[rows_of(mbs, minib)], agg))
 
 
 def full_batch_is(g: GRPOConfig) -> bool:
@@ -604,7 +620,8 @@ def minibatch_step(agent: Agent, ub: UpdateBatch, minib: list[int], denom: torch
                    g: GRPOConfig, temperature: float, length_norm: int, opt: OptimizerStep,
                    totals: UpdateTotals, is_parts: list | None) -> None:
     """One optimizer step on one mini-batch (``minib``: indices into ``ub.batches``): a
-    forward and backward per micro-batch with the mini-batch's normaliser ``denom``, then
+    forward and backward per micro-batch with the mini-batch's normaliser ``denom`` (0-dim;
+    or [K], micro-batch j's ``denom[j]``: :func:`step_normaliser`), then
     the step; a non-finite loss on any rank of the update discards the step and adds
     nothing to ``totals``. ``is_parts`` (first epoch only) collects the IS statistics;
     the first epoch's forwards also give the policy's token entropies."""
@@ -639,8 +656,8 @@ def minibatch_step(agent: Agent, ub: UpdateBatch, minib: list[int], denom: torch
             logp, old_mb, ub.advantages[rows], ub.mask[rows], clip_low=g.clip_low,
             clip_high=g.clip_high, is_weights=weights,
             ref_logp=None if ub.ref is None else ub.ref[rows],
-            kl_coef=g.kl_coef if kl_in_loss(g) else 0.0,
-            kl_kind=g.kl_kind, agg=g.loss_agg, denom=denom, length_norm=length_norm,
+            kl_coef=g.kl_coef if kl_in_loss(g) else 0.0, kl_kind=g.kl_kind, agg=g.loss_agg,
+            denom=denom if denom.dim() == 0 else denom[j], length_norm=length_norm,
             loss_kind=g.policy_loss, clip_ratio_c=g.clip_ratio_c)
         if opt.any_rank(not bool(torch.isfinite(loss))):
             opt.discard()
