@@ -301,3 +301,33 @@ def test_real_update_with_bnpo_has_trls_loss_and_gradient():
     for name in bnpo_delta:
         assert torch.allclose(bnpo_delta[name], tm_delta[name], atol=1e-6, rtol=1e-4), name
 
+
+# --------------------------------------------------------------------------------------
+# the recipes that cite TRL's --loss_type bnpo
+# --------------------------------------------------------------------------------------
+
+
+def test_recipes_citing_loss_type_bnpo_use_trls_bnpo():
+    """Each recipe whose header cites ``--loss_type bnpo``: the vision-language launchers
+    ran per-device batch 2 x grad-accum 8 x 4 GPUs, so ``bnpo`` over micro-batches of 2
+    with 8 micro-batches per rank; the text launchers ran per-device batch 1, where TRL's
+    bnpo is each sequence's token mean averaged: ``seq_mean_token_mean``."""
+    from pathlib import Path
+
+    from vlcohort.config import load_config
+
+    root = Path(__file__).resolve().parents[1] / "configs"
+    cited = [p for p in sorted(root.glob("*.yaml")) if "--loss_type bnpo" in p.read_text()]
+    assert len(cited) == 9
+    for path in cited:
+        text = path.read_text()
+        g = load_config(path).grpo
+        if g.loss_agg == "bnpo":
+            c = load_config(path)
+            assert "per-device batch 2 x grad-accum 8 x 4 GPUs" in text, path.name
+            per_rank = c.rollout.prompts_per_step * c.rollout.rollouts_per_prompt // c.distributed.ranks_per_agent
+            assert g.micro_batch_seqs == 2 and per_rank // g.micro_batch_seqs == 8, path.name
+            assert g.micro_batch_tokens == 0 and g.mini_batch_seqs in (0, per_rank), path.name
+        else:
+            assert g.loss_agg == "seq_mean_token_mean", path.name
+            assert "per-device batch of 1 sequence" in text, path.name
