@@ -54,7 +54,9 @@ def test_registries_hold_the_documented_names_each_with_a_docstring():
     assert IS_MODES["mask"] is IS_MODES["token_mask"]  # the old name, kept as an alias
     assert set(KL_ESTIMATORS) == {"k1", "k2", "k3", "low_var_kl"}
     assert set(POLICY_LOSSES) == {"ppo", "gspo", "cispo"}
-    assert set(AGGREGATIONS) == {"token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"}
+    assert set(AGGREGATIONS) == {"token_mean", "dapo", "bnpo", "seq_mean_token_mean",
+                                 "seq_mean_token_sum_norm"}
+    assert AGGREGATIONS["dapo"] is AGGREGATIONS["token_mean"]  # TRL's name for it
     fns = [*ADVANTAGE_SCALES.values(), *IS_LEVELS.values(), *IS_MODES.values(), *KL_ESTIMATORS.values(),
            *POLICY_LOSSES.values()]
     assert all(f.__doc__ and f.__doc__.strip() for f in fns)
@@ -73,7 +75,8 @@ def test_registries_hold_the_documented_names_each_with_a_docstring():
         (lambda: kl_penalty(torch.zeros(1, 2), torch.zeros(1, 2), kind="k4"), "allowed: k1, k2, k3, low_var_kl"),
         (lambda: policy_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1), torch.ones(1, 2),
                              loss_kind="x"), "allowed: cispo, gspo, ppo"),
-        (lambda: aggregate(torch.zeros(1, 2), torch.ones(1, 2), mode="sum"), "allowed: seq_mean_token_mean"),
+        (lambda: aggregate(torch.zeros(1, 2), torch.ones(1, 2), mode="sum"),
+         "allowed: bnpo, dapo, seq_mean_token_mean"),
     ],
 )
 def test_unknown_variant_names_list_what_is_allowed(call, match):

@@ -431,7 +431,10 @@ class GRPOConfig:
     adv_scale=group a group whose task rewards agree gets unit-variance advantages from the
     penalty alone, whatever kl_coef is (a warning at load says so)."""
     loss_agg: str = "token_mean"
-    """token_mean | seq_mean_token_mean | seq_mean_token_sum_norm."""
+    """token_mean (alias dapo) | bnpo | seq_mean_token_mean | seq_mean_token_sum_norm.
+    bnpo: TRL's, a token mean per micro-batch (micro_batch_seqs, or micro_batch_tokens),
+    averaged over the optimizer step's micro-batches and ranks; token_mean: one token mean
+    over the step's whole batch (TRL's dapo)."""
     ppo_epochs: int = 1
     """Passes over each step's rollouts."""
     micro_batch_seqs: int = 16
