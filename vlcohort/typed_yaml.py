@@ -1,7 +1,10 @@
 """Typed configuration from YAML, without a schema of its own: a mapping (a YAML file plus
 ``key.sub=value`` overrides) becomes nested dataclasses, every key and value checked
 against the dataclass fields and type hints, every error a :class:`ConfigError` naming the
-dotted key. Field docstrings (the string literal under a field) are read back for help
+dotted key. The YAML itself is bounded (file size, nesting depth, what aliases write out
+to, integer length: :class:`StrictLoader`) and every value an error quotes is cut short
+(:func:`quote_value`), so a small hostile recipe or override is a one-line error, not
+gigabytes. Field docstrings (the string literal under a field) are read back for help
 texts. ``vlcohort/config.py`` holds the schema and the resolved output,
 ``vlcohort/config_checks.py`` the checks that need more than one field's type.
 """
@@ -20,17 +23,124 @@ from typing import Any
 
 import yaml
 
+#: Most characters of a user's value that an error message quotes (:func:`quote_value`).
+QUOTE_LIMIT = 200
+#: Longest config error message: a safety net under :func:`quote_value` for a value some
+#: message formats unquoted; the head and the tail (which says the fix) are kept.
+MAX_MESSAGE_CHARS = 4000
+#: How many characters of a huge value's repr :func:`quote_value` counts before it stops
+#: counting ("more than ...").
+_COUNT_LIMIT = 10_000_000
+
 
 class ConfigError(ValueError):
     """A configuration that cannot run; the message names the key and what is allowed."""
+
+    def __init__(self, *args: Any) -> None:
+        if len(args) == 1 and isinstance(args[0], str) and len(args[0]) > MAX_MESSAGE_CHARS:
+            m, tail = args[0], MAX_MESSAGE_CHARS // 4
+            args = (f"{m[:MAX_MESSAGE_CHARS - tail]} ... ({len(m)} chars in all) ... "
+                    f"{m[-tail:]}",)
+        super().__init__(*args)
+
+
+def quote_value(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` for an error message, cut after ``limit`` characters and its full
+    length said: ``'xxxx'... (1048578 chars)``. Lists and mappings are written piece by
+    piece, so quoting a value that aliases made huge costs no more than its first
+    ``limit`` characters plus a count; every config error quotes a user's value with it."""
+    shown: list[str] = []
+    room, total = limit + 1, 0
+    for piece in _repr_pieces(value, set()):
+        if room > 0:
+            shown.append(piece[:room])
+            room -= len(shown[-1])
+        total += len(piece)
+        if total > _COUNT_LIMIT:
+            return f"{''.join(shown)[:limit]}... (more than {_COUNT_LIMIT} chars)"
+    text = "".join(shown)
+    return text if total <= limit else f"{text[:limit]}... ({total} chars)"
+
+
+def _repr_pieces(value: Any, inside: set[int]):
+    """``repr(value)`` in pieces (lists and dicts opened up; ``inside``: the ids of the
+    containers being written, whose repr inside themselves is ``[...]`` / ``{...}``)."""
+    kind = type(value)
+    if kind is not list and kind is not dict:
+        if kind is str and len(value) > _COUNT_LIMIT:
+            value = value[:_COUNT_LIMIT + 1]
+        yield repr(value)
+        return
+    if id(value) in inside:
+        yield "[...]" if kind is list else "{...}"
+        return
+    inside.add(id(value))
+    yield "[" if kind is list else "{"
+    items = enumerate(value) if kind is list else value.items()
+    for i, (k, v) in enumerate(items):
+        if i:
+            yield ", "
+        if kind is dict:
+            yield from _repr_pieces(k, inside)
+            yield ": "
+        yield from _repr_pieces(v, inside)
+    yield "]" if kind is list else "}"
+    inside.discard(id(value))
+
+
+def cut_text(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` (a key as the user wrote it, a file name) for an error message: at most
+    ``limit`` characters, and its length when it was longer."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
 
 
 class DuplicateKeyError(yaml.YAMLError):
     """A mapping that names one key twice; PyYAML would silently keep the last value."""
 
     def __init__(self, key: Any, line: int, first_line: int) -> None:
-        super().__init__(f"duplicate key {key!r} at line {line} (first at line {first_line})")
+        super().__init__(f"duplicate key {quote_value(key)} at line {line} (first at line "
+                         f"{first_line})")
         self.key, self.line, self.first_line = key, line, first_line
+
+
+#: Largest recipe file, or override value, read as YAML (bytes): a recipe is a few kB.
+MAX_YAML_BYTES = 1 << 20
+#: Deepest nesting of lists and mappings in a recipe or override value (the recipes nest 5
+#: deep). PyYAML composes a node by recursion, three frames a level: a few hundred ``[``
+#: would be a RecursionError inside it, and every walk of the value after it recurses too.
+MAX_YAML_DEPTH = 32
+#: Most a document may grow to when its aliases (``*name``) are written out: characters of
+#: its scalars plus one per value. Aliases share one object, but every walk of the value
+#: (an error message's repr, the override's ``#`` restore, a merge) writes it out: nine
+#: levels of nine aliases in 359 bytes are 387 million strings (billion laughs).
+MAX_ALIAS_EXPANSION = 100_000
+#: Longest integer written in a recipe (characters): Python refuses to read one of over
+#: 4300 digits (a ValueError from inside PyYAML), and no setting needs more than 19.
+MAX_INT_CHARS = 100
+
+
+class YamlLimitError(yaml.YAMLError):
+    """A document past one of the limits above: ``problem`` (with the fix) at ``mark``,
+    under the key ``path`` (its parts, from the top of the document)."""
+
+    def __init__(self, problem: str, mark: Any, path: list[str]) -> None:
+        super().__init__(problem)
+        self.problem, self.mark, self.path = problem, mark, list(path)
+
+    def where(self, prefix: str = "") -> str:
+        """The dotted key (``prefix``: the override's own key), shortened when deep."""
+        parts = ([prefix] if prefix else []) + self.path
+        text = ".".join(cut_text(str(part), 40) for part in parts[:8])
+        return text + (f"... ({len(parts)} levels)" if len(parts) > 8 else "")
+
+
+def _path_part(index: Any) -> str:
+    """A node's part of the dotted key: its list index, or its mapping key's text."""
+    if isinstance(index, int):
+        return str(index)
+    if isinstance(index, yaml.ScalarNode):
+        return index.value
+    return "(key)" if index is None else "(a list or mapping as key)"
 
 
 class StrictLoader(yaml.SafeLoader):
@@ -57,6 +167,82 @@ class StrictLoader(yaml.SafeLoader):
                     continue
         return super().construct_mapping(node, deep=deep)
 
+    # -- the bounds: depth, alias expansion, integer length (YamlLimitError) ----------------
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._path: list[str] = []
+        self._aliases = False
+
+    def compose_node(self, parent, index):
+        if parent is not None:
+            self._path.append(_path_part(index))
+        try:
+            if len(self._path) > MAX_YAML_DEPTH:
+                raise YamlLimitError(
+                    f"lists and mappings nested more than {MAX_YAML_DEPTH} levels deep; a "
+                    "config nests a few levels: remove the extra brackets or indentation",
+                    self.peek_event().start_mark, self._path)
+            if self.check_event(yaml.AliasEvent):
+                self._aliases = True
+            node = super().compose_node(parent, index)
+            if (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:int"
+                    and len(node.value) > MAX_INT_CHARS):
+                raise YamlLimitError(
+                    f"an integer of {len(node.value)} characters; no setting takes one of "
+                    f"more than {MAX_INT_CHARS}: give the intended number", node.start_mark,
+                    self._path)
+            return node
+        finally:
+            if parent is not None:
+                self._path.pop()
+
+    def compose_document(self):
+        node = super().compose_document()
+        if self._aliases and node is not None:
+            _expanded_size(node, [], {}, set())
+        return node
+
+
+def _expanded_size(node: yaml.Node, path: list[str], seen: dict[int, tuple[int, int]],
+                   inside: set[int]) -> tuple[int, int]:
+    """How big and how deep ``node`` is with its aliases written out (characters of its
+    scalars plus one per value; levels of lists and mappings), each shared node counted
+    once per use but computed once (``seen``). A YamlLimitError past
+    :data:`MAX_ALIAS_EXPANSION` or :data:`MAX_YAML_DEPTH` (an alias nests its node's
+    levels under its own), or for an alias inside the node it names (``inside``: the
+    nodes being counted), whose every walk would never end."""
+    if id(node) in inside:
+        raise YamlLimitError("an alias (*name) inside the list or mapping it names; a "
+                             "config value cannot hold itself: write the value out",
+                             node.start_mark, path)
+    if id(node) not in seen:
+        if isinstance(node, yaml.ScalarNode):
+            seen[id(node)] = (1 + len(node.value), 0)
+        else:
+            inside.add(id(node))
+            size, height = 1, 0
+            if isinstance(node, yaml.SequenceNode):
+                children = [(str(i), child) for i, child in enumerate(node.value)]
+            else:
+                children = [pair for key, value in node.value
+                            for pair in (("(key)", key), (_path_part(key), value))]
+            for part, child in children:
+                child_size, child_height = _expanded_size(child, [*path, part], seen, inside)
+                size, height = size + child_size, max(height, child_height + 1)
+                if size > MAX_ALIAS_EXPANSION:
+                    raise YamlLimitError(
+                        f"its aliases (*name) write out to more than {MAX_ALIAS_EXPANSION} "
+                        "characters; a config needs a few thousand: write the values out, "
+                        "or nest fewer aliases", node.start_mark, path)
+            inside.discard(id(node))
+            seen[id(node)] = (size, height)
+    if len(path) + seen[id(node)][1] > MAX_YAML_DEPTH:
+        raise YamlLimitError(f"its aliases (*name) nest lists and mappings more than "
+                             f"{MAX_YAML_DEPTH} levels deep; a config nests a few levels: "
+                             "write the values out", node.start_mark, path)
+    return seen[id(node)]
+
 
 #: YAML 1.1's boolean words, which PyYAML reads as true / false. The loader reads them as
 #: text (YAML 1.2: only true / false are booleans), so a string setting keeps the word
@@ -81,12 +267,28 @@ def load_strict(text: str) -> Any:
     return yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass: safe
 
 
+def is_file(path: Path) -> bool:
+    """``path.is_file()``, False also for a name the system refuses (too long: ENAMETOOLONG
+    is an OSError from ``is_file`` itself)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     """The top-level mapping of a YAML file (empty file: {})."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config file not found: {p}")
-    raw = p.read_bytes()
+    if not is_file(p):
+        raise ConfigError(f"config file not found: {cut_text(str(p))}")
+    try:
+        with p.open("rb") as f:
+            raw = f.read(MAX_YAML_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot be read ({e.strerror}); check its permissions") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigError(f"{p}: over {MAX_YAML_BYTES} bytes; a recipe is a few kB: give the "
+                          "recipe, not a data file (data.path names the data)")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -96,8 +298,11 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     try:
         loaded = load_strict(text)
     except DuplicateKeyError as e:
-        raise ConfigError(f"{p}: line {e.line}: duplicate key {e.key!r} (first set at line "
-                          f"{e.first_line}); keep one of them") from None
+        raise ConfigError(f"{p}: line {e.line}: duplicate key {quote_value(e.key)} (first "
+                          f"set at line {e.first_line}); keep one of them") from None
+    except YamlLimitError as e:
+        raise ConfigError(f"{p}: line {e.mark.line + 1}: {e.where() or 'the top level'}: "
+                          f"{e.problem}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: not valid YAML ({yaml_problem(e)})") from None
     if loaded is not None and not isinstance(loaded, dict):
@@ -111,6 +316,7 @@ def yaml_problem(e: yaml.YAMLError) -> str:
     lines, with a caret drawing)."""
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]
     mark = getattr(e, "problem_mark", None)
+    problem = cut_text(problem)  # it may quote the text: an anchor's name, a character
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
 
 
@@ -121,7 +327,8 @@ _HASH_STAND_IN = "\ue000"
 
 def split_override(item: str) -> tuple[str, Any]:
     if "=" not in item:
-        raise ConfigError(f"override {item!r}: write it as key.sub=value (e.g. run.steps=5)")
+        raise ConfigError(f"override {quote_value(item)}: write it as key.sub=value (e.g. "
+                          "run.steps=5)")
     key, raw = item.split("=", 1)
     return key.strip(), parse_override_value(raw, key.strip())
 
@@ -131,14 +338,22 @@ def parse_override_value(raw: str, key: str = "value") -> Any:
     kept as text rather than read as the start of a comment."""
     if not raw.strip():
         return ""
+    name = quote_value(key)
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigError(f"override {name}: a value of {len(raw)} characters; at most "
+                          f"{MAX_YAML_BYTES}, and a setting needs far fewer: give the "
+                          "intended value")
     if _HASH_STAND_IN in raw:
-        raise ConfigError(f"override {key!r}: the character U+E000 is reserved; remove it")
+        raise ConfigError(f"override {name}: the character U+E000 is reserved; remove it")
     try:
         value = load_strict(raw.replace("#", _HASH_STAND_IN))
     except DuplicateKeyError as e:
-        raise ConfigError(f"override {key!r}: duplicate key {e.key!r}; keep one of them") from None
+        raise ConfigError(f"override {name}: duplicate key {quote_value(e.key)}; keep one of "
+                          "them") from None
+    except YamlLimitError as e:
+        raise ConfigError(f"override {quote_value(e.where(key))}: {e.problem}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"override {key!r}: not valid YAML ({yaml_problem(e)}); quote "
+        raise ConfigError(f"override {name}: not valid YAML ({yaml_problem(e)}); quote "
                           "the value if it is text") from None
     return _restore_hash(value)
 
@@ -180,7 +395,8 @@ def set_dotted(data: dict, key: str, value: Any) -> None:
 
 def _index(part: str, key: str) -> int:
     if not part.isdigit():
-        raise ConfigError(f"override {key!r}: {part!r} must be a list index (0, 1, ...)")
+        raise ConfigError(f"override {quote_value(key)}: {quote_value(part)} must be a list "
+                          "index (0, 1, ...)")
     return int(part)
 
 
@@ -190,12 +406,13 @@ def build(cls, data: Any, prefix: str = ""):
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{where}: expected a mapping of fields, got {data!r}")
+        raise ConfigError(f"{where}: expected a mapping of fields, got {quote_value(data)}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         guess = nearest_keys(cls, str(unknown[0]))
-        raise ConfigError(f"{prefix}{unknown[0]}: unknown key. Allowed under {where}: "
+        raise ConfigError(f"{prefix}{cut_text(str(unknown[0]))}: unknown key. Allowed under "
+                          f"{where}: "
                           + ", ".join(fields)
                           + (f"; did you mean {' or '.join(prefix + g for g in guess)}?" if guess else ""))
     hints = typing.get_type_hints(cls)
@@ -261,7 +478,7 @@ def _coerce(tp, value, key: str, default):
     if origin is dict:
         key_tp, value_tp = typing.get_args(tp)
         if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping, got {quote_value(value)}")
         return {_coerce(key_tp, k, f"{key}.{k}", None): _coerce(value_tp, v, f"{key}.{k}", None)
                 for k, v in value.items()}
     if origin is list:
@@ -279,7 +496,7 @@ def _coerce_literal(allowed: tuple, value, key: str):
     word = yaml11_bool(value)  # yes / no / on / off: a bool choice, unless a string one
     if word is not None and word in [a for a in allowed if isinstance(a, bool)]:
         return word
-    raise ConfigError(f"{key}: {value!r} is not one of "
+    raise ConfigError(f"{key}: {quote_value(value)} is not one of "
                       + ", ".join(str(a).lower() if isinstance(a, bool) else str(a)
                                   for a in allowed))
 
@@ -288,14 +505,14 @@ def _coerce_list(item_tp, value, key: str, default) -> list:
     """A list; entries that are dataclasses are merged over the default's entry at the same
     index (``agents.1.max_tiles=6`` edits the default second agent)."""
     if not isinstance(value, list):
-        raise ConfigError(f"{key}: expected a list, got {value!r}")
+        raise ConfigError(f"{key}: expected a list, got {quote_value(value)}")
     out = []
     for i, v in enumerate(value):
         base = default[i] if isinstance(default, list) and i < len(default) else None
         if dataclasses.is_dataclass(item_tp):
             merged = dataclasses.asdict(base) if base is not None else {}
             if not isinstance(v, dict):
-                raise ConfigError(f"{key}.{i}: expected a mapping, got {v!r}")
+                raise ConfigError(f"{key}.{i}: expected a mapping, got {quote_value(v)}")
             merged.update(v)
             out.append(build(item_tp, merged, f"{key}.{i}."))
         else:
@@ -310,12 +527,12 @@ def _coerce_scalar(tp: type, value, key: str):
             return value
         if (word := yaml11_bool(value)) is not None:
             return word
-        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        raise ConfigError(f"{key}: expected true or false, got {quote_value(value)}")
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
                 return int(value)
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+            raise ConfigError(f"{key}: expected an integer, got {quote_value(value)}")
         return value
     if tp is float:
         if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
@@ -325,10 +542,10 @@ def _coerce_scalar(tp: type, value, key: str):
                 if isinstance(e, ConfigError):
                     raise
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
+            raise ConfigError(f"{key}: expected a number, got {quote_value(value)}")
         return finite(float(value), key)
     if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise ConfigError(f"{key}: expected a string, got {value!r}")
+        raise ConfigError(f"{key}: expected a string, got {quote_value(value)}")
     return str(value)
 
 
