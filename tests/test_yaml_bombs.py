@@ -19,6 +19,7 @@ import time
 import pytest
 
 from vlcohort.cli import main
+from vlcohort.config import load_config
 from vlcohort.typed_yaml import (
     MAX_ALIAS_EXPANSION,
     MAX_YAML_BYTES,
@@ -223,6 +224,36 @@ def test_an_integer_python_cannot_read_is_a_one_line_error(capsys, tmp_path):
     path = tmp_path / "int.yaml"
     path.write_text("run:\n  seed: " + "9" * 5000 + "\n")
     assert f"{path}: line 2: run.seed: an integer of 5000" in _cli_error(capsys, str(path))
+
+
+def test_an_integer_past_64_bits_is_refused_with_the_key(capsys):
+    line = _cli_error(capsys, "run.steps=" + "9" * 30)
+    assert line == (f"config error: run.steps: {'9' * 30} is past a 64-bit integer; give the "
+                    "intended number")
+    assert load_config(None, [f"run.seed={2 ** 63 - 1}"]).run.seed == 2 ** 63 - 1
+
+
+def test_a_huge_list_index_is_refused_before_the_list_is_padded(capsys):
+    """``agents.300000.name=x`` once built 300000 default agents (two minutes)."""
+    start = time.perf_counter()
+    line = _cli_error(capsys, "agents.300000.name=x")
+    assert time.perf_counter() - start < 2.0
+    assert line == ("config error: override 'agents.300000.name': list index 300000 is past "
+                    "999; no list setting holds that many entries")
+    assert "list index 99999999999999999999... (40 chars)" in _cli_error(
+        capsys, f"agents.{'9' * 40}.name=x")
+
+
+def test_an_index_in_other_digits_is_no_index(capsys):
+    """``'²'.isdigit()`` is true and ``int('²')`` a ValueError."""
+    assert _cli_error(capsys, "agents.².name=x") == (
+        "config error: override 'agents.².name': '²' must be a list index (0, 1, ...)")
+
+
+def test_keys_of_mixed_types_are_named_not_a_traceback(tmp_path, capsys):
+    path = tmp_path / "keys.yaml"
+    path.write_text("run: {1: 2, a: 3}\n")
+    assert _cli_error(capsys, str(path)).startswith("config error: run.1: unknown key.")
 
 
 # ----------------------------------------------------------------------- quoted values

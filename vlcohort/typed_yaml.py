@@ -381,7 +381,7 @@ def set_dotted(data: dict, key: str, value: Any) -> None:
             node = node[idx]
             continue
         if part not in node or node[part] is None:
-            node[part] = [] if nxt.isdigit() else {}
+            node[part] = [] if _is_index(nxt) else {}
         node = node[part]
     last = parts[-1]
     if isinstance(node, list):
@@ -393,10 +393,24 @@ def set_dotted(data: dict, key: str, value: Any) -> None:
         node[last] = value
 
 
+#: Largest list index an override may set (``agents.N.name``): the entries before it are
+#: filled with defaults, so ``agents.300000.name=x`` would build 300000 agents.
+MAX_LIST_INDEX = 999
+
+
+def _is_index(part: str) -> bool:
+    """``part`` is written in the digits 0-9 (``str.isdigit`` also takes ``²``, which
+    ``int`` refuses)."""
+    return part.isascii() and part.isdigit()
+
+
 def _index(part: str, key: str) -> int:
-    if not part.isdigit():
+    if not _is_index(part):
         raise ConfigError(f"override {quote_value(key)}: {quote_value(part)} must be a list "
                           "index (0, 1, ...)")
+    if len(part) > 3 or int(part) > MAX_LIST_INDEX:
+        raise ConfigError(f"override {quote_value(key)}: list index {cut_text(part, 20)} is "
+                          f"past {MAX_LIST_INDEX}; no list setting holds that many entries")
     return int(part)
 
 
@@ -408,7 +422,7 @@ def build(cls, data: Any, prefix: str = ""):
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping of fields, got {quote_value(data)}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
+    unknown = sorted(set(data) - set(fields), key=str)  # keys may be numbers too
     if unknown:
         guess = nearest_keys(cls, str(unknown[0]))
         raise ConfigError(f"{prefix}{cut_text(str(unknown[0]))}: unknown key. Allowed under "
@@ -520,6 +534,10 @@ def _coerce_list(item_tp, value, key: str, default) -> list:
     return out
 
 
+#: Every integer setting fits a signed 64-bit integer (torch's seeds and sizes do).
+INT_BOUND = 1 << 63
+
+
 def _coerce_scalar(tp: type, value, key: str):
     """A bool, int, float or str; a YAML bool is never a number, a float never NaN."""
     if tp is bool:
@@ -533,6 +551,9 @@ def _coerce_scalar(tp: type, value, key: str):
             if isinstance(value, float) and value.is_integer():
                 return int(value)
             raise ConfigError(f"{key}: expected an integer, got {quote_value(value)}")
+        if not -INT_BOUND <= value < INT_BOUND:
+            raise ConfigError(f"{key}: {quote_value(value)} is past a 64-bit integer; give the "
+                              "intended number")
         return value
     if tp is float:
         if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
