@@ -907,12 +907,14 @@ def read_layered(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
     if base is None:
         return data
     if not isinstance(base, str):
-        raise ConfigError(f"{path}: base: must be a path to another recipe, got {base!r}")
+        raise ConfigError(f"{path}: base: must be a path to another recipe, got "
+                          f"{typed_yaml.quote_value(base)}")
     base_path = (path.parent / base).resolve()
     if base_path in _seen or base_path == path.resolve():
-        raise ConfigError(f"{path}: base: {base} makes a circle of recipes")
-    if not base_path.is_file():
-        raise ConfigError(f"{path}: base: {base} not found (looked for {base_path})")
+        raise ConfigError(f"{path}: base: {typed_yaml.cut_text(base)} makes a circle of recipes")
+    if not typed_yaml.is_file(base_path):
+        raise ConfigError(f"{path}: base: {typed_yaml.cut_text(base)} not found (looked for "
+                          f"{typed_yaml.cut_text(str(base_path))})")
     return merged(read_layered(base_path, _seen + (path.resolve(),)), data)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 from vlcohort import run_folder
-from vlcohort.typed_yaml import ConfigError
+from vlcohort.typed_yaml import ConfigError, quote_value
 
 if TYPE_CHECKING:
     from vlcohort.config import (
@@ -270,7 +270,7 @@ def check_agents(agents: list[ModelConfig]) -> None:
         check_agent(a, f"agents.{i}")
     names = [a.name for a in agents]
     if len(set(names)) != len(names):
-        raise ConfigError(f"agents: names must be unique, got {names}")
+        raise ConfigError(f"agents: names must be unique, got {quote_value(names)}")
 
 
 def check_agent(a: ModelConfig, where: str) -> None:
@@ -287,9 +287,10 @@ def check_agent(a: ModelConfig, where: str) -> None:
         raise ConfigError(f"{where}.path: empty; give a checkpoint folder, hub id or "
                           "tiny:<family> spec")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", a.device):
-        raise ConfigError(f"{where}.device: {a.device!r}; use cpu, cuda or cuda:N")
+        raise ConfigError(f"{where}.device: {quote_value(a.device)}; use cpu, cuda or cuda:N")
     if (problem := run_folder.name_problem(a.name)) is not None:  # the one rule for names
-        raise ConfigError(f"{where}.name: {a.name!r} {problem}; it names metric keys and "
+        raise ConfigError(f"{where}.name: {quote_value(a.name)} {problem}; it names metric "
+                          "keys and "
                           f"checkpoint and warm-up folders: {run_folder.NAME_FIX}")
     if a.reward_source is not None:
         _check_choice("agents.*.reward_source", a.reward_source, f"{where}.reward_source")
@@ -577,9 +578,10 @@ def check_arms(arms: list[str]) -> None:
     """``arms``: methods with a reward source of their own, each once."""
     for arm in arms:
         if arm not in METHOD_SOURCES:
-            raise ConfigError(f"arms: {arm!r} is not one of: {', '.join(METHOD_SOURCES)}")
+            raise ConfigError(f"arms: {quote_value(arm)} is not one of: "
+                              f"{', '.join(METHOD_SOURCES)}")
     if len(set(arms)) != len(arms):
-        raise ConfigError(f"arms: each method once, got {arms}")
+        raise ConfigError(f"arms: each method once, got {quote_value(arms)}")
 
 
 def check_distributed(dist: DistributedConfig) -> None:
@@ -615,7 +617,7 @@ def check_monitor(m: MonitorConfig) -> None:
             raise ConfigError(f"monitor.{key}: must be >= 0, got {getattr(m, key)}")
     for i, name in enumerate(m.stop_on):
         if name not in MONITOR_SIGNALS:
-            raise ConfigError(f"monitor.stop_on.{i}: {name!r} is not one of: "
+            raise ConfigError(f"monitor.stop_on.{i}: {quote_value(name)} is not one of: "
                               + ", ".join(MONITOR_SIGNALS))
     if m.stop_on and not m.enable:
         raise ConfigError("monitor.stop_on needs monitor.enable=true (a disabled monitor "
@@ -884,10 +886,11 @@ def self_play_roles(cfg: Config) -> tuple[int, int]:
         value = str(getattr(cfg.self_play, key))
         if value in names:
             out.append(names.index(value))
-        elif value.isdigit() and int(value) < len(names):
+        elif value.isascii() and value.isdigit() and len(value) < 7 and int(value) < len(names):
             out.append(int(value))
         else:
-            raise ConfigError(f"self_play.{key}: {value!r} names no agent; give an agent name "
+            raise ConfigError(f"self_play.{key}: {quote_value(value)} names no agent; give an "
+                              "agent name "
                               f"({', '.join(names)}) or an index 0..{len(names) - 1}")
     if out[0] == out[1]:
         raise ConfigError(f"self_play.challenger and self_play.solver are both agent "
@@ -906,4 +909,5 @@ def _check_rate(key: str, value: float) -> None:
 def _check_choice(pattern: str, value: str, key: str | None = None) -> None:
     allowed = CHOICES[pattern]
     if value not in allowed:
-        raise ConfigError(f"{key or pattern}: {value!r} is not one of: {', '.join(allowed)}")
+        raise ConfigError(f"{key or pattern}: {quote_value(value)} is not one of: "
+                          f"{', '.join(allowed)}")
