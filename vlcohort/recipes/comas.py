@@ -27,7 +27,9 @@ of its turns. A agents, B problems per step, G independent discussions per probl
                 grpo.kl_in_reward) -> REINFORCE++ advantages, normalised over the agent's
                 whole batch (no group baseline) -> one ``update_agent`` call: one
                 optimizer step, or with ``grpo.mini_batch_seqs`` one per that many turns
-                of the batch in a seeded shuffled order (CoMAS: train_batch_size 64)
+                of the batch in a seeded shuffled order (CoMAS: train_batch_size 64);
+                the loss as ``grpo`` sets it (the paper recipe: ``loss_agg=bnpo`` over
+                micro-batches of 2, ``is_mode=off``, as the published trainer)
 
 Each agent writes R x T turns of each kind per step. The shuffles and the reference
 subsets come from :func:`round_rng` (run.seed, step, round), so a run and its resume draw
@@ -41,12 +43,23 @@ numbered (solution, evaluation) blocks (the scores not shown), the 1-3 score and
 standards (3: correct, no objection holds; 2: minor real mistakes, still correct; 1: a
 fatal mistake), the solution reward (s - 1) / 2, the evaluation reward 1 - (s - 1) / 2, the
 scorer's 0, REINFORCE++ (OpenRLHF's ``reinforce`` estimator, gamma 1: returns normalised
-over the agent's replay buffer, token-weighted), one policy per agent. Our default
+over the agent's replay buffer, token-weighted), one policy per agent, and its loss
+(``configs/comas_qwen25_3b_x4_comas7.yaml``; ``tests/test_comas_parity.py``): packed
+micro-batches of 2 turns, each a token mean (marti/models/loss.py ``PolicyLoss`` over one
+packed row), averaged over an optimizer step's 32 by DeepSpeed's gradient accumulation
+and its 2 actor ranks (``grpo.loss_agg=bnpo``), and no correction between the sampler's
+and the policy's log-probs (``grpo.is_mode=off``: the sampler's are never read). Our default
 instructions paraphrase the published prompts (solver: problem, discussion, answer in
 \\boxed{}; evaluator: list every error briefly, do not retell the reasoning; scorer: the
 three standards, a short reason, then the score in <score></score>).
 
 Where we depart, and why:
+- the PPO ratio is against the policy's log-probs before the update, as PPO's: the
+  fork's experience maker (marti/trainers/experience_maker.py) sets no
+  ``action_log_probs``, and its trainer's fallback (trainer.py
+  ``_ensure_old_logprobs``) fills in zeros, so its ratio is exp(logp), the token's
+  probability (its comment means ratio 1, an on-policy update): a token of probability
+  below 0.8 with a negative advantage gets no gradient there;
 - an unreadable score: the published reward gives the scorer -1 and the solution and
   evaluation 0, still trained on; here the scorer gets ``malformed_penalty`` (-1) and the
   solution and critique are left out of the update and counted
