@@ -44,7 +44,7 @@ standards (3: correct, no objection holds; 2: minor real mistakes, still correct
 fatal mistake), the solution reward (s - 1) / 2, the evaluation reward 1 - (s - 1) / 2, the
 scorer's 0, REINFORCE++ (OpenRLHF's ``reinforce`` estimator, gamma 1: returns normalised
 over the agent's replay buffer, token-weighted), one policy per agent, and its loss
-(``configs/comas_qwen25_3b_x4_comas7.yaml``; ``tests/test_comas_parity.py``): packed
+(the paper recipe in ``configs/``; ``tests/test_comas_parity.py``): packed
 micro-batches of 2 turns, each a token mean (marti/models/loss.py ``PolicyLoss`` over one
 packed row), averaged over an optimizer step's 32 by DeepSpeed's gradient accumulation
 and its 2 actor ranks (``grpo.loss_agg=bnpo``), and no correction between the sampler's
