@@ -330,7 +330,7 @@ def text_generator(settings: EvalSettings, adapter, model, worker: int = 0,
                                                 settings.max_new_tokens, temperature)), (lambda: None)
     if settings.engine != "vllm":
         raise BenchmarkError(f"--engine {settings.engine!r}: not one of hf, vllm")
-    from vlcohort.config import VLLMConfig
+    from vlcohort.config_schema import VLLMConfig
     from vlcohort.rollout.base import SamplingParams
     from vlcohort.rollout.engines import make_engine
     from vlcohort.rollout.vllm import EngineUnavailableError, check_available

@@ -140,17 +140,10 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def _imports(tree: ast.AST):
-    """Every Import / ImportFrom node, at module level or inside functions and classes,
-    leaving out the bodies of ``if TYPE_CHECKING:`` blocks (their ``else`` is kept)."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            yield node
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
-            stack.extend(node.orelse)
-        else:
-            stack.extend(ast.iter_child_nodes(node))
+    """Every Import / ImportFrom node, at module level, inside functions and classes, and
+    inside ``if TYPE_CHECKING:`` blocks: an import for annotations only still ties the two
+    modules (a type checker, a reader, a later runtime use), so it counts as any other."""
+    return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
 
 
 def import_graph() -> dict[str, dict[str, int]]:
@@ -242,11 +235,12 @@ def import_cycles(graph: dict[str, dict[str, int]]) -> list[tuple[list[str], lis
 
 
 def test_import_graph_helpers_see_every_kind_of_import(tmp_path):
-    """Function-level and relative imports count, ``from pkg import submodule`` points at
-    the submodule, ``if TYPE_CHECKING:`` imports do not count."""
+    """Function-level, relative and ``if TYPE_CHECKING:`` imports count, and ``from pkg
+    import submodule`` points at the submodule."""
     graph = import_graph()
     assert "vlcohort.rollout.hf" in graph["vlcohort.rollout.engines"]  # inside make_engine
-    assert "vlcohort.config" not in graph["vlcohort.config_checks"]  # annotations only
+    assert "vlcohort.config_schema" in graph["vlcohort.config_checks"]  # annotations only
+    assert "vlcohort.rollout.base" in graph["vlcohort.training.rewards"]  # annotations only
     assert "vlcohort.processors.base" in graph["vlcohort.processors"]  # from .base import ...
     assert "vlcohort.training.grpo" in graph["vlcohort.config_checks"]  # from pkg import grpo
     assert import_cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1, "d": 1}, "d": {}}) == \
@@ -265,6 +259,43 @@ def test_no_import_cycles():
                 + (f"\n    (the circle's group: {', '.join(group)})" if len(group) > 2 else ""))
 
     assert not cycles, "import cycles:\n" + "\n".join(show(*c) for c in cycles)
+
+
+#: The layers of docs/design.md, lowest first: a module imports only its own layer and
+#: the ones below (module name prefixes; the longest prefix names a module's layer).
+LAYERS = (
+    ("vlcohort.errors", "vlcohort.typed_yaml", "vlcohort.bounded_json", "vlcohort.seeds",
+     "vlcohort.console", "vlcohort.runlock", "vlcohort.run_folder"),
+    ("vlcohort.processors", "vlcohort.answers", "vlcohort.code"),
+    ("vlcohort.data", "vlcohort.config_schema"),
+    ("vlcohort.rollout", "vlcohort.monitoring"),
+    ("vlcohort.training", "vlcohort.config_checks"),
+    ("vlcohort.config",),
+    ("vlcohort.recipes", "vlcohort.eval", "vlcohort.analysis", "vlcohort.export",
+     "vlcohort.plan", "vlcohort.run_header", "vlcohort.preflight", "vlcohort.docs_pages"),
+    ("vlcohort.cli", "vlcohort.__main__"),
+)
+#: Upward imports the design names: the processors read the plain Problem record.
+UPWARD_ALLOWED = {("vlcohort.processors.base", "vlcohort.data.problems")}
+
+
+def layer_of(module: str) -> int:
+    """The index in :data:`LAYERS` of ``module``'s longest matching prefix."""
+    best = max(((len(p), k) for k, layer in enumerate(LAYERS) for p in layer
+                if module == p or module.startswith(p + ".")), default=None)
+    assert best is not None, f"{module}: in no layer of LAYERS; add it where it belongs"
+    return best[1]
+
+
+def test_nothing_imports_upward():
+    """docs/design.md: imports point one way, down the layers (a module below never
+    imports one above, even for annotations)."""
+    graph = import_graph()
+    upward = [f"{a} imports {b} (line {line})" for a, edges in sorted(graph.items())
+              if a != "vlcohort"
+              for b, line in sorted(edges.items())
+              if b != "vlcohort" and layer_of(b) > layer_of(a) and (a, b) not in UPWARD_ALLOWED]
+    assert not upward, "upward imports:\n" + "\n".join(upward)
 
 
 def test_config_vocabularies_are_the_registries():
@@ -291,3 +322,5 @@ def test_config_vocabularies_are_the_registries():
     sources = (*rewards.REWARD_SOURCES, *rewards.INTRINSIC_SOURCES)
     assert CHOICES["reward.source"] == CHOICES["agents.*.reward_source"] == sources
     assert set(METHOD_SOURCES.values()) == set(sources)  # every method presets a real source
+    # what each answer kind's records carry is written once, in the data layer below both
+    assert set(rewards.ANSWER_KIND) == set(problems.ANSWER_KIND_NEEDS)

@@ -1,5 +1,5 @@
 """Checks of a built run config, and the closed vocabularies (``CHOICES``,
-``METHOD_SOURCES``, ``MONITOR_SIGNALS``) they check against. Every failure is a
+``METHOD_SOURCES``) they check against. Every failure is a
 :class:`ConfigError` naming the dotted key and what is allowed.
 
 :func:`validate`, which ``vlcohort/config.py`` calls after building a config, runs three
@@ -10,12 +10,13 @@ section check itself (``check_agents``, ``check_reward``, ``check_grpo``...); an
 
 Each vocabulary is written once. Those whose implementations are registered in a stage
 module (engines, reward sources, topologies, tie rules, graders, answer styles, data
-presets, the ``grpo`` variants) are read from that registry; only the config's own
-choices (method presets, dtypes, schedules...) are spelt out here.
+presets, the ``grpo`` variants, the monitor's signals) are read from that registry; only
+the config's own choices (method presets, dtypes, schedules...) are spelt out here.
 
-Imports point one way: ``vlcohort/config.py`` imports this module, never the reverse, so
-the config classes are imported for type checkers only (``TYPE_CHECKING``). None of the
-registry modules read below imports ``vlcohort.config`` either.
+Imports point one way: ``vlcohort/config.py`` imports this module, never the reverse; the
+schema's classes come from ``vlcohort/config_schema.py``, which imports neither, so no
+circle forms even at type level. None of the registry modules read below imports
+``vlcohort.config``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from vlcohort import run_folder
 from vlcohort.typed_yaml import ConfigError, quote_value
 
 if TYPE_CHECKING:
-    from vlcohort.config import (
+    from vlcohort.config_schema import (
         ComasConfig,
         Config,
         DataConfig,
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
         WarmupConfig,
     )
 
-MONITOR_SIGNALS = ("reward_collapse", "degeneration", "divergence")
 
 #: ``method`` -> the ``reward.source`` it presets (intuitor / rent: intrinsic rewards).
 METHOD_SOURCES = {"co_rl": "peer_vote", "ttrl": "self_vote", "gt_reward": "ground_truth",
@@ -615,10 +615,12 @@ def check_monitor(m: MonitorConfig) -> None:
     for key in ("loss_floor", "kl_floor"):
         if getattr(m, key) < 0:
             raise ConfigError(f"monitor.{key}: must be >= 0, got {getattr(m, key)}")
+    from vlcohort.monitoring.monitor import SIGNALS
+
     for i, name in enumerate(m.stop_on):
-        if name not in MONITOR_SIGNALS:
+        if name not in SIGNALS:
             raise ConfigError(f"monitor.stop_on.{i}: {quote_value(name)} is not one of: "
-                              + ", ".join(MONITOR_SIGNALS))
+                              + ", ".join(SIGNALS))
     if m.stop_on and not m.enable:
         raise ConfigError("monitor.stop_on needs monitor.enable=true (a disabled monitor "
                           "cannot stop the run)")

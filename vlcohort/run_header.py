@@ -45,7 +45,7 @@ def _default_like(item: dict) -> dict:
     defaults (what it was built over)."""
     import dataclasses
 
-    from vlcohort.config import ModelConfig
+    from vlcohort.config_schema import ModelConfig
 
     fields = {f.name for f in dataclasses.fields(ModelConfig)}
     return dataclasses.asdict(ModelConfig()) if set(item) <= fields else {}

@@ -39,6 +39,12 @@ HELD_OUT_SEED = 0 + EVAL_SEED_OFFSET
 #: neither draw is the stream's epoch shuffle (seeded by ``run.seed`` and the epoch).
 HOLDOUT_SEED_OFFSET = 15_485_863
 
+#: Co-rewarding-II: the EMA teacher's rollout seed is the policy's plus this prime, so at
+#: step 1, when the EMA still equals the policy, the teacher draws other samples than the
+#: policy did. (The same prime as HOLDOUT_SEED_OFFSET, on another stream: sampling seeds,
+#: not the data split's shuffle; kept so that Co-rewarding-II runs sample as before.)
+TEACHER_SEED_OFFSET = 15_485_863
+
 #: ``eval.samples > 1``: the sampled answers of agent a at step s are drawn with
 #: ``rollout_seed(seed + EVAL_SAMPLE_SEED_OFFSET, s, a)``, inside a forked RNG, so an
 #: evaluation never moves the training's RNG streams (a resume stays exact) and never

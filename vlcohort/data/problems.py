@@ -454,6 +454,30 @@ CODE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
+@dataclass(frozen=True)
+class RecordNeeds:
+    """What a training record must carry for one ``reward.answer_kind``: whether its answers
+    compare with the record's gold (then a run graded against gold needs one), and the
+    :data:`CODE_FIELDS` its meta needs, with and without a ``ground_truth`` grading."""
+
+    has_gold: bool
+    fields_graded: tuple[str, ...] = ()
+    fields_voted: tuple[str, ...] = ()
+
+    def required_fields(self, gold_needed: bool) -> tuple[str, ...]:
+        return self.fields_graded if gold_needed else self.fields_voted
+
+
+#: ``reward.answer_kind`` -> what its records carry. The data layer reads it when loading;
+#: ``training/rewards.py``'s answer kinds (one per name here) read it too, so the facts are
+#: written once, below both.
+ANSWER_KIND_NEEDS: dict[str, RecordNeeds] = {
+    "math": RecordNeeds(has_gold=True),
+    "code": RecordNeeds(has_gold=False, fields_graded=("code_public", "code_tests"),
+                        fields_voted=("code_public",)),
+}
+
+
 def code_tests_field(value: Any) -> dict | None:
     """A record's code-tests field as a checked, JSON-able ``CodeTests`` dict (None when
     blank). Raises ValueError saying what is wrong; the loader skips and counts the record."""

@@ -9,10 +9,9 @@ import random
 import re
 import sys
 
-from vlcohort.config import Config, DataConfig, EvalDataConfig, agent_reward_source
-from vlcohort.data.problems import Problem
+from vlcohort.config_schema import Config, DataConfig, EvalDataConfig, agent_reward_source
+from vlcohort.data.problems import ANSWER_KIND_NEEDS, Problem
 from vlcohort.seeds import EVAL_SEED_OFFSET, HOLDOUT_SEED_OFFSET
-from vlcohort.training.rewards import answer_kind
 from vlcohort.typed_yaml import ConfigError
 
 
@@ -74,7 +73,7 @@ def read_problems(cfg: Config, d: DataConfig | EvalDataConfig, key: str) -> list
              if a.view.column or a.view.rewrite_file] if training else []
     gold_needed = not training or any(agent_reward_source(cfg, i) == "ground_truth"
                                       for i in range(len(cfg.agents)))
-    kind = answer_kind(cfg.reward.answer_kind)
+    kind = ANSWER_KIND_NEEDS[cfg.reward.answer_kind]
     try:
         problems, report = load_problems_from(
             d.path, source=d.source, preset=d.preset, columns=_replace(preset, **overrides),

@@ -41,10 +41,10 @@ from typing import Any, Sequence
 
 import torch
 
-from vlcohort.config import MonitorConfig
-from vlcohort.config_checks import MONITOR_SIGNALS
+from vlcohort.config_schema import MonitorConfig
 
-SIGNALS = MONITOR_SIGNALS  # ("reward_collapse", "degeneration", "divergence")
+#: What the monitor watches for (``monitor.stop_on`` names them; the config checks read it).
+SIGNALS = ("reward_collapse", "degeneration", "divergence")
 DIVERGENCE_KEYS = ("loss", "kl")  # agent/<a>/<key> values watched for spikes
 
 #: What to try, per signal, in the message of a run stopped by ``monitor.stop_on``.

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from vlcohort.answers.grading import Grader
-from vlcohort.config import Config, agent_reward_source
+from vlcohort.config_schema import Config, agent_reward_source
 from vlcohort.data.problems import Problem
 from vlcohort.data.stream import ProblemStream
 from vlcohort.data.views import view_of
@@ -51,11 +51,11 @@ from vlcohort.monitoring.monitor import Monitor, answer_diversity, group_reward_
 from vlcohort.processors import ProblemInputError, RenderedPrompt
 from vlcohort.recipes.driver import TrainingError, phase, step_schedules
 from vlcohort.rollout.base import Rollouts, SamplingParams
-from vlcohort.seeds import step_rollout_seed
+from vlcohort.seeds import TEACHER_SEED_OFFSET, step_rollout_seed
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent
 from vlcohort.training.distributed import Layout, StepPlan, step_plan
-from vlcohort.training.ema import TEACHER_SEED_OFFSET, cosine_alpha
+from vlcohort.training.ema import cosine_alpha
 from vlcohort.training.rewards import (
     INTRINSIC_SOURCES,
     AnswerKind,
@@ -450,7 +450,7 @@ def teacher_generate(run: Run, step: int, rendered: list[list[RenderedPrompt]], 
                      round_: int = 0) -> dict[int, Rollouts]:
     """Each local agent's EMA teacher samples G completions of each prompt this rank
     generates, with the policy's sampling settings and a seed of its own
-    (``ema.TEACHER_SEED_OFFSET``): its weights swapped into the policy module for the call
+    (``seeds.TEACHER_SEED_OFFSET``): its weights swapped into the policy module for the call
     and restored after it (``EMATeacher.swapped_in``, the engine's ``generate_with``), so
     no second model or engine exists. ``rendered`` [A][P]: what each teacher answers."""
     cfg = run.cfg

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from vlcohort.config import Config, ModelConfig
+from vlcohort.config_schema import Config, ModelConfig
 from vlcohort.processors import Adapter, AdapterOptions, adapter_for
 from vlcohort.rollout.engines import make_engine
 from vlcohort.training.ema import EMATeacher

@@ -58,10 +58,6 @@ import torch
 #: rank writes ``<agent>/ema_teacher-rank<r>.safetensors`` (its own partition under ZeRO-3).
 EMA_FILE = "ema_teacher.safetensors"
 
-#: The teacher's rollout seed is the policy's plus this prime, so at step 1, when the EMA
-#: still equals the policy, the teacher draws other samples than the policy did.
-TEACHER_SEED_OFFSET = 15_485_863
-
 #: ``reward.ema.device`` values.
 EMA_DEVICES = ("cpu", "same")
 

@@ -59,7 +59,7 @@ import torch
 
 from vlcohort.answers.extract import extract_answer
 from vlcohort.answers.voting import Vote, in_winning_class, majority_vote, teacher_votes
-from vlcohort.data.problems import Problem
+from vlcohort.data.problems import ANSWER_KIND_NEEDS, Problem
 
 if TYPE_CHECKING:
     from vlcohort.rollout.base import Rollouts
@@ -594,8 +594,12 @@ class AnswerKind:
     a training record must carry."""
 
     name: str
-    has_gold: bool  # answers compare with ``Problem.gold`` (gold metrics, required at load)
     runs_programs: bool  # answers come from running the completions' programs (sandbox)
+
+    @property
+    def has_gold(self) -> bool:
+        """Whether answers compare with ``Problem.gold`` (gold metrics, required at load)."""
+        return ANSWER_KIND_NEEDS[self.name].has_gold
 
     def answers(self, texts: dict[int, list[list[str]]], problems: Sequence[Problem],
                 style: str, workers: int | None, limits=None) -> dict[int, list[list[str | None]]]:
@@ -616,15 +620,15 @@ class AnswerKind:
         return ()
 
     def required_fields(self, gold_needed: bool) -> tuple[str, ...]:
-        """The meta every training record must carry (``problems.CODE_FIELDS``)."""
-        return ()
+        """The meta every training record must carry (``problems.ANSWER_KIND_NEEDS``)."""
+        return ANSWER_KIND_NEEDS[self.name].required_fields(gold_needed)
 
 
 class MathAnswers(AnswerKind):
     """``math``: the span ``extract_answer`` reads (``reward.answer_style``), voted over the
     run's grader's equivalence classes; ``ground_truth`` rewards a match with the gold."""
 
-    name, has_gold, runs_programs = "math", True, False
+    name, runs_programs = "math", False
 
     def answers(self, texts, problems, style, workers, limits=None):
         return {i: extract_all(t, style) for i, t in texts.items()}
@@ -643,7 +647,7 @@ class CodeAnswers(AnswerKind):
     (:data:`CODE_KEYS`); ``ground_truth`` runs the prompt's tests
     (:func:`code_ground_truth`)."""
 
-    name, has_gold, runs_programs = "code", False, True
+    name, runs_programs = "code", True
 
     def answers(self, texts, problems, style, workers, limits=None):
         order = list(texts)
@@ -660,9 +664,6 @@ class CodeAnswers(AnswerKind):
 
     def texts_for_reward(self, rollouts: Rollouts) -> Sequence[Sequence[str]]:
         return rollouts.texts_by_prompt()
-
-    def required_fields(self, gold_needed: bool) -> tuple[str, ...]:
-        return ("code_public", "code_tests") if gold_needed else ("code_public",)
 
 
 #: ``reward.answer_kind`` names -> their :class:`AnswerKind`.

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import torch
 
-from vlcohort.config import GRPOConfig
+from vlcohort.config_schema import GRPOConfig
 from vlcohort.processors import RenderedPrompt
 from vlcohort.rollout.base import Rollouts
 from vlcohort.training import grpo

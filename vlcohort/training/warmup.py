@@ -40,7 +40,7 @@ from typing import Sequence
 import torch
 
 from vlcohort import run_folder
-from vlcohort.config import Config, ModelConfig, WarmupConfig
+from vlcohort.config_schema import Config, ModelConfig, WarmupConfig
 from vlcohort.data.problems import LETTERS, Problem
 from vlcohort.training.logprobs import completion_logprobs
 
