@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.helpers.train import FAST
 from vlcohort.cli import main
 from vlcohort.training import checkpoint as ckpt
-
-from .test_train import FAST
 
 
 @pytest.fixture(autouse=True)

@@ -12,11 +12,10 @@ import pytest
 import torch
 from safetensors import safe_open
 
+from tests.helpers.train import FAST
 from vlcohort.cli import main
 from vlcohort.monitoring.metrics import read_metrics
 from vlcohort.training import checkpoint as ckpt
-
-from .test_train import FAST
 
 # INTUITOR's continuous reward gives every group a spread, so agent A updates at step 1 and
 # AdamW's moments exist (torch creates them at the first optimizer step).

@@ -9,9 +9,8 @@ import sys
 
 import pytest
 
+from tests.helpers.train import FAST
 from vlcohort.cli import main
-
-from .test_train import FAST
 
 
 @pytest.fixture(scope="module")

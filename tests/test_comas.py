@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.comas import SMALL, TEXT3, TEXT_DATA
 from vlcohort.cli import main
 from vlcohort.config import field_docs, load_config
 from vlcohort.data.problems import Problem
@@ -21,14 +22,8 @@ from vlcohort.typed_yaml import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT2 = "agents=[{name: A, path: 'tiny:qwen2'}, {name: B, path: 'tiny:qwen2'}]"
-TEXT3 = "agents=[{name: A, path: 'tiny:qwen2'}, {name: B, path: 'tiny:qwen2'}, {name: C, path: 'tiny:qwen2'}]"
 VLM3 = ("agents=[{name: A, path: 'tiny:qwen2_5_vl'}, {name: B, path: 'tiny:qwen2_5_vl'}, "
         "{name: C, path: 'tiny:qwen2_5_vl'}]")
-TEXT_DATA = ["data.source=file", "data.path=tests/data/real_math.jsonl", "data.preset=math"]
-SMALL = ["method=comas", "rollout.prompts_per_step=2", "rollout.rollouts_per_prompt=1",
-         "rollout.max_new_tokens=8", "grpo.micro_batch_seqs=4", "log.plot=false",
-         "log.tensorboard=false", "arms=[]", "eval.every=0", "optim.lr=1e-3",
-         "optim.warmup_ratio=0"]
 
 
 @pytest.fixture(autouse=True)

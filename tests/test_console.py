@@ -35,7 +35,7 @@ def _console_restored():
 def quiet_run(tmp_path_factory):
     """One real tiny run (``tests/test_train.py``'s one-agent config: 1 step, held-out
     evaluation at steps 0 and 1, the final checkpoint), its stdout + stderr captured."""
-    from tests.test_train import FAST
+    from tests.helpers.train import FAST
 
     base = tmp_path_factory.getbasetemp()
     run = base / "console-run"

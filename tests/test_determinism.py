@@ -27,11 +27,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.train import FAST
 from vlcohort.cli import main
 from vlcohort.monitoring.metrics import read_metrics
 from vlcohort.training import checkpoint as ckpt
-
-from .test_train import FAST
 
 
 @pytest.fixture(autouse=True)

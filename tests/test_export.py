@@ -13,11 +13,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.helpers.train import FAST
 from vlcohort.cli import main
 from vlcohort.config import load_config
 from vlcohort.monitoring.metrics import read_metrics
-
-from .test_train import FAST
 
 # INTUITOR's self-certainty reward is continuous, so every group has a reward spread and
 # each agent updates at its first step (a 0/1 reward on a random tiny model often has none,

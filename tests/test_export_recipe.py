@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from tests.helpers.train import FAST
 from vlcohort.cli import main
 from vlcohort.config import load_config
 from vlcohort.data.sources import load_problems
@@ -23,8 +24,6 @@ from vlcohort.export import (
     render_with_recipe,
 )
 from vlcohort.training.agent import checked_adapter
-
-from .test_train import FAST
 
 #: A plain format of the run's own (not one of the named ones), so the export must carry it.
 JINJA = ("{{ plain_bos }}{% for m in messages %}{% if m['role'] == 'system' %}[SYS] "

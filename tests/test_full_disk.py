@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.train import FAST
 from vlcohort.cli import main
 from vlcohort.training import checkpoint as ckpt
-
-from .test_train import FAST
 
 
 @pytest.fixture(autouse=True)

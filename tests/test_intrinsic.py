@@ -9,15 +9,14 @@ training runs are checked from config.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.helpers.train import FAST as TRAIN_FAST
 from vlcohort.cli import main
 from vlcohort.config import load_config
 from vlcohort.data.problems import Problem
@@ -33,17 +32,7 @@ from vlcohort.training.rewards import intrinsic_rewards, intrinsic_scored
 from vlcohort.training.update import token_stats, update_agent
 from vlcohort.typed_yaml import ConfigError
 
-
-def _fast_overrides() -> list[str]:
-    """tests/test_train.py's FAST overrides (tests are not importable by name here:
-    pytest runs with --import-mode=importlib)."""
-    spec = importlib.util.spec_from_file_location("_train_tests", Path(__file__).with_name("test_train.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return list(module.FAST)
-
-
-FAST = _fast_overrides() + ["checkpoint.at_end=false"]
+FAST = [*TRAIN_FAST, "checkpoint.at_end=false"]
 FAMILIES = ["qwen2_5_vl", "qwen2"]  # a VLM with suppressed placeholder ids, a text LM
 
 

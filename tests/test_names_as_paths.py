@@ -10,11 +10,10 @@ import shutil
 
 import pytest
 
+from tests.helpers.train import FAST
 from vlcohort import run_folder
 from vlcohort.cli import main
 from vlcohort.training import checkpoint as ckpt
-
-from .test_train import FAST
 
 
 @pytest.fixture(autouse=True)

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.comas import SMALL, TEXT3, TEXT_DATA
+from tests.helpers.train import FAST
 from vlcohort import run_folder
 from vlcohort.cli import main
-
-from .test_comas import SMALL, TEXT3, TEXT_DATA
-from .test_train import FAST
 
 ROOT = Path(__file__).resolve().parents[1]
 

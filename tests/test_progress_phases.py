@@ -100,7 +100,7 @@ def test_a_tiny_run_at_threshold_zero_shows_its_phases(tmp_path, capsys, _tiny_c
     """A real one-step run (``tests/test_train.py``'s tiny one-agent config), stdout not a
     terminal: each phase of the step has its line, in the pipeline's order, before the
     step's line. (The default console of the same run: ``tests/test_console.py``.)"""
-    from tests.test_train import FAST
+    from tests.helpers.train import FAST
 
     assert main(["train", *FAST, "run.steps=1", "log.phase_lines_after_s=0",
                  f"run.output_dir={tmp_path / 'run'}"]) == 0

@@ -12,33 +12,19 @@ import queue
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.helpers.cache import _tiny_cache  # noqa: F401 - an autouse fixture, imported to apply here
+from tests.helpers.run_folder import VICTIM_TEXT, _victim
+from tests.helpers.train import FAST
 from vlcohort import run_folder, runlock
 from vlcohort.cli import main
 from vlcohort.training import checkpoint as ckpt
 
-from .test_train import FAST
-
-VICTIM_TEXT = "precious: must survive every run\n"
-
 #: A process that takes a folder's lock, says so, and holds it.
 HOLD_THE_LOCK = ("import sys, time; from vlcohort import runlock; "
                  "runlock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(120)")
-
-
-@pytest.fixture(autouse=True)
-def _tiny_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
-
-
-def _victim(folder: Path, name: str = "victim.txt") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(VICTIM_TEXT)
-    return path
 
 
 def _one_line(err: str) -> str:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_run_folder_attacks import VICTIM_TEXT, _tiny_cache, _victim  # noqa: F401 - _tiny_cache: an autouse fixture, imported to apply here
+from tests.helpers.cache import _tiny_cache  # noqa: F401 - an autouse fixture, imported to apply here
+from tests.helpers.run_folder import VICTIM_TEXT, _victim
 from vlcohort import run_folder
 from vlcohort.config import load_config, save_resolved
 from vlcohort.monitoring import trackers

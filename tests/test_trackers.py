@@ -214,7 +214,7 @@ def test_a_training_run_feeds_tensorboard_and_wandb_the_metrics_records(
     both trackers on and ``--verbose``: every number of every ``metrics.jsonl`` record is in
     TensorBoard at its step and in the W&B run's history, whose config is the saved
     resolved config."""
-    from tests.test_train import FAST
+    from tests.helpers.train import FAST
 
     # the tiny model cache tests/test_train.py uses: built once per test session
     monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))

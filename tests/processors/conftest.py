@@ -84,3 +84,10 @@ def loaded(tiny_paths):
         return adapter, sharpen(adapter.load_model(), seed=1)
 
     return Lazy(load)
+
+
+@pytest.fixture
+def tiny_cache(tmp_path_factory, monkeypatch):
+    """Cohort runs build their tiny models into a private cache, never the user's (only the
+    tests that ask for it: ``tests/helpers/cohort.py``'s runs)."""
+    monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))

@@ -12,6 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
+from tests.helpers.adapters import count_image_tokens
 from vlcohort.processors import ProblemInputError, adapter_for
 from vlcohort.processors.family import ADAPTERS
 from vlcohort.training.logprobs import completion_logprobs
@@ -22,12 +23,6 @@ from .helpers import generate, image, problem
 
 def images_for(name, *sizes):
     return [image(w, h) for w, h in sizes] if facts(name).vision else []
-
-
-def count_image_tokens(adapter, img):
-    """(image pad tokens in the encoded prompt of one image, the batch)."""
-    batch = adapter.encode_prompts([adapter.render(problem(images=[img]))])
-    return int((batch.inputs["input_ids"] == adapter.image_token_id).sum()), batch
 
 
 IMAGE_CASES = [pytest.param(n, w, h, t, id=f"{n}-{w}x{h}")

@@ -8,10 +8,11 @@ import re
 
 import pytest
 
+from tests.helpers.adapters import count_image_tokens
 from vlcohort.processors import AdapterOptions, ProblemInputError, adapter_for
 from vlcohort.processors.base import FamilySettingsError
 
-from .test_adapters import count_image_tokens, image, problem
+from .helpers import image, problem
 
 NAME = "gemma3"
 

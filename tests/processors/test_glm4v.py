@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers.adapters import count_image_tokens, greedy_agrees_with_logprob_pass
 from vlcohort.processors import AdapterOptions, adapter_for
 
-from .test_adapters import count_image_tokens, image, problem
-from .test_qwen3_vl import greedy_agrees_with_logprob_pass
+from .helpers import image, problem
 
 NAME = "glm4v"
 

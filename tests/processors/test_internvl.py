@@ -7,9 +7,10 @@ import re
 
 import pytest
 
+from tests.helpers.adapters import count_image_tokens
 from vlcohort.processors import AdapterOptions, ProblemInputError, adapter_for
 
-from .test_adapters import count_image_tokens, image, problem
+from .helpers import image, problem
 
 NAME = "internvl3_5"
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers.adapters import count_image_tokens, greedy_agrees_with_logprob_pass
+from tests.helpers.cohort import assert_cohort_ran, cohort_run
 from vlcohort.processors import AdapterOptions, adapter_for
 
-from .test_adapters import count_image_tokens, image, problem
-from .test_qwen3_vl import assert_cohort_ran, cohort_run, greedy_agrees_with_logprob_pass, tiny_cache  # noqa: F401 - tiny_cache: a fixture, imported for the tests here
+from .helpers import image, problem
 
 NAME = "mistral3"
 
@@ -97,5 +98,5 @@ def test_greedy_generation_agrees_with_the_logprob_pass(loaded):
     assert greedy_agrees_with_logprob_pass(adapter, model, adapter.encode_prompts(rendered)) >= 3
 
 
-def test_cohort_with_glm4v_runs_two_steps(tmp_path, tiny_cache):  # noqa: F811 - tiny_cache is the fixture imported above
+def test_cohort_with_glm4v_runs_two_steps(tmp_path, tiny_cache):
     assert_cohort_ran(cohort_run(tmp_path / "run", NAME, "glm4v"), "AB")

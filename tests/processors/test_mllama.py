@@ -12,10 +12,11 @@ import shutil
 import pytest
 import torch
 
+from tests.helpers.adapters import greedy_agrees_with_logprob_pass
+from tests.helpers.cohort import assert_cohort_ran, cohort_run
 from vlcohort.processors import adapter_for
 
-from .test_adapters import image, problem
-from .test_qwen3_vl import assert_cohort_ran, cohort_run, greedy_agrees_with_logprob_pass, tiny_cache  # noqa: F401 - tiny_cache: a fixture, imported for the tests here
+from .helpers import image, problem
 
 NAME = "mllama"
 
@@ -145,5 +146,5 @@ def test_greedy_generation_agrees_with_the_logprob_pass(loaded):
     assert greedy_agrees_with_logprob_pass(adapter, model, adapter.encode_prompts(rendered)) >= 3
 
 
-def test_cohort_with_gemma3_runs_two_steps(tmp_path, tiny_cache):  # noqa: F811 - tiny_cache is the fixture imported above
+def test_cohort_with_gemma3_runs_two_steps(tmp_path, tiny_cache):
     assert_cohort_ran(cohort_run(tmp_path / "run", NAME, "gemma3"), "AB")

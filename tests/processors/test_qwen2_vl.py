@@ -8,10 +8,11 @@ import re
 
 import pytest
 
+from tests.helpers.adapters import count_image_tokens, greedy_agrees_with_logprob_pass
+from tests.helpers.cohort import assert_cohort_ran, cohort_run
 from vlcohort.processors import AdapterOptions, adapter_for
 
-from .test_adapters import count_image_tokens, image, problem
-from .test_qwen3_vl import assert_cohort_ran, cohort_run, greedy_agrees_with_logprob_pass, tiny_cache  # noqa: F401 - tiny_cache: a fixture, imported for the tests here
+from .helpers import image, problem
 
 NAME = "qwen2_vl"
 
@@ -74,5 +75,5 @@ def test_greedy_generation_agrees_with_the_logprob_pass(loaded):
     assert greedy_agrees_with_logprob_pass(adapter, model, adapter.encode_prompts(rendered)) >= 3
 
 
-def test_cohort_with_qwen3_5_runs_two_steps(tmp_path, tiny_cache):  # noqa: F811 - tiny_cache is the fixture imported above
+def test_cohort_with_qwen3_5_runs_two_steps(tmp_path, tiny_cache):
     assert_cohort_ran(cohort_run(tmp_path / "run", NAME, "qwen3_5"), "AB")

@@ -10,12 +10,13 @@ import importlib.util
 import pytest
 import torch
 
+from tests.helpers.adapters import count_image_tokens, greedy_agrees_with_logprob_pass
+from tests.helpers.cohort import assert_cohort_ran, cohort_run
 from vlcohort.processors import AdapterOptions, adapter_for
 from vlcohort.processors.base import FamilySettingsError
 from vlcohort.training.logprobs import completion_logprobs
 
-from .test_adapters import count_image_tokens, image, problem
-from .test_qwen3_vl import assert_cohort_ran, cohort_run, greedy_agrees_with_logprob_pass, tiny_cache  # noqa: F401 - tiny_cache: a fixture, imported for the tests here
+from .helpers import image, problem
 
 NAME = "qwen3_5"
 
@@ -138,7 +139,7 @@ def test_gradient_reaches_the_linear_attention(loaded):
     model.zero_grad()
 
 
-def test_cohort_with_qwen3_vl_runs_two_steps(tmp_path, tiny_cache):  # noqa: F811 - tiny_cache is the fixture imported above
+def test_cohort_with_qwen3_vl_runs_two_steps(tmp_path, tiny_cache):
     assert_cohort_ran(cohort_run(tmp_path / "run", NAME, "qwen3_vl"), "AB")
 
 

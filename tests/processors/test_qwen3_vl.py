@@ -10,45 +10,18 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.adapters import count_image_tokens, greedy_agrees_with_logprob_pass
+from tests.helpers.cohort import assert_cohort_ran, cohort_run
 from vlcohort.cli import main
 from vlcohort.config import load_config
 from vlcohort.monitoring.metrics import read_metrics
-from vlcohort.processors import AdapterOptions, adapter_for, cut_at_stop
+from vlcohort.processors import AdapterOptions, adapter_for
 from vlcohort.training.logprobs import completion_logprobs
 
-from .test_adapters import count_image_tokens, image, problem
+from .helpers import image, problem
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "demo_qwen3vl_internvl.yaml"
-
-
-@pytest.fixture
-def tiny_cache(tmp_path_factory, monkeypatch):
-    """Cohort runs build their tiny models into a private cache, never the user's."""
-    monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
-
-
-def cohort_run(run: Path, *agents: str, steps: int = 2, base: list[str] | None = None) -> list[dict]:
-    """A short Co-RL run of tiny agents (peer vote, ring), no warm-up, no eval: metrics
-    records. Rewards are read as the last letter, so a random tiny model gets some
-    multiple-choice answers right by chance and updates really happen."""
-    spec = ", ".join(f"{{name: {chr(65 + i)}, path: 'tiny:{a}'}}" for i, a in enumerate(agents))
-    args = ["train", *(base or []), "method=co_rl", f"agents=[{spec}]",
-            "reward.answer_style=last_letter", "reward.min_share=0", "grpo.kl_coef=0",
-            "arms=[]", "eval.every=0", "data.tasks=[shape_colour]", "data.num_problems=8",
-            "rollout.prompts_per_step=2", "rollout.rollouts_per_prompt=4",
-            "rollout.max_new_tokens=8", "grpo.micro_batch_seqs=8", "optim.lr=1e-3",
-            f"run.steps={steps}", "log.tensorboard=false", "log.plot=false",
-            f"run.output_dir={run}"]
-    assert main(args) == 0
-    return read_metrics(run / "metrics.jsonl")
-
-
-def assert_cohort_ran(recs: list[dict], names: str, steps: int = 2) -> None:
-    assert [r["step"] for r in recs] == list(range(1, steps + 1))
-    for n in names:
-        assert f"agent/{n}/reward/mean" in recs[0] and f"agent/{n}/completion_len" in recs[0]
-    assert "cohort/agreement" in recs[0]
 
 
 # ------------------------------------------------------------------ image rule
@@ -173,29 +146,6 @@ def test_moe_decoder_routes_over_tiny_experts(loaded):
     expert_grads = [p.grad for n, p in model.named_parameters() if ".experts." in n]
     assert expert_grads and any(g is not None and g.abs().sum() > 0 for g in expert_grads)
     model.zero_grad()
-
-
-def greedy_agrees_with_logprob_pass(adapter, model, batch, max_new_tokens=6) -> int:
-    """Greedy ``generate`` (placeholders suppressed) vs the core's log-prob pass over the
-    whole prompt + completion: each greedy token is the argmax of the step's logits and its
-    log-prob is the pass's, to 1e-4. Returns the number of tokens compared."""
-    out = model.generate(**batch.inputs, max_new_tokens=max_new_tokens, do_sample=False,
-                         output_logits=True, return_dict_in_generate=True,
-                         eos_token_id=adapter.stop_token_ids(), pad_token_id=adapter.pad_token_id(),
-                         suppress_tokens=adapter.suppressed_token_ids() or None)
-    new = out.sequences[:, batch.prompt_len:]  # [N, C]
-    logits = torch.stack(out.logits, dim=1).float()  # [N, C, V]
-    logits[..., adapter.suppressed_token_ids()] = float("-inf")
-    gen_lp = torch.log_softmax(logits, -1).gather(-1, new[..., None]).squeeze(-1)  # [N, C]
-    completions = [cut_at_stop(row, adapter.stop_token_ids()) for row in new.tolist()]
-    train = adapter.encode_training(batch, completions)
-    with torch.no_grad():
-        lp = completion_logprobs(adapter, model, train)  # [N, T]
-    mask = train.completion_mask.bool()
-    T = lp.shape[1]
-    assert (new[:, :T] == logits[:, :T].argmax(-1))[mask].all()
-    assert torch.allclose(lp[mask], gen_lp[:, :T][mask], atol=1e-4)
-    return int(mask.sum())
 
 
 @pytest.mark.parametrize("name", ["qwen3_vl", "qwen3_vl_moe"])

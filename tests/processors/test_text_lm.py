@@ -11,7 +11,7 @@ import torch
 from vlcohort.processors import AdapterOptions, ProblemInputError, adapter_for
 from vlcohort.processors.base import FamilySettingsError
 
-from .test_adapters import image, problem
+from .helpers import image, problem
 
 NAME = "qwen2"
 
