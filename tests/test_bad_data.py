@@ -12,7 +12,7 @@ from vlcohort.cli import main
 from vlcohort.config import load_config
 from vlcohort.config_checks import validate
 from vlcohort.data.problems import DataError, load_problems_from
-from vlcohort.data.sources import load_problems
+from vlcohort.recipes.run_problems import load_problems
 from vlcohort.typed_yaml import ConfigError
 
 

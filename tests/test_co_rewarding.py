@@ -18,7 +18,8 @@ from vlcohort.config import load_config
 from vlcohort.data.problems import Problem
 from vlcohort.monitoring.metrics import read_metrics
 from vlcohort.training.ema import EMATeacher, cosine_alpha, ema_update_
-from vlcohort.training.rewards import RewardInputs, cross_view_partners, reward_of
+from vlcohort.training.reward_sources import cross_view_partners
+from vlcohort.training.rewards import RewardInputs, reward_of
 from vlcohort.typed_yaml import ConfigError
 
 
@@ -181,12 +182,12 @@ def test_teacher_vote_labels_the_policy_rollouts():
     answers = [["3", "3", "4", None], ["2", "2", "2", "2"]]  # [P][G] the policy's
     own = [majority_vote(a) for a in answers]
     teacher = [majority_vote(["4", "4", "3", "4"]), majority_vote(["2", "5", None, None])]
-    got = reward_of("ema_teacher_vote", _inputs(answers, [own], problems, teacher_votes=teacher))
+    got = reward_of("ema_teacher_vote", _inputs(answers, [own], problems, extra=teacher))
     assert got.labels == ["4", None]
     assert got.scored.rewards.tolist() == [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
     assert got.scored.valid.tolist() == [True, False]
     assert got.metrics["teacher/agreement"] == 0.0  # "3" vs "4"; an abstention is no agreement
-    same = reward_of("ema_teacher_vote", _inputs(answers, [own], problems, teacher_votes=own))
+    same = reward_of("ema_teacher_vote", _inputs(answers, [own], problems, extra=own))
     assert same.metrics["teacher/agreement"] == 1.0  # the policy's vote as teacher: self-vote
     with pytest.raises(ValueError, match="teacher votes"):  # no teacher: never a zero reward
         reward_of("ema_teacher_vote", _inputs(answers, [own], problems))

@@ -235,7 +235,7 @@ def test_paper_recipe_has_the_published_settings(tmp_path):
     rows = [{"id": "math-1", "task": "math", "prompt": "What is 2 + 3?", "answer": "5"},
             {"id": "science-1", "task": "science", "prompt": "g in m/s^2?", "answer": "9.8"}]
     (tmp_path / "train.json").write_text(json.dumps(rows))
-    from vlcohort.data.sources import load_problems
+    from vlcohort.recipes.run_problems import load_problems
 
     got = load_problems(load_config(path, [f"data.path={tmp_path / 'train.json'}"]))
     assert [(p.id, p.text, p.gold) for p in got] == [("math-1", "What is 2 + 3?", "5"),

@@ -180,8 +180,8 @@ def test_dynamic_sampling_drops_flat_groups_and_refills_from_the_stream(tmp_path
     generated: dict[str, list[list[str]]] = {"A": [], "B": []}
     real_reward, real_update = step_mod.reward, step_mod.update_agent
 
-    def reward_spy(run_, generated, answered, problems, plan):
-        out = real_reward(run_, generated, answered, problems, plan)
+    def reward_spy(run_, generated, answered, problems, plan, *rest):
+        out = real_reward(run_, generated, answered, problems, plan, *rest)
         rounds.append(([p.id for p in problems], {i: r.advantages.clone() for i, r in out.items()}))
         return out
 
@@ -244,8 +244,8 @@ def _spy_rounds(monkeypatch, step_mod):
     updates: dict[str, tuple[list[str], torch.Tensor]] = {}
     real_reward, real_update = step_mod.reward, step_mod.update_agent
 
-    def reward_spy(run_, generated, answered, problems, plan):
-        out = real_reward(run_, generated, answered, problems, plan)
+    def reward_spy(run_, generated, answered, problems, plan, *rest):
+        out = real_reward(run_, generated, answered, problems, plan, *rest)
         rounds.append(([p.id for p in problems], dict(out)))
         return out
 

@@ -56,8 +56,8 @@ def _answers_like_the_policy(run, name: str, out) -> None:
     the export generates with none, from its generation_config.json alone."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from vlcohort.data.sources import load_problems
     from vlcohort.processors import adapter_for
+    from vlcohort.recipes.run_problems import load_problems
     from vlcohort.training.agent import build_agent
 
     cfg = load_config(run / "config.yaml")

@@ -13,7 +13,6 @@ import pytest
 from tests.helpers.train import FAST
 from vlcohort.cli import main
 from vlcohort.config import load_config
-from vlcohort.data.sources import load_problems
 from vlcohort.export import (
     PROMPT_FORMAT_FILE,
     PROMPT_RECIPE,
@@ -23,6 +22,7 @@ from vlcohort.export import (
     recipe_adapter,
     render_with_recipe,
 )
+from vlcohort.recipes.run_problems import load_problems
 from vlcohort.training.agent import checked_adapter
 
 #: A plain format of the run's own (not one of the named ones), so the export must carry it.

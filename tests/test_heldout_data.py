@@ -14,9 +14,9 @@ from vlcohort.answers.grading import get_grader
 from vlcohort.cli import main
 from vlcohort.config import load_config
 from vlcohort.data.problems import Problem
-from vlcohort.data.sources import keyed, limited, load_eval_problems, load_problems, split_holdout
 from vlcohort.monitoring.heldout import grade_samples, held_out_scores
 from vlcohort.monitoring.metrics import read_metrics, summary_line
+from vlcohort.recipes.run_problems import keyed, limited, load_eval_problems, load_problems, split_holdout
 from vlcohort.typed_yaml import ConfigError
 
 

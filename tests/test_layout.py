@@ -64,14 +64,17 @@ def test_no_trust_remote_code_true_hard_coded():
 def test_docs_list_every_metric_and_method():
     """The tables stay true to the code: every documented metric key (docs/metrics.md) and
     every method (the README's methods table)."""
-    from vlcohort.config_checks import METHOD_SOURCES
+    from vlcohort.config_checks import method_sources
     from vlcohort.monitoring.metrics import METRIC_DOCS
+    from vlcohort.training.reward_sources import registry
+
+    registry()  # each source documents the keys it logs when it registers
 
     metrics = (ROOT / "docs" / "metrics.md").read_text()
     missing = [k for k in METRIC_DOCS if f"`{k}`" not in metrics]
     assert not missing, f"docs/metrics.md lacks: {missing}"
     readme = (ROOT / "README.md").read_text()
-    assert all(f"`{m}`" in readme for m in METHOD_SOURCES)
+    assert all(f"`{m}`" in readme for m in method_sources())
 
 
 # ----------------------------------------------------------------------------- lint waivers
@@ -302,7 +305,7 @@ def test_config_vocabularies_are_the_registries():
     """Each vocabulary is written once, where its implementations are registered; the
     config checks read it from there (``CHOICES``), so a new variant needs one edit."""
     from vlcohort.answers import extract, grading, voting
-    from vlcohort.config_checks import CHOICES, METHOD_SOURCES
+    from vlcohort.config_checks import CHOICES, method_sources
     from vlcohort.data import problems
     from vlcohort.rollout import engines
     from vlcohort.training import grpo, rewards
@@ -319,8 +322,10 @@ def test_config_vocabularies_are_the_registries():
     assert CHOICES["reward.grader"] == tuple(grading.GRADERS)
     assert CHOICES["reward.answer_style"] is extract.STYLES
     assert CHOICES["data.preset"] == tuple(problems.PRESETS)
-    sources = (*rewards.REWARD_SOURCES, *rewards.INTRINSIC_SOURCES)
+    from vlcohort.training import reward_sources
+
+    sources = tuple(reward_sources.registry())
     assert CHOICES["reward.source"] == CHOICES["agents.*.reward_source"] == sources
-    assert set(METHOD_SOURCES.values()) == set(sources)  # every method presets a real source
+    assert set(method_sources().values()) == set(sources)  # every method presets a real source
     # what each answer kind's records carry is written once, in the data layer below both
     assert set(rewards.ANSWER_KIND) == set(problems.ANSWER_KIND_NEEDS)

@@ -349,7 +349,7 @@ def test_math_preset_and_where_filter(tmp_path):
 def test_where_reaches_the_loader_from_the_config(tmp_path):
     """``data.where`` in a config is what ``train.load_problems`` filters by."""
     from vlcohort.config import load_config
-    from vlcohort.data.sources import load_problems
+    from vlcohort.recipes.run_problems import load_problems
     from vlcohort.typed_yaml import ConfigError
 
     path = tmp_path / "math.jsonl"

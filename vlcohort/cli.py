@@ -318,21 +318,16 @@ def train(cfg: Config, resume: str | None = None, overwrite: bool = False,
 
 
 def _recipe(cfg: Config, resume: str | None) -> int:
-    """The recipe of ``cfg.method`` (see :func:`train`)."""
+    """The recipe of ``cfg.method`` (see :func:`train`): a method that is a recipe of its
+    own (``config_checks.RECIPES``), else the cohort recipe, once or per comparison arm."""
+    import importlib
+
+    from vlcohort.config_checks import RECIPES
     from vlcohort.recipes.driver import TrainingError
-    from vlcohort.training.distributed import launched_world_size
 
-    if cfg.method == "self_play":
-        if launched_world_size() > 1:
-            raise TrainingError("method=self_play runs in one process (its two roles alternate, "
-                              "they do not train side by side); launch it without torchrun")
-        from vlcohort.recipes.selfplay import run_self_play
-
-        return run_self_play(cfg, resume)
-    if cfg.method == "comas":  # solve / critique / judge discussions (recipes/comas.py)
-        from vlcohort.recipes.comas import run_comas
-
-        return run_comas(cfg, resume)
+    if cfg.method in RECIPES:
+        module, function = RECIPES[cfg.method].split(":")
+        return getattr(importlib.import_module(module), function)(cfg, resume)
     if cfg.arms:
         if resume is not None:
             raise TrainingError("--resume takes one arm's folder (e.g. runs/demo/co_rl), not a "

@@ -1,5 +1,5 @@
 """Checks of a built run config, and the closed vocabularies (``CHOICES``,
-``METHOD_SOURCES``) they check against. Every failure is a
+:func:`method_sources`) they check against. Every failure is a
 :class:`ConfigError` naming the dotted key and what is allowed.
 
 :func:`validate`, which ``vlcohort/config.py`` calls after building a config, runs three
@@ -51,28 +51,32 @@ if TYPE_CHECKING:
     )
 
 
-#: ``method`` -> the ``reward.source`` it presets (intuitor / rent: intrinsic rewards).
-METHOD_SOURCES = {"co_rl": "peer_vote", "ttrl": "self_vote", "gt_reward": "ground_truth",
-                  "intuitor": "self_certainty", "rent": "entropy"}
-#: Co-rewarding (arXiv 2508.00410): II, the model side (``co_rewarding`` is its alias, the
-#: name the comparison arms use), and I, the data side (``vlcohort/training/ema.py``,
-#: ``rewards.cross_view_teachers``).
-METHOD_SOURCES.update({"co_rewarding_ii": "ema_teacher_vote", "co_rewarding": "ema_teacher_vote",
-                       "co_rewarding_i": "cross_view_vote"})
+def method_sources() -> dict[str, str]:
+    """``method`` -> the ``reward.source`` it presets, as each registered source declares
+    (``training/reward_sources.py``: ``co_rl`` -> ``peer_vote``, ``co_rewarding`` ->
+    ``ema_teacher_vote``, ...)."""
+    from vlcohort.training.reward_sources import method_sources as registered
 
-#: Methods that are a recipe of their own rather than one reward source for every agent.
-#: ``self_play`` (R-Zero / R-Few, ``vlcohort/recipes/selfplay.py``) rewards its challenger
-#: by the solver's uncertainty and its solver by majority labels and gold anchors, so it
-#: has no single ``reward.source``: validation requires that key unset (null) for it.
-RECIPE_METHODS = ("self_play", "comas")
+    return registered()
+
+
+#: Methods that are a recipe of their own rather than one reward source for every agent,
+#: and where each runs (``module:function(cfg, resume) -> exit code``, imported only when
+#: it runs; every other method is the cohort recipe with its reward source). ``self_play``
+#: (R-Zero / R-Few) rewards its challenger by the solver's uncertainty and its solver by
+#: majority labels and gold anchors, CoMAS its solution / critique / judge turns by the
+#: discussion's scores, so neither has a single ``reward.source``: validation requires
+#: that key unset (null) for them.
+RECIPES: dict[str, str] = {"self_play": "vlcohort.recipes.selfplay:run_self_play",
+                           "comas": "vlcohort.recipes.comas:run_comas"}
+RECIPE_METHODS = tuple(RECIPES)
 
 #: The config's own vocabularies: nothing else registers these names.
 _OWN_CHOICES: dict[str, tuple[str, ...]] = {
-    "method": (*METHOD_SOURCES, *RECIPE_METHODS),
     "agents.*.dtype": ("float32", "bfloat16", "float16", "auto"),
     "agents.*.attn_implementation": ("eager", "sdpa", "flash_attention_2"),
     "data.source": ("synthetic", "file", "hub"),
-    # data.sources.eval_source: auto is synthetic for synthetic training, else eval.holdout
+    # recipes.run_problems.eval_source: auto is synthetic for synthetic training, else eval.holdout
     "eval.data.source": ("auto", "synthetic", "file", "hub"),
     "optim.schedule": ("cosine", "constant"),
     # recipes.step.FILTER_METRICS: the values each name filters on
@@ -84,9 +88,6 @@ _OWN_CHOICES: dict[str, tuple[str, ...]] = {
     # recipes.comas.ROLE_RULES: who critiques and who scores each solution
     "comas.roles": ("shuffled", "offset"),
     "log.wandb.mode": ("online", "offline", "disabled"),
-    # training.ema.EMA_DEVICES; what the EMA teacher answers (recipes.step.next_prompts)
-    "reward.ema.device": ("cpu", "same"),
-    "reward.ema.teacher_view": ("same", "rephrased"),
 }
 
 
@@ -100,10 +101,13 @@ def _registered_choices() -> dict[str, tuple[str, ...]]:
     from vlcohort.answers import extract, grading, voting
     from vlcohort.data import problems
     from vlcohort.rollout import engines
-    from vlcohort.training import grpo, rewards
+    from vlcohort.training import co_rewarding, ema, grpo, reward_sources, rewards
 
-    sources = (*rewards.REWARD_SOURCES, *rewards.INTRINSIC_SOURCES)
+    sources = tuple(reward_sources.registry())
     return {
+        "method": (*method_sources(), *RECIPE_METHODS),
+        "reward.ema.device": ema.EMA_DEVICES,
+        "reward.ema.teacher_view": co_rewarding.TEACHER_VIEWS,
         "rollout.engine": engines.ENGINES,
         "reward.source": sources,
         "agents.*.reward_source": sources,
@@ -130,18 +134,16 @@ def _registered_choices() -> dict[str, tuple[str, ...]]:
 
 class _Choices(Mapping[str, tuple[str, ...]]):
     """Config key -> its allowed values: the config's own vocabularies, then the
-    registered ones, read from their registries the first time one is asked for."""
+    registered ones, read from their registries when asked for (not kept: a reward source
+    registered later, a plug-in, is a choice from then on)."""
 
     def __init__(self, own: dict[str, tuple[str, ...]],
                  registered: Callable[[], dict[str, tuple[str, ...]]]) -> None:
         self._own = own
         self._registered = registered
-        self._all: dict[str, tuple[str, ...]] | None = None
 
     def _read(self) -> dict[str, tuple[str, ...]]:
-        if self._all is None:
-            self._all = {**self._own, **self._registered()}
-        return self._all
+        return {**self._own, **self._registered()}
 
     def __getitem__(self, key: str) -> tuple[str, ...]:
         return self._own[key] if key in self._own else self._read()[key]
@@ -206,8 +208,9 @@ def resolve(cfg: Config) -> None:
     """Fill the fields a config derives from others where they are left unset:
     ``reward.source`` from ``method`` (a recipe method such as self_play has none) and
     ``run.output_dir`` (runs/<run.name>)."""
-    if cfg.reward.source is None and cfg.method in METHOD_SOURCES:
-        cfg.reward.source = METHOD_SOURCES[cfg.method]  # method is a preset for the source
+    presets = method_sources()
+    if cfg.reward.source is None and cfg.method in presets:
+        cfg.reward.source = presets[cfg.method]  # method is a preset for the source
     if cfg.run.output_dir is None:
         cfg.run.output_dir = f"runs/{cfg.run.name}"
 
@@ -241,12 +244,12 @@ def check_across(cfg: Config) -> None:
         return
     if cfg.method in RECIPE_METHODS:
         _check_self_play_fits(cfg)
-    elif cfg.reward.source != METHOD_SOURCES[cfg.method]:
+    elif cfg.reward.source != method_sources()[cfg.method]:
         raise ConfigError(f"reward.source={cfg.reward.source!r} contradicts method="
-                          f"{cfg.method!r} (which means {METHOD_SOURCES[cfg.method]!r}); set "
+                          f"{cfg.method!r} (which means {method_sources()[cfg.method]!r}); set "
                           "one of them only")
     _check_cohort_size(cfg)
-    _check_co_rewarding_fits(cfg)
+    _check_sources_fit(cfg)
     _check_batch_fits(cfg)
     _check_sampling_fits(cfg)
     _check_eval_fits(cfg)
@@ -577,9 +580,9 @@ def _check_eval_fits(cfg: Config) -> None:
 def check_arms(arms: list[str]) -> None:
     """``arms``: methods with a reward source of their own, each once."""
     for arm in arms:
-        if arm not in METHOD_SOURCES:
+        if arm not in method_sources():
             raise ConfigError(f"arms: {quote_value(arm)} is not one of: "
-                              f"{', '.join(METHOD_SOURCES)}")
+                              f"{', '.join(method_sources())}")
     if len(set(arms)) != len(arms):
         raise ConfigError(f"arms: each method once, got {quote_value(arms)}")
 
@@ -788,50 +791,43 @@ def _check_self_play_training(cfg: Config) -> None:
 
 
 def _check_cohort_size(cfg: Config) -> None:
-    """A peer vote (the run's source, an agent's own, or an arm's) needs two agents."""
-    if len(cfg.agents) >= 2:
-        return
-    if cfg.reward.source == "peer_vote":
-        raise ConfigError("reward.source=peer_vote needs at least 2 agents (a ring of one "
-                          "agent would be self-vote); add an agent or use method=ttrl")
+    """A source's cohort size (a peer vote needs two agents): the run's source, an agent's
+    own, or an arm's."""
+    from vlcohort.training.reward_sources import source
+
+    A = len(cfg.agents)
+    if cfg.reward.source is not None and A < source(cfg.reward.source).min_agents:
+        raise ConfigError(f"reward.source={cfg.reward.source} needs at least "
+                          f"{source(cfg.reward.source).min_agents} agents (a ring of one agent "
+                          "would be self-vote); add an agent or use method=ttrl")
     for i, a in enumerate(cfg.agents):
-        if a.reward_source == "peer_vote":
-            raise ConfigError(f"agents.{i}.reward_source=peer_vote needs at least 2 agents")
+        if a.reward_source and A < source(a.reward_source).min_agents:
+            raise ConfigError(f"agents.{i}.reward_source={a.reward_source} needs at least "
+                              f"{source(a.reward_source).min_agents} agents")
     for arm in cfg.arms:
-        if METHOD_SOURCES[arm] == "peer_vote":
-            raise ConfigError(f"arms: {arm} needs at least 2 agents")
+        if arm in method_sources() and A < source(method_sources()[arm]).min_agents:
+            raise ConfigError(f"arms: {arm} needs at least "
+                              f"{source(method_sources()[arm]).min_agents} agents")
 
 
-def _check_co_rewarding_fits(cfg: Config) -> None:
-    """Co-rewarding: the EMA teacher's knobs (``reward.ema.*``) where an agent learns from
-    it, and the rephrased question every agent needs where one answers both wordings
-    (cross_view_vote, or the EMA teacher on the rephrasing): a missing one is said at load,
-    never a reward silently missing mid-run."""
-    sources = {cfg.agents[i].reward_source or cfg.reward.source for i in range(len(cfg.agents))}
-    e = cfg.reward.ema
-    if "ema_teacher_vote" in sources:
-        _check_choice("reward.ema.device", e.device)
-        _check_choice("reward.ema.teacher_view", e.teacher_view)
-        for key in ("alpha_start", "alpha_end"):
-            if not 0 < getattr(e, key) <= 1:
-                raise ConfigError(f"reward.ema.{key}: the policy's weight in an EMA update must "
-                                  f"be in (0, 1], got {getattr(e, key)} (published: 0.01 and 1e-5)")
-        if e.every < 1:
-            raise ConfigError(f"reward.ema.every: must be >= 1 (update the teacher every this "
-                              f"many steps), got {e.every}")
-    rephrased = "cross_view_vote" in sources or (
-        "ema_teacher_vote" in sources and e.teacher_view == "rephrased")
-    if not rephrased:
+def _check_sources_fit(cfg: Config) -> None:
+    """Each reward source's own check, for the agents it rewards, and the rephrased
+    question every agent needs where a source has a round hold it (both wordings, or the
+    EMA teacher on the other one): a missing one is said at load, never a reward silently
+    missing mid-run."""
+    from vlcohort.training.reward_sources import source, sources_of, wordings_of
+
+    for name, agents in sources_of(cfg).items():
+        source(name).check(cfg, agents)
+    w = wordings_of(cfg)
+    if not w.rephrased:
         return
-    why = ("cross_view_vote (method=co_rewarding_i) rewards each question by the vote on its "
-           "rephrasing" if "cross_view_vote" in sources else
-           "reward.ema.teacher_view=rephrased has the teacher answer the rephrasing")
     for i, a in enumerate(cfg.agents):
         if not (a.view.column or a.view.rewrite_file):
-            raise ConfigError(f"agents.{i}.view: {why}; give agents.{i}.view.rewrite_file (or "
+            raise ConfigError(f"agents.{i}.view: {w.why}; give agents.{i}.view.rewrite_file (or "
                               f".column) with agent {a.name!r}'s rephrased questions")
     if cfg.data.decouple:
-        raise ConfigError(f"data.decouple: not supported with rephrased questions ({why}); set "
+        raise ConfigError(f"data.decouple: not supported with rephrased questions ({w.why}); set "
                           "it false")
 
 

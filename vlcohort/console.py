@@ -217,3 +217,15 @@ def harmless_warnings_hidden():
         for w in HARMLESS_WARNINGS:
             warnings.filterwarnings("ignore", message=w.message, category=w.category, module=w.module)
         yield
+
+
+def phase(run, label: str):
+    """A context manager: the block is phase ``label`` of the step ``run`` is taking (e.g.
+    ``with phase(run, f"update {agent.name}"):``), shown by the driver's progress line
+    (``recipes.driver.Progress``, set as ``run.progress`` while its loop runs). Outside
+    the driven loop, or in a process that does not talk, it does nothing, so the steps of
+    every recipe and reward source call it unconditionally."""
+    import contextlib
+
+    bar = getattr(run, "progress", None)
+    return bar.phase(label) if bar is not None else contextlib.nullcontext()

@@ -93,7 +93,11 @@ def options_page() -> str:
 
 
 def metrics_table() -> str:
-    """The generated metrics table, markers included."""
+    """The generated metrics table, markers included (every reward source registered
+    first: each documents the keys it logs)."""
+    from vlcohort.training.reward_sources import registry
+
+    registry()
     rows = [f"| `{key}` | {_cell(doc)} |" for key, doc in METRIC_DOCS.items()]
     return "\n".join([METRICS_BEGIN, "| key | meaning |", "|---|---|", *rows, METRICS_END])
 

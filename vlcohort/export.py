@@ -301,7 +301,10 @@ def model_card(*, agent: str, run_dir: Path, step: int, family: str, base: str,
              f"agent/{agent}/acc": "rollout accuracy vs gold",
              f"agent/{agent}/pseudo_label/acc": "pseudo-label accuracy vs gold",
              "cohort/agreement": "cohort agreement"}
-    if reward == "ground_truth":  # its teacher label is gold: a pseudo-label accuracy of 1
+    from vlcohort.training.reward_sources import registry
+
+    source = registry().get(reward)
+    if source is not None and source.needs_gold:  # its label is gold: pseudo-label acc 1
         metrics = {k: v for k, v in metrics.items() if not k.endswith("/pseudo_label/acc")}
     if metrics:
         lines += ["## Metrics (metrics.jsonl, latest at or before the exported step)", "",

@@ -132,8 +132,8 @@ def test_export_reloads_with_auto_model_and_equals_the_policy(straight, tmp_path
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from vlcohort.config import load_config
-    from vlcohort.data.sources import load_problems
     from vlcohort.processors import adapter_for
+    from vlcohort.recipes.run_problems import load_problems
     from vlcohort.training.agent import build_agent
 
     run, _ = straight

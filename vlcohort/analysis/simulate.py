@@ -294,8 +294,9 @@ def _simulate(method, pa, pb, steps, seed, prompts, options, rollouts, lr, optim
         # 2. teacher labels, rewards, advantages; 3. update
         for a, (table, opt) in enumerate(zip(tables, optims)):
             answers, picks = sampled[a]
-            teachers = teachers_for(source, a, votes, problems, topology, tie, grader,
-                                    teacher_votes=own_teacher[a])  # [B]
+            # [B]: the agent's EMA teacher's votes (Co-rewarding-II), else the source's labels
+            teachers = (list(own_teacher[a]) if teachers_ema else
+                        teachers_for(source, a, votes, problems, topology, tie, grader))
             scored = score(answers, teachers, problems, grader)
             adv = grpo.group_advantages(scored.rewards, valid=scored.valid)  # [B, G]
             if bool((adv != 0).any()):  # as the trainer: no signal, no optimizer step

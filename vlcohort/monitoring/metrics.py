@@ -150,20 +150,9 @@ METRIC_DOCS.update({
 })
 
 
-#: Co-rewarding (``co_rewarding_ii``: ``vlcohort/training/ema.py``; ``co_rewarding_i``:
-#: ``rewards.cross_view_partners``): the teachers behind the labels.
-METRIC_DOCS.update({
-    "agent/<a>/teacher/agreement": "co_rewarding_ii: share of prompts where the EMA teacher's "
-                                   "vote and the agent's own vote are one answer class",
-    "agent/<a>/teacher/alpha": "co_rewarding_ii: the policy's weight in this step's EMA update "
-                               "of the teacher (reward.ema.alpha_start -> alpha_end, half cosine)",
-    "agent/<a>/teacher/bytes": "co_rewarding_ii: the EMA teacher's memory on this rank (float32 "
-                               "copy of the trained weights; a LoRA agent: the adapter), step 1 only",
-    "agent/<a>/cross_view/agreement": "co_rewarding_i: share of prompts where the agent's votes "
-                                      "on the question and on its rephrasing are one answer class",
-    "timing/teacher": "co_rewarding_ii: seconds of the EMA teachers' sampling, weight swaps and "
-                      "engine pushes, all agents",
-})
+#: A reward source documents the keys it logs when it registers (``RewardSource.metrics``,
+#: ``vlcohort/training/reward_sources.py``): Co-rewarding's ``teacher/*`` and
+#: ``cross_view/agreement`` are in ``vlcohort/training/co_rewarding.py``.
 
 #: CoMAS (``method: comas``, ``vlcohort/recipes/comas.py``): solution / critique / judge turns.
 METRIC_DOCS.update({

@@ -61,7 +61,6 @@ from vlcohort import run_folder, runlock
 from vlcohort.answers.grading import get_grader
 from vlcohort.config import Config, load_config, to_dict, to_yaml
 from vlcohort.data.problems import Problem
-from vlcohort.data.sources import load_run_problems
 from vlcohort.data.stream import ProblemStream
 from vlcohort.monitoring.metrics import (
     MetricsLogger,
@@ -83,6 +82,7 @@ from vlcohort.recipes.driver import (
     say,
     seed_everything,
 )
+from vlcohort.recipes.run_problems import load_run_problems
 from vlcohort.recipes.step import Run, train_step
 from vlcohort.seeds import SHARD_SEED_STRIDE
 from vlcohort.training import checkpoint as ckpt
@@ -135,11 +135,9 @@ def setup(cfg: Config, resume: str | Path | None = None, layout: dist_.Layout | 
               shards=shard_streams(problems, len(cfg.agents), cfg) if cfg.data.decouple else [],
               owns_layout=owns_layout)
     for agent in agents:
-        if agent.teacher is not None and layout.is_group_leader:
-            t = agent.teacher
-            print(f"# EMA teacher of {agent.name}: {t.nbytes} bytes (float32 copy of "
-                  f"{sum(v.numel() for v in t.shadow.values())} trained weights on "
-                  f"{cfg.reward.ema.device})")
+        said = agent.source_state.describe(agent.name) if agent.source_state is not None else ""
+        if said and layout.is_group_leader:  # e.g. the EMA teacher's size and place
+            print(f"# {said}")
     if cfg.monitor.enable:
         run.monitor = Monitor(cfg.monitor, run.names)  # every agent: the record has all
     if folder is not None:
@@ -163,8 +161,8 @@ def restore(run: Run, folder: Path) -> None:
     states, the data streams, the counters, the monitor, the RNGs."""
     restore_agents(folder, run.agents)
     for agent in run.agents:
-        if agent.teacher is not None:
-            ckpt.load_teacher(agent, folder, run.layout)
+        if agent.source_state is not None:
+            ckpt.load_source_state(agent, folder, run.layout)
     state = ckpt.load_state(folder)
     run.stream.load_state(state["stream"])
     for shard, st in zip(run.shards, state.get("shards", [])):

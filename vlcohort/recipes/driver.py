@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vlcohort import runlock
+from vlcohort.console import phase  # noqa: F401 - re-exported: the recipes report their phases through the driver
 from vlcohort.errors import RunError
 from vlcohort.training import checkpoint as ckpt
 
@@ -379,15 +380,6 @@ def phases_shown_by(run, bar: Progress):
         yield
     finally:
         run.progress = None
-
-
-def phase(run, label: str):
-    """A context manager: the block is phase ``label`` of the step ``run`` is taking (e.g.
-    ``with phase(run, f"update {agent.name}"):``), shown by the driver's progress line
-    (:class:`Progress`). Outside the driven loop, or in a process that does not talk, it
-    does nothing, so a recipe's steps call it unconditionally."""
-    bar = getattr(run, "progress", None)
-    return bar.phase(label) if bar is not None else contextlib.nullcontext()
 
 
 def _is_terminal(stream) -> bool:

@@ -99,7 +99,6 @@ from vlcohort.answers.grading import Grader, get_grader
 from vlcohort.config import Config, to_dict, to_yaml
 from vlcohort.config_checks import self_play_roles
 from vlcohort.data.problems import Problem, split_options
-from vlcohort.data.sources import load_problems
 from vlcohort.monitoring.metrics import MetricsLogger, final_summary, read_metrics
 from vlcohort.processors import ProblemInputError, RenderedPrompt, format_options
 from vlcohort.processors.base import IMAGE_PLACEHOLDER
@@ -113,6 +112,7 @@ from vlcohort.recipes.driver import (
     seed_everything,
     step_schedules,
 )
+from vlcohort.recipes.run_problems import load_problems
 from vlcohort.recipes.selfplay_math import (
     challenger_rewards,
     distinct_n,
@@ -128,7 +128,7 @@ from vlcohort.seeds import rollout_seed
 from vlcohort.training import checkpoint as ckpt
 from vlcohort.training import grpo
 from vlcohort.training.agent import Agent, build_agent
-from vlcohort.training.distributed import set_cpu_threads
+from vlcohort.training.distributed import launched_world_size, set_cpu_threads
 from vlcohort.training.rewards import extract_all, gold_match, score, vote_all
 from vlcohort.training.update import trains_without_advantage, update_agent
 
@@ -682,7 +682,11 @@ def cleanup(run: SelfPlayRun) -> None:
 
 
 def run_self_play(cfg: Config, resume: str | Path | None = None) -> int:
-    """Run a whole self-play job (``vlcohort train`` with ``method: self_play``)."""
+    """Run a whole self-play job (``vlcohort train`` with ``method: self_play``), in one
+    process: its two roles alternate, they do not train side by side."""
+    if launched_world_size() > 1:
+        raise TrainingError("method=self_play runs in one process (its two roles alternate, "
+                            "they do not train side by side); launch it without torchrun")
     sp = cfg.self_play
     c, s = self_play_roles(cfg)
     B, G = cfg.rollout.prompts_per_step, cfg.rollout.rollouts_per_prompt

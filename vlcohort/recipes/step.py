@@ -12,18 +12,19 @@ and the :class:`Run` state it reads (built by ``cohort.setup``).
     update            local agents: one GRPO update each, then the LR schedule  update metrics
     step_record       per-agent and cohort metrics, one record on every rank
 
-Co-rewarding (arXiv 2508.00410) rides on the same phases. II: at the start of a step each
-EMA teacher (``training/ema.py``) moves towards its agent's policy; before ``generate`` it
-samples G completions of the same prompts from the policy module with its weights
-swapped in (``teacher_generate``), and its vote (``teacher_vote``, one more all-gather)
-labels its agent's rollouts. I: ``next_prompts`` puts each problem in the round twice,
-as asked and in each agent's rephrasing (P = 2B), and each wording's rollouts are
-rewarded by the agent's own vote on the other (``rewards.cross_view_partners``).
+Each agent's reward source (``training/reward_sources.py``) takes part through its hooks,
+never by name: its work at the start of a step (``before_step``: Co-rewarding-II's EMA
+update), its extra rollouts per round before the policies generate (``round_inputs``:
+the EMA teacher's samples and vote, whose result its ``reward`` reads), and the prompts
+it needs (``wordings``: with ``both``, ``next_prompts`` puts each problem in the round
+twice, as asked and in each agent's rephrasing, P = 2B, paired by
+``reward_sources.cross_view_partners``; Co-rewarding-I, ``training/co_rewarding.py``).
 
 All generation and answer extraction finishes before any agent updates, so a step's
 rewards never depend on a half-updated peer (``docs/design.md``, the cohort step). P = B
-prompts (2B for Co-rewarding-I), or A x B with ``data.decouple``; which prompts a rank generates and an agent
-trains on is the distributed layer's :class:`~vlcohort.training.distributed.StepPlan`.
+prompts (2B where a source needs both wordings), or A x B with ``data.decouple``; which
+prompts a rank generates and an agent trains on is the distributed layer's
+:class:`~vlcohort.training.distributed.StepPlan`.
 What an answer is (math, code) is the run's :class:`~vlcohort.training.rewards.AnswerKind`.
 The phases that can take minutes (rendering, each agent's generation, answers and rewards,
 each agent's update) report themselves to the driver's progress line (``driver.phase``).
@@ -31,7 +32,6 @@ each agent's update) report themselves to the driver's progress line (``driver.p
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -51,20 +51,17 @@ from vlcohort.monitoring.monitor import Monitor, answer_diversity, group_reward_
 from vlcohort.processors import ProblemInputError, RenderedPrompt
 from vlcohort.recipes.driver import TrainingError, phase, step_schedules
 from vlcohort.rollout.base import Rollouts, SamplingParams
-from vlcohort.seeds import TEACHER_SEED_OFFSET, step_rollout_seed
-from vlcohort.training import grpo
+from vlcohort.seeds import step_rollout_seed
+from vlcohort.training import grpo, reward_sources
 from vlcohort.training.agent import Agent
 from vlcohort.training.distributed import Layout, StepPlan, step_plan
-from vlcohort.training.ema import cosine_alpha
+from vlcohort.training.reward_sources import cross_view_partners, sources_of, wordings_of
 from vlcohort.training.rewards import (
-    INTRINSIC_SOURCES,
     AnswerKind,
     Reward,
     RewardInputs,
     answer_kind,
-    cross_view_partners,
     gold_match,
-    reward_of,
     vote_all,
     with_overlong_penalty,
 )
@@ -249,15 +246,15 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     on every rank."""
     t_step = time.perf_counter()
     timing = {"timing/rollout": 0.0, "timing/grading": 0.0}
-    teachers: dict[int, dict[str, float]] = {}
-    if has_teachers(run):  # Co-rewarding-II: each EMA teacher moves before it samples
-        timing["timing/teacher"] = 0.0
-        teachers = update_teachers(run, step)
+    started: dict[int, dict[str, float]] = {}  # each source's start of the step, by agent
+    for name in sources_of(run.cfg):
+        for i, m in reward_sources.source(name).before_step(run, step, timing).items():
+            started[i] = {**started.get(i, {}), **m}
     batch = sample_round(run, step, 0, timing)  # next_prompts .. reward
     dyn: dict[int, dict[str, int]] = {}
     if run.cfg.rollout.dynamic_sampling:  # DAPO: flat groups out, refill rounds in
         batch, dyn = dynamic_sampling(run, step, batch, timing)
-    for i, m in teachers.items():
+    for i, m in started.items():
         dyn[i] = {**dyn.get(i, {}), **m}
     t0 = time.perf_counter()
     updated, timing["timing/weight_push"] = update(run, batch)
@@ -276,24 +273,17 @@ def sample_round(run: Run, step: int, round_: int, timing: dict[str, float]) -> 
         prompts = next_prompts(run)
     problems, rendered = prompts.problems, prompts.rendered  # [P], [A][P]
     plan = step_plan(run.layout, len(problems), run.cfg.data.decouple)
-    sampled: dict[int, Rollouts] = {}
-    if has_teachers(run):  # Co-rewarding-II: each EMA teacher's G samples per prompt
-        # first: a vllm engine then ends on the policy's own generate, asleep as always
-        t0 = time.perf_counter()
-        sampled = teacher_generate(run, step, prompts.teacher_rendered, plan, round_)
-        timing["timing/teacher"] += time.perf_counter() - t0
+    extras: dict[int, Any] = {}  # each source's extra rollouts of the round, by local agent
+    for name in sources_of(run.cfg):  # every rank: a source's work may hold collectives
+        extras.update(reward_sources.source(name).round_inputs(run, step, prompts, plan,
+                                                               round_, timing))
     t0 = time.perf_counter()
     generated = generate(run, step, rendered, plan, round_)
     timing["timing/rollout"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     with phase(run, "answers, votes and rewards" + _round_note(round_)):
         answered = vote(run, exchange_answers(run, generated, plan, problems), problems)
-        co: dict[str, Any] = {}  # Co-rewarding's extra inputs, only where a round has them
-        if has_teachers(run):
-            co["teacher_votes"] = teacher_vote(run, sampled, plan, problems)  # {agent: [P]}
-        if prompts.partners:
-            co["partners"] = prompts.partners  # [P]
-        rewarded = reward(run, generated, answered, problems, plan, **co)
+        rewarded = reward(run, generated, answered, problems, plan, extras, prompts.partners)
     timing["timing/grading"] += time.perf_counter() - t0
     return Round(tuple(problems), plan, tuple(generated), tuple(answered), rewarded)
 
@@ -306,33 +296,14 @@ def _round_note(round_: int) -> str:
 @dataclass(frozen=True)
 class Prompts:
     """A round's prompts: the problems [P], each agent's rendering of them for its policy
-    [A][P] and for its EMA teacher [A][P] (the same objects unless the teacher answers
-    the other wording), and each prompt's other wording [P] where a round holds both
-    (Co-rewarding-I; empty otherwise)."""
+    [A][P] and for a source's extra rollouts [A][P] (``teacher_rendered``: the same objects
+    unless those answer the other wording), and each prompt's other wording [P] where a
+    round holds both (empty otherwise)."""
 
     problems: list[Problem]  # [P]
     rendered: list[list[RenderedPrompt]]  # [A][P]
     teacher_rendered: list[list[RenderedPrompt]]  # [A][P]
     partners: tuple[int, ...] = ()  # [P]
-
-
-def run_sources(run: Run) -> set[str]:
-    """Every agent's reward source."""
-    return {agent_reward_source(run.cfg, i) for i in range(len(run.names))}
-
-
-def has_teachers(run: Run) -> bool:
-    """Whether some agent of the cohort learns from its EMA teacher (Co-rewarding-II): then
-    every rank takes part in the teachers' answer exchange."""
-    return "ema_teacher_vote" in run_sources(run)
-
-
-def both_wordings(run: Run) -> tuple[bool, bool]:
-    """(cross-view rounds: every prompt twice, as asked and rephrased, Co-rewarding-I;
-    the EMA teacher answers the rephrasing of the policy's original question)."""
-    sources = run_sources(run)
-    return ("cross_view_vote" in sources,
-            "ema_teacher_vote" in sources and run.cfg.reward.ema.teacher_view == "rephrased")
 
 
 def next_prompts(run: Run) -> Prompts:
@@ -346,14 +317,17 @@ def next_prompts(run: Run) -> Prompts:
     With ``data.decouple`` the P = A x B problems come B from each agent's shard, in agent
     order (prompt b is owned by agent b // B); every agent answers all of them.
 
-    Co-rewarding-I (a cross_view_vote agent): each problem is rendered as asked and in
-    each agent's rephrasing (``agents.N.view``), and the round holds the B originals then
-    the B rephrasings, P = 2B, paired by ``rewards.cross_view_partners``. With
-    ``reward.ema.teacher_view=rephrased`` the policy answers the original and the EMA
-    teacher the rephrasing. A problem either wording fails to render is skipped.
+    Where a source needs both wordings (``Wordings.both``: Co-rewarding-I), each problem is
+    rendered as asked and in each agent's rephrasing (``agents.N.view``), and the round
+    holds the B originals then the B rephrasings, P = 2B, paired by
+    ``reward_sources.cross_view_partners``. Where a source's extra rollouts answer the
+    other wording (``Wordings.teacher_other``: ``reward.ema.teacher_view=rephrased``), the
+    policy answers the original and those the rephrasing. A problem either wording fails
+    to render is skipped.
     """
     B = run.cfg.rollout.prompts_per_step
-    cross, teacher_other = both_wordings(run)
+    w = wordings_of(run.cfg)
+    cross, teacher_other = w.both, w.teacher_other
     problems: list[Problem] = []
     rendered: list[list[RenderedPrompt]] = [[] for _ in run.names]
     rephrased: list[list[RenderedPrompt]] = [[] for _ in run.names]
@@ -423,87 +397,6 @@ def generate(run: Run, step: int, rendered: list[list[RenderedPrompt]], plan: St
     return [Generated(tuple(r), rollouts.get(i)) for i, r in enumerate(rendered)]
 
 
-# -------------------------------------------------------- the EMA teachers (Co-rewarding-II)
-
-
-def update_teachers(run: Run, step: int) -> dict[int, dict[str, float]]:
-    """Each local EMA teacher's update of step ``step`` (every ``reward.ema.every`` steps,
-    before it samples; ``training/ema.py``), and its ``teacher/*`` metrics: the policy's
-    weight ``alpha`` in the update (absent on a step without one) and, on step 1, the
-    teacher's memory in bytes (logged once)."""
-    e = run.cfg.reward.ema
-    out: dict[int, dict[str, float]] = {}
-    for i, agent in zip(run.local, run.agents):
-        if agent.teacher is None:
-            continue
-        m: dict[str, float] = {}
-        if step % e.every == 0:
-            m["teacher/alpha"] = cosine_alpha(step, run.cfg.run.steps, e.alpha_start, e.alpha_end)
-            agent.teacher.update(m["teacher/alpha"])
-        if step == 1:
-            m["teacher/bytes"] = float(agent.teacher.nbytes)
-        out[i] = m
-    return out
-
-
-def teacher_generate(run: Run, step: int, rendered: list[list[RenderedPrompt]], plan: StepPlan,
-                     round_: int = 0) -> dict[int, Rollouts]:
-    """Each local agent's EMA teacher samples G completions of each prompt this rank
-    generates, with the policy's sampling settings and a seed of its own
-    (``seeds.TEACHER_SEED_OFFSET``): its weights swapped into the policy module for the call
-    and restored after it (``EMATeacher.swapped_in``, the engine's ``generate_with``), so
-    no second model or engine exists. ``rendered`` [A][P]: what each teacher answers."""
-    cfg = run.cfg
-    sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
-                              temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
-    out: dict[int, Rollouts] = {}
-    for i, agent in zip(run.local, run.agents):
-        if agent.teacher is None:
-            continue
-        seed = (step_rollout_seed(cfg.run.seed, step, i, run.layout.group_rank, round_)
-                + TEACHER_SEED_OFFSET) % (2**31 - 1)
-        # the teacher's (ZeRO-3: partitions) in first, then gathered for the engine
-        weights = contextlib.ExitStack()
-        weights.enter_context(agent.teacher.swapped_in())
-        weights.enter_context(agent.generation_context())
-        with phase(run, f"EMA teacher of {agent.name} generates" + _round_note(round_)):
-            out[i] = agent.engine.generate_with(
-                weights, agent.model, [rendered[i][b] for b in plan.generated],
-                cfg.rollout.rollouts_per_prompt, sampling, seed=seed)
-    return out
-
-
-def teacher_vote(run: Run, sampled: dict[int, Rollouts], plan: StepPlan,
-                 problems: list[Problem]) -> dict[int, list]:
-    """Each EMA teacher's plurality vote [P] over its G answers to each prompt, by the run's
-    answer kind, grader and vote rules (``vote_all``, as every other vote): its answers
-    to the prompts each rank generated are gathered (one all-gather, every rank takes
-    part) and voted where its agent trains. Returns {agent: [P] votes} for local agents."""
-    cfg, G, P = run.cfg, run.cfg.rollout.rollouts_per_prompt, plan.n_prompts
-    mine = run.answer_kind.answers(
-        {i: r.texts_by_prompt() for i, r in sampled.items()},
-        [problems[b] for b in plan.generated], cfg.reward.answer_style,
-        workers=cfg.reward.code_workers or None) if sampled else {}  # {agent: [P_r][G]}
-    local = {i: {"prompts": list(plan.generated), "answers": a} for i, a in mine.items()}
-    answers: dict[int, list] = {}
-    for piece in run.layout.gather(local, "the EMA teachers' answers"):
-        for i, part in piece.items():
-            row = answers.setdefault(i, [None] * P)
-            for j, b in enumerate(part["prompts"]):
-                row[b] = part["answers"][j]
-    r = cfg.reward
-    grader = run.answer_kind.grader(run.grader)
-    out = {}
-    for i in run.local:
-        if i not in answers:
-            continue
-        if any(a is None or len(a) != G for a in answers[i]):
-            raise TrainingError(f"the EMA teacher of agent {run.names[i]!r} lacks answers to "
-                                "some prompts after the exchange")
-        out[i] = vote_all(answers[i], problems, r.tie, r.min_share, grader, r.min_share_of)
-    return out
-
-
 def exchange_answers(run: Run, generated: list[Generated], plan: StepPlan,
                      problems: list[Problem]) -> list[Answered]:
     """Every agent's answers [P][G], lengths and finished flags [P x G] on every rank: one
@@ -546,26 +439,26 @@ def vote(run: Run, answered: list[Answered], problems: list[Problem]) -> list[An
 
 
 def reward(run: Run, generated: list[Generated], answered: list[Answered],
-           problems: list[Problem], plan: StepPlan, teacher_votes: dict | None = None,
+           problems: list[Problem], plan: StepPlan, extras: dict[int, Any] | None = None,
            partners: tuple[int, ...] = ()) -> dict[int, Rewarded]:
     """Each local agent's reward (its source: ``agents.N.reward_source`` or the method's)
     and group-normalised advantages [P, G] over its own prompts on this rank
-    (``teacher_votes``: {agent: [P]} of the EMA teachers; ``partners`` [P]: each prompt's
-    other wording in a cross-view round)."""
+    (``extras``: {agent: what its source's ``round_inputs`` made}; ``partners`` [P]: each
+    prompt's other wording where the round holds both)."""
     return {i: reward_agent(run, i, agent, generated[i], answered, problems, plan,
-                            (teacher_votes or {}).get(i, ()), partners)
+                            (extras or {}).get(i), partners)
             for i, agent in zip(run.local, run.agents)}
 
 
 def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[Answered],
-                 problems: list[Problem], plan: StepPlan, teacher_votes=(),
+                 problems: list[Problem], plan: StepPlan, extra: Any = None,
                  partners: tuple[int, ...] = ()) -> Rewarded:
     """Local agent ``i``'s :class:`Rewarded`: the source's rewards (plus DAPO's soft
     overlong penalty and the reward-side KL, where set), then the advantages. The batch
     std of ``grpo.adv_scale=batch`` is over the agent's own prompts (``plan.owned``), not
     the step's other shards under ``data.decouple``: the batch it is updated on."""
     cfg, kind = run.cfg, run.answer_kind
-    source = agent_reward_source(cfg, i)
+    source = reward_sources.source(agent_reward_source(cfg, i))
     sel = Selection.of(gen, plan, plan.trained(i))
     spent: list[float] = []
 
@@ -576,16 +469,16 @@ def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[
         spent.append(time.perf_counter() - t0)
         return out
 
-    got = reward_of(source, RewardInputs(
+    got = source.reward(RewardInputs(
         agent=i, answers=answered[i].answers, votes=[a.votes for a in answered],
         problems=problems, trained=list(sel.prompts), token_stats=stats,
         group_size=cfg.rollout.rollouts_per_prompt, grader=kind.grader(run.grader),
         topology=cfg.reward.topology, tie=cfg.reward.tie,
         format_weight=cfg.reward.format_weight, ring=cfg.reward.ring, answer_kind=kind.name,
         trained_texts=kind.texts_for_reward(sel.rollouts), code_workers=cfg.reward.code_workers or None,
-        teacher_votes=teacher_votes, partners=partners))
+        partners=partners, extra=extra))
     # the verdict before shaping: an intrinsic source has no correctness, its reward is its verdict
-    task = got.scored.rewards.float() if source in INTRINSIC_SOURCES else got.scored.correct.float()  # [P, G]
+    task = got.scored.rewards.float() if source.intrinsic else got.scored.correct.float()  # [P, G]
     if cfg.reward.overlong_buffer:  # DAPO's soft overlong penalty, before normalisation
         got = replace(got, scored=with_overlong_penalty(
             got.scored, answered[i].lengths, cfg.rollout.max_new_tokens,

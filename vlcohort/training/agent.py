@@ -18,7 +18,6 @@ import torch
 from vlcohort.config_schema import Config, ModelConfig
 from vlcohort.processors import Adapter, AdapterOptions, adapter_for
 from vlcohort.rollout.engines import make_engine
-from vlcohort.training.ema import EMATeacher
 from vlcohort.training.logprobs import completion_logprobs, completion_logprobs_and_entropy
 from vlcohort.training.schedule import lr_multiplier
 
@@ -37,7 +36,7 @@ class Agent:
     stats: dict = field(default_factory=dict)
     ds_engine: Any = None  # DeepSpeed engine over PolicyLogprobs(model), in an agent group
     layout: Any = None  # distributed.Layout when trained in an agent group
-    teacher: Any = None  # ema.EMATeacher of its own weights (reward source ema_teacher_vote)
+    source_state: Any = None  # its reward source's reward_sources.AgentState (the EMA teacher)
 
     def logprobs(self, batch, temperature: float) -> torch.Tensor:
         """[n, T] completion log-probs of the policy, through DeepSpeed when it wraps the
@@ -180,9 +179,11 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
     )
     agent.engine = make_engine(cfg.rollout.engine, adapter, agent.model,
                                vllm=cfg.rollout.vllm, seed=cfg.run.seed)
-    if (mc.reward_source or cfg.reward.source) == "ema_teacher_vote":
-        # after DeepSpeed: under ZeRO-3 the teacher keeps the EMA of this rank's partitions
-        agent.teacher = EMATeacher(agent.model, cfg.reward.ema.device)
+    name = mc.reward_source or cfg.reward.source
+    if name is not None:  # after DeepSpeed: under ZeRO-3 a state keeps this rank's partitions
+        from vlcohort.training.reward_sources import source
+
+        agent.source_state = source(name).new_state(agent, cfg)
     return agent
 
 

@@ -10,7 +10,8 @@ Layout of one checkpoint::
         rng.pt                   torch / python / numpy RNG states
         <agent>/zero/            agent groups only: DeepSpeed's own checkpoint of the
                                  ZeRO-partitioned optimizer state (one file per rank)
-        <agent>/ema_teacher.safetensors   Co-rewarding-II only: the EMA teacher's float32
+        <agent>/ema_teacher.safetensors   a reward source's state (reward_sources.AgentState),
+                                 here Co-rewarding-II's: the EMA teacher's float32
                                  weights (agent groups: ema_teacher-rank<r>.safetensors, the
                                  EMA of what rank r holds)
     <run>/checkpoints/latest     the name of the newest complete checkpoint
@@ -64,7 +65,6 @@ import torch
 
 from vlcohort import bounded_json, run_folder
 from vlcohort.errors import RunError
-from vlcohort.training.ema import EMA_FILE
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
@@ -239,8 +239,8 @@ def save_checkpoint(run_dir: str | Path, step: int, agents: list, optimizers: li
                 torch.save({"optimizer": opt.state_dict(),
                             "scheduler": sched.state_dict() if sched is not None else None},
                            folder / TRAINER_STATE)
-                if getattr(agent, "teacher", None) is not None:
-                    agent.teacher.save(folder / EMA_FILE)
+                if getattr(agent, "source_state", None) is not None:
+                    agent.source_state.save(folder, None)
             torch.save(rng_state(), tmp / "rng.pt")
             write_manifest(tmp)
             (tmp / "state.json").write_text(json.dumps(
@@ -351,9 +351,8 @@ def _save_distributed(run_dir, step, agents, schedulers, state, keep_last, layou
                                    folder / TRAINER_STATE)
             if not optimizer_state:  # every rank skips alike: no ZeRO save, no collective
                 continue
-            if getattr(agent, "teacher", None) is not None:  # each rank: the EMA of what it holds
-                folder.mkdir(parents=True, exist_ok=True)
-                agent.teacher.save(folder / ema_rank_file(layout.group_rank))
+            if getattr(agent, "source_state", None) is not None:  # each rank: what it holds
+                agent.source_state.save(folder, layout)
             # every rank of the group writes its ZeRO partition (holds a world barrier)
             agent.ds_engine.save_checkpoint(str(folder / ZERO), tag=ZERO, save_latest=False,
                                             exclude_frozen_parameters=True)
@@ -482,26 +481,11 @@ def require_optimizer_state(folder: Path) -> None:
         "runs you mean to resume")
 
 
-def ema_rank_file(group_rank: int) -> str:
-    """The EMA teacher file of one rank of an agent group (its own partition under ZeRO-3)."""
-    return f"ema_teacher-rank{group_rank}.safetensors"
-
-
-def load_teacher(agent, folder: Path, layout=None) -> None:
-    """The agent's EMA teacher (Co-rewarding-II) from checkpoint ``folder``: the file of a
-    single process, or this rank's of an agent group. A checkpoint without one (saved by a
-    run of another method) is a :class:`CheckpointError`, never a silently fresh teacher."""
-    name = ema_rank_file(layout.group_rank) if layout is not None and layout.distributed else EMA_FILE
-    path = agent_folder(folder, agent.name) / name
-    if not path.is_file():
-        raise CheckpointError(
-            f"{path}: missing; this checkpoint holds no EMA teacher for agent {agent.name!r} "
-            "(saved by a run of another method, or another launch mode). Start a new "
-            "Co-rewarding-II run from its weights (agents.N.path=<that agent folder>) instead")
-    try:
-        agent.teacher.load(path)
-    except ValueError as e:
-        raise CheckpointError(str(e)) from e
+def load_source_state(agent, folder: Path, layout=None) -> None:
+    """The agent's reward-source state (``reward_sources.AgentState``: Co-rewarding-II's
+    EMA teacher) from checkpoint ``folder``: the state reads its own files from the agent's
+    folder and refuses a checkpoint without them (``CheckpointError``)."""
+    agent.source_state.load(agent_folder(folder, agent.name), layout)
 
 
 def load_trainer_state(folder: Path, agent_name: str) -> dict[str, Any]:

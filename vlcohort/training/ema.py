@@ -1,7 +1,7 @@
 """Co-rewarding-II's slowly updated teacher (Zhang et al., arXiv 2508.00410, sec. 3.3): an
 exponential moving average (EMA) of an agent's own policy weights, which samples G
 answers per prompt whose majority vote labels the policy's rollouts
-(``rewards.ema_teacher_vote``).
+(``co_rewarding.EMATeacherVote``).
 
 The maths are two pure functions, checked by hand in ``tests/test_co_rewarding.py``:
 

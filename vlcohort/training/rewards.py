@@ -1,4 +1,6 @@
-"""Reward sources, registered by name: where an agent's reward comes from.
+"""The built-in reward sources (registered as ``reward_sources.RewardSource`` objects; the
+registry and what a source declares are in ``training/reward_sources.py``, Co-rewarding's
+two sources in ``training/co_rewarding.py``): where an agent's reward comes from.
 
 Two kinds. A *label* source (``REWARD_SOURCES``) maps (agent index, every agent's votes,
 the problems) to that agent's *teachers* [B] (:data:`Teacher`: a vote, a gold answer, or
@@ -21,8 +23,9 @@ agent's own next-token distributions over its completion ([N, T], from
 | ``ema_teacher_vote`` | 1 if in the winning class of its EMA teacher's vote | Co-rewarding-II |
 | ``cross_view_vote`` | 1 if in the winning class of a's vote on the other wording | Co-rewarding-I |
 
-Co-rewarding is arXiv 2508.00410: the EMA teacher (``training/ema.py``) samples G answers
-of the same prompt; the other wording is the agent's ``agents.N.view`` of the question.
+Co-rewarding is arXiv 2508.00410 (``training/co_rewarding.py``): the EMA teacher
+(``training/ema.py``) samples G answers of the same prompt; the other wording is the
+agent's ``agents.N.view`` of the question.
 
 ``peer_vote``'s teacher is agent a-1's vote (``reward.ring=previous``; a+1: ``next``) or
 the other agents' labels (``all_peers``).
@@ -60,6 +63,8 @@ import torch
 from vlcohort.answers.extract import extract_answer
 from vlcohort.answers.voting import Vote, in_winning_class, majority_vote, teacher_votes
 from vlcohort.data.problems import ANSWER_KIND_NEEDS, Problem
+from vlcohort.training import reward_sources
+from vlcohort.training.reward_sources import RewardSource, register
 
 if TYPE_CHECKING:
     from vlcohort.rollout.base import Rollouts
@@ -93,48 +98,12 @@ def _ground_truth(agent: int, votes: Sequence[Sequence[Vote]], problems: Sequenc
     return [p.gold for p in problems]
 
 
-def _ema_teacher_vote(agent: int, votes: Sequence[Sequence[Vote]], problems: Sequence[Problem],
-                      teacher_votes: Sequence[Vote | None] = (), **_) -> list[Vote | None]:
-    if len(teacher_votes) != len(problems):
-        raise ValueError(f"ema_teacher_vote: {len(teacher_votes)} teacher votes for "
-                         f"{len(problems)} prompts; the agent's EMA teacher did not sample "
-                         "this round (is reward.source set on an agent built without one?)")
-    return list(teacher_votes)
-
-
-def cross_view_partners(n_prompts: int, n_blocks: int = 1) -> list[int]:
-    """Co-rewarding-I's pairing of a round's prompts [P]: each of ``n_blocks`` blocks of
-    2B prompts holds B original questions then their B rephrasings in the same order, so
-    prompt b's other view is b + B in the first half of its block and b - B in the second.
-
-    >>> cross_view_partners(4), cross_view_partners(4, n_blocks=2)
-    ([2, 3, 0, 1], [1, 0, 3, 2])
-    """
-    if n_blocks < 1 or n_prompts % (2 * n_blocks):
-        raise ValueError(f"cross-view pairing: {n_prompts} prompts do not split into "
-                         f"{n_blocks} block(s) of originals and rephrasings")
-    half = n_prompts // (2 * n_blocks)  # B
-    return [b + half if b % (2 * half) < half else b - half for b in range(n_prompts)]
-
-
-def _cross_view_vote(agent: int, votes: Sequence[Sequence[Vote]], problems: Sequence[Problem],
-                     partners: Sequence[int] = (), **_) -> list[Vote]:
-    if len(partners) != len(problems):
-        raise ValueError(f"cross_view_vote: {len(partners)} partner indices for {len(problems)} "
-                         "prompts; each prompt needs its rephrasing in the round")
-    return [votes[agent][partners[b]] for b in range(len(problems))]
-
-
+#: The label functions of the sources registered below (Co-rewarding's are in
+#: ``training/co_rewarding.py``, with the rest of what those sources need).
 REWARD_SOURCES: dict[str, LabelFn] = {
     "peer_vote": _peer_vote,
     "self_vote": _self_vote,
     "ground_truth": _ground_truth,
-    # Co-rewarding (Zhang et al., arXiv 2508.00410): II, the model side: the agent's own EMA
-    # teacher's vote over its G samples of the prompt (``training/ema.py``); I, the data
-    # side: the agent's own vote on the other wording of the question
-    # (:func:`cross_view_partners`)
-    "ema_teacher_vote": _ema_teacher_vote,
-    "cross_view_vote": _cross_view_vote,
 }
 
 
@@ -423,19 +392,15 @@ def with_overlong_penalty(scored: Scored, lengths: torch.Tensor, max_new_tokens:
 
 def teachers_for(source: str, agent: int, votes: Sequence[Sequence[Vote]],
                  problems: Sequence[Problem], topology: str = "ring", tie: str = "abstain",
-                 grader=None, ring: str = "previous", teacher_votes: Sequence[Vote | None] = (),
-                 partners: Sequence[int] = ()) -> list[Teacher]:
-    """Agent ``agent``'s teacher [P] of each prompt under label source ``source``
-    (``teacher_votes`` [P]: its EMA teacher's votes, ema_teacher_vote; ``partners`` [P]:
-    each prompt's other wording, cross_view_vote)."""
+                 grader=None, ring: str = "previous") -> list[Teacher]:
+    """Agent ``agent``'s teacher [P] of each prompt under label function ``source``
+    (:data:`REWARD_SOURCES`)."""
     try:
         fn = REWARD_SOURCES[source]
     except KeyError:
-        raise ValueError(f"unknown reward source {source!r}; registered: "
+        raise ValueError(f"unknown label source {source!r}; registered: "
                          + ", ".join(REWARD_SOURCES)) from None
-    extra = {"teacher_votes": teacher_votes} if source == "ema_teacher_vote" else (
-        {"partners": partners} if source == "cross_view_vote" else {})
-    return fn(agent, votes, problems, topology=topology, tie=tie, grader=grader, ring=ring, **extra)
+    return fn(agent, votes, problems, topology=topology, tie=tie, grader=grader, ring=ring)
 
 
 def gold_match(answer_or_label: str | None, problem: Problem, grader) -> bool | None:
@@ -471,8 +436,8 @@ class RewardInputs:
     trained_texts: Sequence[Sequence[str]] = ()  # [n][G] completions of ``trained`` (code ground truth)
     code_workers: int | None = None  # sandbox pool size (None: every core)
     code_limits: Any = None  # code.sandbox.Limits of one run (None: the sandbox's defaults)
-    teacher_votes: Sequence[Vote | None] = ()  # [P] the agent's EMA teacher's votes (ema_teacher_vote)
-    partners: Sequence[int] = ()  # [P] each prompt's other wording in the round (cross_view_vote)
+    partners: Sequence[int] = ()  # [P] each prompt's other wording, where the round holds both
+    extra: Any = None  # what the agent's source made this round (RewardSource.round_inputs)
 
 
 @dataclass(frozen=True, eq=False)
@@ -519,21 +484,18 @@ def code_ground_truth(x: RewardInputs) -> Reward:
 
 
 def label_reward(source: str, x: RewardInputs) -> Reward:
-    """The rewards of label source ``source``: each prompt's teacher, then 1 / 0 (+ the
-    format term) by :func:`score`. Co-rewarding's sources also measure their teacher
-    against the agent's own vote (:func:`vote_agreement`)."""
-    teachers = teachers_for(source, x.agent, x.votes, x.problems, x.topology, x.tie,
-                            x.grader, x.ring, x.teacher_votes, x.partners)
-    metrics = {}
-    if source == "ema_teacher_vote":  # the EMA teacher's vote against the policy's own
-        metrics["teacher/agreement"] = vote_agreement(teachers, x.votes[x.agent], x.problems,
-                                                      x.trained, x.grader)
-    elif source == "cross_view_vote":  # the vote on one wording against that on the other
-        metrics["cross_view/agreement"] = vote_agreement(teachers, x.votes[x.agent], x.problems,
-                                                         x.trained, x.grader)
+    """The rewards of label function ``source`` (:data:`REWARD_SOURCES`): each prompt's
+    teacher, then :func:`labelled`."""
+    return labelled(x, teachers_for(source, x.agent, x.votes, x.problems, x.topology, x.tie,
+                                    x.grader, x.ring))
+
+
+def labelled(x: RewardInputs, teachers: Sequence[Teacher], metrics: dict | None = None) -> Reward:
+    """The rewards of teachers [P]: 1 / 0 (+ the format term) by :func:`score`, the labels,
+    and the source's ``metrics`` (a NaN one, from no prompt, left out)."""
     return Reward([label_of(t) for t in teachers],
                   score(x.answers, teachers, x.problems, x.grader, x.format_weight),
-                  metrics={k: v for k, v in metrics.items() if v == v})  # NaN: no prompt
+                  metrics={k: v for k, v in (metrics or {}).items() if v == v})
 
 
 def vote_agreement(teachers: Sequence[Teacher], votes: Sequence[Vote], problems: Sequence[Problem],
@@ -550,38 +512,69 @@ def vote_agreement(teachers: Sequence[Teacher], votes: Sequence[Vote], problems:
     return sum(same) / len(same)
 
 
-def _label_reward(source: str) -> Callable[[RewardInputs], Reward]:
-    if source == "ground_truth":  # what "matches the gold" means is the answer kind's
-        return lambda x: answer_kind(x.answer_kind).ground_truth(x)
-    return lambda x: label_reward(source, x)
+class _LabelSource(RewardSource):
+    """A source whose teacher is a vote or a gold of the step (:data:`REWARD_SOURCES`)."""
+
+    def reward(self, x: RewardInputs) -> Reward:
+        return label_reward(self.name, x)
 
 
-def _intrinsic_reward(source: str) -> Callable[[RewardInputs], Reward]:
-    def reward(x: RewardInputs) -> Reward:
+@register
+class PeerVote(_LabelSource):
+    """Co-RL: 1 if in the winning class of the teacher's vote (``reward.topology``)."""
+
+    name, methods, min_agents = "peer_vote", ("co_rl",), 2
+
+
+@register
+class SelfVote(_LabelSource):
+    """TTRL: 1 if the agent's own vote counted it for the winner."""
+
+    name, methods = "self_vote", ("ttrl",)
+
+
+@register
+class GroundTruth(RewardSource):
+    """GT-Reward: 1 if it matches the gold; what "matches" means is the answer kind's."""
+
+    name, methods, needs_gold = "ground_truth", ("gt_reward",), True
+
+    def reward(self, x: RewardInputs) -> Reward:
+        return answer_kind(x.answer_kind).ground_truth(x)
+
+
+class _IntrinsicSource(RewardSource):
+    """A reward from the agent's own next-token distributions (:data:`INTRINSIC_SOURCES`),
+    computed in a no-grad pass whose log-probs the update reuses."""
+
+    intrinsic = True
+
+    def reward(self, x: RewardInputs) -> Reward:
         st = x.token_stats()  # [n, T] statistics of the trained rollouts, n = len(trained) x G
-        r = intrinsic_rewards(source, st.self_certainty, st.entropy, st.mask, x.group_size)
+        r = intrinsic_rewards(self.name, st.self_certainty, st.entropy, st.mask, x.group_size)
         return Reward([None] * len(x.problems), intrinsic_scored(r, len(x.problems), x.trained),
                       old=st.old(),
                       metrics={"self_certainty": st.token_mean("self_certainty"),
                                "entropy": st.token_mean("entropy")})
-    return reward
 
 
-#: Every reward source by name, label and intrinsic alike: fn(RewardInputs) -> Reward.
-REWARDS: dict[str, Callable[[RewardInputs], Reward]] = {
-    **{name: _label_reward(name) for name in REWARD_SOURCES},
-    **{name: _intrinsic_reward(name) for name in INTRINSIC_SOURCES},
-}
+@register
+class SelfCertainty(_IntrinsicSource):
+    """INTUITOR: the mean over its tokens of KL(U || p)."""
+
+    name, methods = "self_certainty", ("intuitor",)
+
+
+@register
+class Entropy(_IntrinsicSource):
+    """RENT: minus the mean over its tokens of the entropy H(p)."""
+
+    name, methods = "entropy", ("rent",)
 
 
 def reward_of(source: str, inputs: RewardInputs) -> Reward:
     """The rewards of one agent's rollouts under reward source ``source``."""
-    try:
-        fn = REWARDS[source]
-    except KeyError:
-        raise ValueError(f"unknown reward source {source!r}; registered: "
-                         + ", ".join(REWARDS)) from None
-    return fn(inputs)
+    return reward_sources.source(source).reward(inputs)
 
 
 # ------------------------------------------------------------------------- answer kinds

@@ -9,9 +9,10 @@ import random
 import re
 import sys
 
-from vlcohort.config_schema import Config, DataConfig, EvalDataConfig, agent_reward_source
+from vlcohort.config_schema import Config, DataConfig, EvalDataConfig
 from vlcohort.data.problems import ANSWER_KIND_NEEDS, Problem
 from vlcohort.seeds import EVAL_SEED_OFFSET, HOLDOUT_SEED_OFFSET
+from vlcohort.training.reward_sources import source, sources_of
 from vlcohort.typed_yaml import ConfigError
 
 
@@ -71,8 +72,7 @@ def read_problems(cfg: Config, d: DataConfig | EvalDataConfig, key: str) -> list
     training = key == "data"
     views = [(a.name, a.view.column, a.view.rewrite_file) for a in cfg.agents
              if a.view.column or a.view.rewrite_file] if training else []
-    gold_needed = not training or any(agent_reward_source(cfg, i) == "ground_truth"
-                                      for i in range(len(cfg.agents)))
+    gold_needed = not training or any(source(name).needs_gold for name in sources_of(cfg))
     kind = ANSWER_KIND_NEEDS[cfg.reward.answer_kind]
     try:
         problems, report = load_problems_from(
