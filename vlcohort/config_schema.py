@@ -423,11 +423,25 @@ class GRPOConfig:
     instead of adding a KL term to the loss (verl's use_kl_in_reward). With
     adv_scale=group a group whose task rewards agree gets unit-variance advantages from the
     penalty alone, whatever kl_coef is (a warning at load says so)."""
+    kl_reference: Literal["start", "teacher"] = "start"
+    """What the KL (kl_coef > 0, in the loss or the reward) pulls towards: start (the run's
+    starting weights, a frozen copy; LoRA: the base) | teacher (the agent's EMA teacher,
+    method co_rewarding_ii: the published Co-rewarding-II run's KL, 0.001 low_var_kl
+    towards its EMA-updated reference; the teacher's weights are swapped into the policy
+    for the no-grad reference pass, no second model is loaded). teacher needs every agent
+    to keep an EMA teacher (reward.source ema_teacher_vote)."""
     loss_agg: str = "token_mean"
     """token_mean (alias dapo) | bnpo | seq_mean_token_mean | seq_mean_token_sum_norm.
     bnpo: TRL's, a token mean per micro-batch (micro_batch_seqs, or micro_batch_tokens),
     averaged over the optimizer step's micro-batches and ranks; token_mean: one token mean
     over the step's whole batch (TRL's dapo)."""
+    view_loss: Literal["joint", "sum"] = "joint"
+    """Where a round holds each question as asked and rephrased (method co_rewarding_i):
+    joint (one loss_agg over all 2B groups' rows) | sum (loss_agg over the original
+    questions' rows plus loss_agg over the rephrased ones', each wording normalised by its
+    own tokens: with bnpo, each wording's micro-batches of micro_batch_seqs averaged alone,
+    the published Co-rewarding-I loss, its dp_actor.py). sum needs every agent rewarded by
+    cross_view_vote."""
     ppo_epochs: int = 1
     """Passes over each step's rollouts."""
     micro_batch_seqs: int = 16

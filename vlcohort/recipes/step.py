@@ -645,9 +645,11 @@ def update(run: Run, batch: Round) -> tuple[dict[int, Updated], float]:
             if has_signal or trains_without_advantage(cfg.grpo):  # KL term alone: still a step
                 sel = r.selection
                 adv = r.advantages[torch.tensor(sel.prompts, dtype=torch.long)].reshape(-1)  # [n x G]
+                groups = r.reward.loss_groups  # [P] (Co-rewarding-I's wordings) or ()
                 metrics = update_agent(agent, sel.rendered, sel.rollouts, adv, cfg.grpo,
                                        cfg.rollout.temperature, length_norm=cfg.rollout.max_new_tokens,
-                                       old=r.reward.old)
+                                       old=r.reward.old,
+                                       groups=[groups[b] for b in sel.prompts] if groups else None)
                 pushed += metrics.pop("weight_push_s", 0.0)
             else:
                 metrics = {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}

@@ -37,6 +37,7 @@ class Agent:
     ds_engine: Any = None  # DeepSpeed engine over PolicyLogprobs(model), in an agent group
     layout: Any = None  # distributed.Layout when trained in an agent group
     source_state: Any = None  # its reward source's reward_sources.AgentState (the EMA teacher)
+    kl_reference: str = "start"  # grpo.kl_reference: start (ref_model / LoRA base) | teacher
 
     def logprobs(self, batch, temperature: float) -> torch.Tensor:
         """[n, T] completion log-probs of the policy, through DeepSpeed when it wraps the
@@ -69,14 +70,36 @@ class Agent:
         return self.adapter.family
 
     def reference_context(self):
-        """Context in which ``self.ref_forward_model`` gives reference log-probs."""
+        """Context in which ``self.ref_forward_model`` gives reference log-probs: the LoRA
+        base (adapters disabled), or under ``grpo.kl_reference=teacher`` the policy module
+        with its EMA teacher's weights swapped in (``ema.EMATeacher.swapped_in``; ZeRO-3:
+        each rank's partition in, then gathered, as the teacher's generation) and the
+        policy's restored bit for bit after."""
+        if self.kl_reference == "teacher":
+            stack = contextlib.ExitStack()
+            stack.enter_context(self.teacher().swapped_in())
+            stack.enter_context(self.generation_context())
+            return stack
         if self.uses_lora:
             return self.model.disable_adapter()
         return contextlib.nullcontext()
 
     @property
     def ref_forward_model(self):
-        return self.model if self.uses_lora else self.ref_model
+        return self.model if self.uses_lora or self.kl_reference == "teacher" else self.ref_model
+
+    def teacher(self):
+        """The agent's EMA teacher (``ema.EMATeacher``), kept by its reward source's state
+        (``co_rewarding.TeacherState``); a ``ConfigError`` when its source keeps none."""
+        from vlcohort.training.ema import EMATeacher
+        from vlcohort.typed_yaml import ConfigError
+
+        teacher = getattr(self.source_state, "teacher", None)
+        if not isinstance(teacher, EMATeacher):
+            raise ConfigError(f"grpo.kl_reference=teacher: agent {self.name!r} keeps no EMA "
+                              "teacher (its reward source is not ema_teacher_vote, method "
+                              "co_rewarding_ii); set grpo.kl_reference=start")
+        return teacher
 
     def autocast(self):
         if not self.autocast_bf16:
@@ -155,7 +178,7 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
     if mc.lora_rank > 0:
         agent.model = _wrap_lora(model, mc, weights_from)
         agent.uses_lora = True
-    elif cfg.grpo.kl_coef > 0:
+    elif cfg.grpo.kl_coef > 0 and cfg.grpo.kl_reference != "teacher":  # teacher: no copy
         agent.ref_model = reference_model(adapter, model, weights_from, device)
     if cfg.grpo.disable_dropout:
         for m in (agent.model, agent.ref_model):
@@ -184,6 +207,9 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
         from vlcohort.training.reward_sources import source
 
         agent.source_state = source(name).new_state(agent, cfg)
+    agent.kl_reference = cfg.grpo.kl_reference
+    if agent.kl_reference == "teacher":
+        agent.teacher()  # at setup: an agent without an EMA teacher is a config error
     return agent
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -119,6 +120,9 @@ class EMATeacherVote(RewardSource):
         if e.every < 1:
             raise ConfigError(f"reward.ema.every: must be >= 1 (update the teacher every this "
                               f"many steps), got {e.every}")
+        if cfg.grpo.kl_reference == "teacher":
+            _all_agents_use(cfg, self.name, "grpo.kl_reference=teacher: the KL reference is "
+                                            "each agent's EMA teacher")
 
     def wordings(self, cfg) -> Wordings:
         return Wordings(teacher_other=cfg.reward.ema.teacher_view == "rephrased",
@@ -164,6 +168,11 @@ class CrossViewVote(RewardSource):
                                           "one answer class",
     }
 
+    def check(self, cfg, agents: list[int]) -> None:
+        if cfg.grpo.view_loss == "sum":
+            _all_agents_use(cfg, self.name, "grpo.view_loss=sum: the loss sums each wording's "
+                                            "aggregation")
+
     def wordings(self, cfg) -> Wordings:
         return Wordings(both=True, why="cross_view_vote (method=co_rewarding_i) rewards each "
                                        "question by the vote on its rephrasing")
@@ -175,8 +184,32 @@ class CrossViewVote(RewardSource):
                              "the round")
         own: Sequence[Vote] = x.votes[x.agent]
         teachers = [own[x.partners[b]] for b in range(len(x.problems))]
-        return labelled(x, teachers, {"cross_view/agreement": vote_agreement(
+        got = labelled(x, teachers, {"cross_view/agreement": vote_agreement(
             teachers, own, x.problems, x.trained, x.grader)})
+        # each prompt's wording, for grpo.view_loss=sum: an original's partner comes after it
+        return replace(got, loss_groups=wording_groups(x.partners))
+
+
+def wording_groups(partners: Sequence[int]) -> tuple[int, ...]:
+    """[P] each prompt's wording in a round of both (``reward_sources.cross_view_partners``):
+    0 the question as asked (its rephrasing comes after it), 1 the rephrasing.
+
+    >>> wording_groups([2, 3, 0, 1])
+    (0, 0, 1, 1)
+    """
+    return tuple(0 if p > b else 1 for b, p in enumerate(partners))
+
+
+def _all_agents_use(cfg, name: str, why: str) -> None:
+    """A cohort-wide setting ``why`` only ``name``'s agents can run: every agent's source
+    must be it (a mixed cohort's other agents would be left without)."""
+    from vlcohort.training.reward_sources import sources_of
+
+    others = [cfg.agents[i].name for src, agents in sources_of(cfg).items() if src != name
+              for i in agents]
+    if others:
+        raise ConfigError(f"{why}, and agent(s) {others} are rewarded by another source than "
+                          f"{name}; give them reward_source={name} or unset the option")
 
 
 # ------------------------------------------------------------------ the EMA teachers' step

@@ -46,6 +46,7 @@ __all__ = [
     "Surrogate",
     "aggregate",
     "aggregate_denominator",
+    "group_denominators",
     "group_advantages",
     "importance_weights",
     "kl_penalty",
@@ -671,6 +672,74 @@ def micro_batch_denominators(masks: Sequence[Tensor], mode: str) -> Tensor:
     return counts.sum().clamp(min=1).expand(len(masks)).clone()  # [K], one value
 
 
+def group_denominators(masks: Sequence[Tensor], groups: Sequence[Tensor], mode: str,
+                       n_groups: int | None = None,
+                       normaliser: Callable[[Tensor], Tensor] | None = None) -> list[Tensor]:
+    """Per-row normalisers [n_k] of each of the K micro-batches of ONE optimizer step, so
+    the step's loss is the SUM over loss groups of ``mode``'s aggregation of each group's
+    rows alone: ``sum_v agg(rows of group v)``.
+
+    masks:  the K micro-batches' [n_k, T_k] masks, in order; groups: their rows' group ids
+    [n_k] (ints in [0, n_groups)). A row of group v divides by what
+    :func:`micro_batch_denominators` gives when the step's micro-batches are cut down to
+    their rows of group v (a micro-batch without such rows not counted): the group's whole
+    count for a whole-step mode, K_v x the micro-batch's own count of group v for a
+    ``per_micro_batch`` mode (``bnpo``), K_v the micro-batches holding rows of group v.
+
+    This is Co-rewarding-I's published loss (github.com/tmlr-group/Co-rewarding,
+    Co-rewarding-I/verl/workers/actor/dp_actor.py, ``update_policy``): the original
+    questions' and the rephrased questions' rollouts are split alike into micro-batches,
+    micro-batch k of each taken together, and its loss is ``(agg(original_k) +
+    agg(rephrased_k)) / gradient_accumulation`` with verl's token-mean ``agg_loss``:
+    ``bnpo`` over each wording, summed. ``n_groups``: the groups there are (None: one
+    more than the largest id here); under data parallelism every rank must name the same,
+    as ``normaliser`` (applied to each group's whole-step count, in group order, even
+    where this rank holds none of its rows) sums a count across ranks, as
+    :func:`aggregate_denominator`'s is.
+
+    >>> m = [torch.ones(2, 3), torch.ones(2, 1)]
+    >>> g = [torch.tensor([0, 1]), torch.tensor([0, 1])]
+    >>> group_denominators(m, g, "token_mean"), group_denominators(m, g, "bnpo")
+    ([tensor([4., 4.]), tensor([4., 4.])], [tensor([6., 6.]), tensor([2., 2.])])
+    """
+    agg = _lookup(AGGREGATIONS, "loss aggregation", mode)
+    if not masks or len(masks) != len(groups):
+        raise ValueError(f"group_denominators needs one group id row per micro-batch mask, "
+                         f"got {len(masks)} masks and {len(groups)} group rows")
+    device = masks[0].device
+    gs = [torch.as_tensor(g, device=device, dtype=torch.long).reshape(-1) for g in groups]
+    for m, g in zip(masks, gs):
+        if g.shape[0] != m.shape[0]:
+            raise ValueError(f"group ids [{g.shape[0]}] for a micro-batch of {m.shape[0]} rows")
+    V = n_groups if n_groups is not None else 1 + max(int(g.max()) for g in gs if g.numel())
+    out = [torch.ones(g.shape[0], device=device) for g in gs]
+    for v in range(V):
+        parts = [(k, m[g == v].to(device=device, dtype=torch.float32))
+                 for k, (m, g) in enumerate(zip(masks, gs)) if bool((g == v).any())]
+        counts = torch.stack([agg.denominator(m).reshape(()) for _, m in parts]) if parts \
+            else torch.zeros(0, device=device)  # [K_v]
+        if agg.per_micro_batch:
+            dens = counts.clamp(min=1) * len(parts)  # [K_v]
+        else:
+            total = counts.sum().clamp(min=1) if parts else counts.sum()
+            if normaliser is not None:
+                total = torch.as_tensor(normaliser(total), dtype=torch.float32, device=device)
+            dens = total.reshape(()).expand(len(parts))  # [K_v]
+        for (k, _), d in zip(parts, dens):
+            out[k] = torch.where(gs[k] == v, d, out[k])
+    return out
+
+
+def _row_denominators(denom: Tensor, x: Tensor) -> Tensor:
+    """[N, 1] per-row normalisers of :func:`aggregate`, checked (> 0, one per row)."""
+    d = torch.as_tensor(denom, dtype=x.dtype, device=x.device)
+    if d.shape != (x.shape[0],):
+        raise ValueError(f"per-row denominators must be [N]={x.shape[0]}, got {tuple(d.shape)}")
+    if not bool((d > 0).all()):
+        raise ValueError("aggregation denominators must be > 0")
+    return d[:, None]
+
+
 def aggregate(
     per_token: Tensor,
     mask: Tensor,
@@ -684,7 +753,9 @@ def aggregate(
     denom:   the normaliser; None uses this batch's (``aggregate_denominator``). Pass the
              full batch's when this is a micro-batch, so the micro-batch losses sum to the
              full-batch loss exactly (:func:`micro_batch_denominators` gives each
-             micro-batch's, for ``bnpo`` too).
+             micro-batch's, for ``bnpo`` too). A [N] tensor: each row's own normaliser,
+             every numerator here being a sum over rows (:func:`group_denominators`: the
+             rows of each loss group, e.g. each wording, aggregated on their own).
     length_norm: the constant of ``seq_mean_token_sum_norm`` (e.g. max_new_tokens);
              required by that mode, ignored by the others.
 
@@ -698,6 +769,8 @@ def aggregate(
     mb = mask.to(device=x.device, dtype=torch.bool)  # [N, T]
     x = torch.where(mb, x, torch.zeros_like(x))  # [N, T]; padding garbage (NaN) dropped
     m = mb.to(x.dtype)  # [N, T]
+    if isinstance(denom, Tensor) and denom.dim() == 1:  # one normaliser per row
+        return agg.numerator(x / _row_denominators(denom, x), m, length_norm)
     if denom is None:
         denom = aggregate_denominator(mb, mode)
     denom = torch.as_tensor(denom, dtype=x.dtype, device=x.device)

@@ -450,12 +450,15 @@ class Reward:
     scored: Scored
     old: OldLogprobs | None = None
     metrics: dict = field(default_factory=dict)
+    loss_groups: tuple = ()  # [P] each prompt's loss group (Co-rewarding-I: 0 the question
+    # as asked, 1 its rephrasing), read by the update under grpo.view_loss=sum; () none
 
     def concat(self, other: "Reward") -> "Reward":
         """The prompts of ``self`` then those of ``other`` [P + P']; the old log-probs are
         dropped (they covered ``self``'s rollouts only) and the metrics are ``self``'s."""
         return Reward(labels=list(self.labels) + list(other.labels),
-                      scored=self.scored.concat(other.scored), metrics=self.metrics)
+                      scored=self.scored.concat(other.scored), metrics=self.metrics,
+                      loss_groups=tuple(self.loss_groups) + tuple(other.loss_groups))
 
 
 def code_ground_truth(x: RewardInputs) -> Reward:

@@ -276,6 +276,10 @@ class OptimizerStep:
         """The loss normaliser of the whole batch this update takes."""
         return denom
 
+    def same_count(self, n: int, what: str) -> int:
+        """``n``, checked to be the same on every rank taking this update (here: one)."""
+        return n
+
     def begin(self) -> None:
         self.agent.optimizer.zero_grad(set_to_none=True)
 
@@ -314,6 +318,13 @@ class DeepSpeedStep(OptimizerStep):
         if R == 1:
             return denom
         return torch.tensor(self.layout.group_sum(float(denom), "the loss normaliser") / R)
+
+    def same_count(self, n: int, what: str) -> int:
+        R = self.layout.ranks_per_agent
+        if R > 1 and round(self.layout.group_sum(float(n), what)) != n * R:
+            raise RuntimeError(f"the ranks of agent {self.agent.name!r}'s group hold different "
+                               f"numbers of {what}; each rank needs rows of every one")
+        return n
 
     def begin(self) -> None:
         super().begin()
@@ -359,7 +370,8 @@ class UpdateBatch:
     ref: torch.Tensor | None  # [N, T] reference log-probs (None: no KL loss term)
     mini_batches: list  # [M] lists of indices into ``batches``: one optimizer step each
     denoms: list  # [M] the loss normaliser of each mini-batch: a 0-dim tensor, or [K] one
-    # per micro-batch where the aggregation normalises each (bnpo; :func:`step_normaliser`)
+    # per micro-batch where the aggregation normalises each (bnpo; :func:`step_normaliser`),
+    # or K tensors [n_k], one per row (grpo.view_loss=sum: each wording aggregated alone)
     is_weights: grpo.ISWeights | None = None  # the whole batch's IS weights, when the
     # mode needs them before the first step (``full_batch_is``); None: per micro-batch
 
@@ -405,7 +417,8 @@ def trains_without_advantage(g: GRPOConfig) -> bool:
 
 def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
                  advantages: torch.Tensor, g: GRPOConfig, temperature: float,
-                 length_norm: int, old: OldLogprobs | None = None) -> dict[str, float]:
+                 length_norm: int, old: OldLogprobs | None = None,
+                 groups: Sequence[int] | None = None) -> dict[str, float]:
     """One optimizer step per mini-batch and PPO epoch on this agent's rollouts, then the
     new weights pushed into the agent's rollout engine; returns its metrics
     (``weight_push_s``: the push's seconds, a timing the caller moves out of the agent's
@@ -432,9 +445,16 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     over the steps applied (none applied: only ``skipped_updates``, ``lr`` and the IS
     statistics are logged). ``policy_entropy``: the token-mean entropy of the policy over
     the first epoch's forwards (no extra pass).
+
+    ``groups`` [n]: each prompt's loss group (``rewards.Reward.loss_groups``; Co-rewarding-I:
+    0 the question as asked, 1 its rephrasing), read under ``grpo.view_loss=sum``: the
+    loss is then the sum over groups of ``grpo.loss_agg``'s aggregation of each group's
+    rows alone (:func:`step_normaliser`, ``grpo.group_denominators``); ignored under
+    ``joint`` (one aggregation over every row, the default).
     """
     opt = optimizer_step(agent, g)
-    ub = update_batch(agent, rendered, rollouts, advantages, g, temperature, opt, old)
+    row_groups = loss_groups(g, groups, rollouts)
+    ub = update_batch(agent, rendered, rollouts, advantages, g, temperature, opt, old, row_groups)
     agent.model.train()
     totals = UpdateTotals()
     is_parts: list[tuple[dict, float]] = []
@@ -454,11 +474,29 @@ def update_agent(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
     return out
 
 
+def loss_groups(g: GRPOConfig, groups: Sequence[int] | None, rollouts: Rollouts) -> torch.Tensor | None:
+    """[N] each rollout row's loss group under ``grpo.view_loss=sum`` (``groups`` [n] per
+    prompt, repeated over its G rows); None under ``joint``. ``sum`` without groups is an
+    error: only a round of two wordings (reward.source cross_view_vote, method
+    co_rewarding_i) hands them to the update."""
+    if getattr(g, "view_loss", "joint") != "sum":
+        return None
+    G, N = rollouts.group_size, len(rollouts.completions)
+    if groups is None or len(groups) * G != N:
+        raise ConfigError("grpo.view_loss=sum: this agent's rollouts come without wording "
+                          "groups; only a reward source whose round holds both wordings "
+                          "(cross_view_vote, method co_rewarding_i) hands them to the update. "
+                          "Set grpo.view_loss=joint")
+    return torch.tensor([int(v) for v in groups], dtype=torch.long).repeat_interleave(G)  # [N]
+
+
 def update_batch(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
                  advantages: torch.Tensor, g: GRPOConfig, temperature: float,
-                 opt: OptimizerStep, cached: OldLogprobs | None) -> UpdateBatch:
+                 opt: OptimizerStep, cached: OldLogprobs | None,
+                 groups: torch.Tensor | None = None) -> UpdateBatch:
     """Micro-batches, mini-batches, masks, the no-grad old / reference log-probs of an
-    update, and each mini-batch's loss normaliser."""
+    update, and each mini-batch's loss normaliser (``groups`` [N]: each row's loss group,
+    :func:`loss_groups`)."""
     device = next(agent.model.parameters()).device  # rollouts come on the CPU
     N, T = len(rollouts.completions), rollouts.logprobs.shape[1]
     rollout_logp = rollouts.logprobs.to(device)  # [N, T]
@@ -486,23 +524,51 @@ def update_batch(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rol
                                        mode=g.is_mode, cap=g.is_cap, low=g.is_low,
                                        high=g.is_high, floor=g.is_min, batch_norm=g.is_batch_norm)
         mask = mask * is_w.keep  # rejected tokens leave the loss and its normalisers
-    denoms = [step_normaliser(mask, mbs, m, g.loss_agg, opt) for m in minis]
+    if groups is not None:
+        n_groups = opt.same_count(1 + int(groups.max()), "wording groups")
+        denoms = [step_normaliser(mask, mbs, m, g.loss_agg, opt, groups.to(device), n_groups)
+                  for m in minis]
+    else:
+        denoms = [step_normaliser(mask, mbs, m, g.loss_agg, opt) for m in minis]
     return UpdateBatch(mbs, advantages.to(device), rollout_logp, comp_mask, mask, old, ref,
                        minis, denoms, is_w)
 
 
 def step_normaliser(mask: torch.Tensor, mbs: list, minib: list[int], agg: str,
-                    opt: OptimizerStep) -> torch.Tensor:
+                    opt: OptimizerStep, groups: torch.Tensor | None = None,
+                    n_groups: int | None = None) -> torch.Tensor | list[torch.Tensor]:
     """The loss normaliser of one optimizer step, the mini-batch ``minib`` (indices into
     ``mbs``), over the loss's tokens ``mask`` [N, T]: a 0-dim tensor, the whole
     mini-batch's count (the agent group's under DeepSpeed, ``opt.normaliser``), shared by
     its micro-batches; or, for an aggregation normalised per micro-batch (``bnpo``,
     ``grpo.micro_batch_denominators``), a [K] tensor, micro-batch j of the K getting
     K x its own token count. K and the counts are this rank's own: DeepSpeed's gradient
-    average over the group's ranks supplies TRL's 1 / ranks."""
+    average over the group's ranks supplies TRL's 1 / ranks.
+
+    ``groups`` [N] (``grpo.view_loss=sum``): K per-row normalisers [n_k] instead, each
+    group's rows aggregated as a step of their own and the groups' losses summed
+    (``grpo.group_denominators``; a whole-step count through ``opt.normaliser``, per
+    group)."""
+    if groups is not None:
+        return grpo.group_denominators([mask[mbs[k][0]] for k in minib],
+                                       [groups[_rows_index(mbs[k][0], groups.device)] for k in minib],
+                                       agg, n_groups, opt.normaliser)
     if grpo.AGGREGATIONS[agg].per_micro_batch:
         return grpo.micro_batch_denominators([mask[mbs[k][0]] for k in minib], agg)
     return opt.normaliser(grpo.aggregate_denominator(mask[rows_of(mbs, minib)], agg))
+
+
+def _rows_index(rows, device):
+    """A micro-batch's rows as an index of a [N] tensor on ``device``."""
+    return rows if isinstance(rows, slice) else torch.as_tensor(rows, device=device)
+
+
+def micro_denominator(denom, j: int):
+    """Micro-batch ``j``'s normaliser from its mini-batch's (:func:`step_normaliser`): a
+    0-dim tensor is shared, else its own entry (a number, or its rows' [n_j])."""
+    if isinstance(denom, torch.Tensor) and denom.dim() == 0:
+        return denom
+    return denom[j]
 
 
 def full_batch_is(g: GRPOConfig) -> bool:
@@ -621,7 +687,7 @@ def minibatch_step(agent: Agent, ub: UpdateBatch, minib: list[int], denom: torch
                    totals: UpdateTotals, is_parts: list | None) -> None:
     """One optimizer step on one mini-batch (``minib``: indices into ``ub.batches``): a
     forward and backward per micro-batch with the mini-batch's normaliser ``denom`` (0-dim;
-    or [K], micro-batch j's ``denom[j]``: :func:`step_normaliser`), then
+    or [K] / K per-row tensors, micro-batch j's ``denom[j]``: :func:`step_normaliser`), then
     the step; a non-finite loss on any rank of the update discards the step and adds
     nothing to ``totals``. ``is_parts`` (first epoch only) collects the IS statistics;
     the first epoch's forwards also give the policy's token entropies."""
@@ -657,7 +723,7 @@ def minibatch_step(agent: Agent, ub: UpdateBatch, minib: list[int], denom: torch
             clip_high=g.clip_high, is_weights=weights,
             ref_logp=None if ub.ref is None else ub.ref[rows],
             kl_coef=g.kl_coef if kl_in_loss(g) else 0.0, kl_kind=g.kl_kind, agg=g.loss_agg,
-            denom=denom if denom.dim() == 0 else denom[j], length_norm=length_norm,
+            denom=micro_denominator(denom, j), length_norm=length_norm,
             loss_kind=g.policy_loss, clip_ratio_c=g.clip_ratio_c)
         if opt.any_rank(not bool(torch.isfinite(loss))):
             opt.discard()
