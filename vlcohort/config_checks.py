@@ -817,8 +817,16 @@ def _check_sources_fit(cfg: Config) -> None:
     missing mid-run."""
     from vlcohort.training.reward_sources import source, sources_of, wordings_of
 
-    for name, agents in sources_of(cfg).items():
+    used = sources_of(cfg)
+    for name, agents in used.items():
         source(name).check(cfg, agents)
+    if cfg.grpo.kl_reference == "teacher" and not any(
+            source(name).keeps_teacher for name in used):
+        raise ConfigError("grpo.kl_reference=teacher: no agent keeps an EMA teacher (reward.source "
+                          "ema_teacher_vote, method co_rewarding_ii); set grpo.kl_reference=start")
+    if cfg.grpo.view_loss == "sum" and not wordings_of(cfg).both:
+        raise ConfigError("grpo.view_loss=sum: no round holds both wordings (reward.source "
+                          "cross_view_vote, method co_rewarding_i); set grpo.view_loss=joint")
     w = wordings_of(cfg)
     if not w.rephrased:
         return

@@ -92,7 +92,7 @@ def _teacher(agent) -> EMATeacher | None:
 class EMATeacherVote(RewardSource):
     """Co-rewarding-II: 1 if in the winning class of the agent's EMA teacher's vote."""
 
-    name, methods = "ema_teacher_vote", ("co_rewarding_ii", "co_rewarding")
+    name, methods, keeps_teacher = "ema_teacher_vote", ("co_rewarding_ii", "co_rewarding"), True
     metrics = {
         "agent/<a>/teacher/agreement": "co_rewarding_ii: share of prompts where the EMA "
                                        "teacher's vote and the agent's own vote are one "

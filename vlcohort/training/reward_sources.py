@@ -14,7 +14,9 @@ What a source declares:
 * ``methods``: the ``method`` presets that choose it (``co_rl`` -> ``peer_vote``);
 * ``intrinsic``: its reward is its verdict (self-certainty, entropy: no label, nothing to
   be correct against); ``needs_gold``: training records must carry a gold answer;
-  ``min_agents``: the cohort size it needs (a peer vote: 2);
+  ``min_agents``: the cohort size it needs (a peer vote: 2); ``keeps_teacher``: its
+  per-agent state is a teacher whose weights can stand as the KL reference
+  (``grpo.kl_reference=teacher``);
 * ``check(cfg, agents)``: its config check, for the agents that use it;
 * ``wordings(cfg)``: the prompts it needs (:class:`Wordings`: each question also in the
   agent's rephrasing);
@@ -91,6 +93,7 @@ class RewardSource:
     intrinsic: ClassVar[bool] = False
     needs_gold: ClassVar[bool] = False
     min_agents: ClassVar[int] = 1
+    keeps_teacher: ClassVar[bool] = False
     metrics: ClassVar[dict[str, str]] = {}
 
     def reward(self, x) -> Any:
