@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from vlcohort.config_schema import Config, ModelConfig
+from vlcohort.config_schema import Config, ModelConfig, agent_reward_source
 from vlcohort.processors import Adapter, AdapterOptions, adapter_for
 from vlcohort.rollout.engines import make_engine
 from vlcohort.training.logprobs import completion_logprobs, completion_logprobs_and_entropy
@@ -202,7 +202,7 @@ def build_agent(mc: ModelConfig, cfg: Config | None = None, weights_from: str | 
     )
     agent.engine = make_engine(cfg.rollout.engine, adapter, agent.model,
                                vllm=cfg.rollout.vllm, seed=cfg.run.seed)
-    name = mc.reward_source or cfg.reward.source
+    name = agent_reward_source(cfg, cfg.agents.index(mc)) if mc in cfg.agents else None
     if name is not None:  # after DeepSpeed: under ZeRO-3 a state keeps this rank's partitions
         from vlcohort.training.reward_sources import source
 

@@ -172,9 +172,11 @@ def sources_of(cfg: Config) -> dict[str, list[int]]:
     """Each source the cohort uses -> the agents it rewards (``agents.N.reward_source``,
     else ``reward.source``), in agent order; none for a recipe without reward sources
     (self-play, CoMAS)."""
+    from vlcohort.config_schema import agent_reward_source
+
     out: dict[str, list[int]] = {}
-    for i, mc in enumerate(cfg.agents):
-        name = mc.reward_source or cfg.reward.source
+    for i in range(len(cfg.agents)):
+        name = agent_reward_source(cfg, i)
         if name is not None:
             out.setdefault(name, []).append(i)
     return out
