@@ -19,7 +19,8 @@ CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 RECIPES = [p for p in CONFIGS if p.name != "demo.yaml"]
 # recipes that run in one process (their header says ``vlcohort train configs/<file>``)
 SINGLE_PROCESS = {"self_play_tiny.yaml", "demo_vllm.yaml", "demo_qwen3vl_internvl.yaml",
-                  "real_smollm2_gemma3_cpu.yaml", "comas_qwen25_3b_x4_comas7.yaml", "comas_tiny.yaml"}
+                  "real_smollm2_gemma3_cpu.yaml", "comas_qwen25_3b_x4_comas7.yaml", "comas_tiny.yaml",
+                  "maporl_tiny.yaml"}
 
 
 @pytest.fixture(autouse=True)

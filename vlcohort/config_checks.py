@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         EvalConfig,
         GRPOConfig,
         LogConfig,
+        MaporlConfig,
         ModelConfig,
         MonitorConfig,
         OptimConfig,
@@ -68,7 +69,8 @@ def method_sources() -> dict[str, str]:
 #: discussion's scores, so neither has a single ``reward.source``: validation requires
 #: that key unset (null) for them.
 RECIPES: dict[str, str] = {"self_play": "vlcohort.recipes.selfplay:run_self_play",
-                           "comas": "vlcohort.recipes.comas:run_comas"}
+                           "comas": "vlcohort.recipes.comas:run_comas",
+                           "maporl": "vlcohort.recipes.maporl:run_maporl"}
 RECIPE_METHODS = tuple(RECIPES)
 
 #: The config's own vocabularies: nothing else registers these names.
@@ -123,6 +125,7 @@ def _registered_choices() -> dict[str, tuple[str, ...]]:
         "data.preset": tuple(problems.PRESETS),
         "grpo.adv_scale": tuple(grpo.ADVANTAGE_SCALES),
         "comas.advantage": tuple(grpo.RETURN_NORMALISERS),
+        "maporl.advantage": tuple(grpo.RETURN_NORMALISERS),
         "grpo.kl_kind": tuple(grpo.KL_ESTIMATORS),
         "grpo.policy_loss": tuple(grpo.POLICY_LOSSES),
         "grpo.loss_agg": tuple(grpo.AGGREGATIONS),
@@ -234,6 +237,8 @@ def check_sections(cfg: Config) -> None:
         check_self_play(cfg.self_play)
     if cfg.method == "comas":
         check_comas(cfg.comas)
+    if cfg.method == "maporl":
+        check_maporl(cfg.maporl)
 
 
 def check_across(cfg: Config) -> None:
@@ -241,6 +246,9 @@ def check_across(cfg: Config) -> None:
     _check_answer_kind_fits(cfg)
     if cfg.method == "comas":
         _check_comas_fits(cfg)
+        return
+    if cfg.method == "maporl":
+        _check_maporl_fits(cfg)
         return
     if cfg.method in RECIPE_METHODS:
         _check_self_play_fits(cfg)
@@ -684,6 +692,26 @@ def check_comas(c: ComasConfig) -> None:
             raise ConfigError(f"comas.{key}: empty; each turn needs its task")
 
 
+def check_maporl(m: MaporlConfig) -> None:
+    """``maporl.*`` (``method: maporl`` only): rounds, the discount, the four incentive
+    coefficients, the verifier folder, the estimator."""
+    _check_choice("maporl.advantage", m.advantage)
+    if m.rounds < 1:
+        raise ConfigError(f"maporl.rounds: must be >= 1, got {m.rounds}")
+    if not 0 < m.discount <= 1:
+        raise ConfigError(f"maporl.discount: must be in (0, 1] (MAPoRL: 0.3), got {m.discount}")
+    if len(m.alpha) != 4 or any(a < 0 for a in m.alpha):
+        raise ConfigError(f"maporl.alpha: four coefficients >= 0 (MAPoRL: [0, 0, 0, 0]), got "
+                          f"{m.alpha}")
+    if m.verifier is not None and not (Path(m.verifier) / "config.json").is_file():
+        raise ConfigError(f"maporl.verifier: {m.verifier!r} is not a local checkpoint folder "
+                          "(no config.json); give a sequence-classification checkpoint with "
+                          "one output, or leave it unset to score turns by gold correctness")
+    for key in ("solution_instruction", "revision_instruction"):
+        if not getattr(m, key).strip():
+            raise ConfigError(f"maporl.{key}: empty; each turn needs its task")
+
+
 # ----------------------------------------------------------------------------- across sections
 
 
@@ -774,6 +802,39 @@ def _check_comas_fits(cfg: Config) -> None:
     if g.micro_batch_seqs < 1 or g.mini_batch_seqs < 0 or g.mini_batch_seqs % g.micro_batch_seqs:
         raise ConfigError(f"grpo.mini_batch_seqs={g.mini_batch_seqs} / micro_batch_seqs="
                           f"{g.micro_batch_seqs}: method=comas takes one optimizer step per "
+                          "mini_batch_seqs of an agent's shuffled turns (0: one step over all "
+                          "of them), a multiple of micro_batch_seqs >= 1")
+
+
+def _check_maporl_fits(cfg: Config) -> None:
+    """``method: maporl``: a discussion of >= 2 agents, in one process, no single
+    ``reward.source`` (its turns are graded against gold in the recipe), and its batch is
+    every turn an agent wrote (``grpo.mini_batch_seqs`` slices it, as CoMAS's)."""
+    A = len(cfg.agents)
+    if A < 2:
+        raise ConfigError(f"agents: method=maporl needs at least 2 agents (each revises after "
+                          f"reading the others' answers), got {A}")
+    if cfg.distributed.ranks_per_agent:
+        raise ConfigError(f"distributed.ranks_per_agent={cfg.distributed.ranks_per_agent}: "
+                          "method=maporl runs in one process (agents may sit on different "
+                          "GPUs, agents.N.device); set it 0")
+    if cfg.reward.source is not None:
+        raise ConfigError(f"reward.source={cfg.reward.source!r}: method=maporl has no single "
+                          "reward source (each turn is graded against gold, plus its influence "
+                          "terms); leave reward.source unset")
+    unused = [(cfg.arms, "arms: method=maporl runs alone; set arms=[]"),
+              (cfg.data.decouple, "data.decouple: not used by method=maporl; set it false"),
+              (cfg.rollout.dynamic_sampling, "rollout.dynamic_sampling: not used by "
+               "method=maporl (no groups to filter); set it false"),
+              (cfg.reward.overlong_buffer, "reward.overlong_buffer: not used by method=maporl; "
+               "set it 0")]
+    for value, message in unused:
+        if value:
+            raise ConfigError(message)
+    g = cfg.grpo
+    if g.micro_batch_seqs < 1 or g.mini_batch_seqs < 0 or g.mini_batch_seqs % g.micro_batch_seqs:
+        raise ConfigError(f"grpo.mini_batch_seqs={g.mini_batch_seqs} / micro_batch_seqs="
+                          f"{g.micro_batch_seqs}: method=maporl takes one optimizer step per "
                           "mini_batch_seqs of an agent's shuffled turns (0: one step over all "
                           "of them), a multiple of micro_batch_seqs >= 1")
 

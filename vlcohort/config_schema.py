@@ -795,6 +795,55 @@ class ComasConfig:
 
 
 @dataclass
+class MaporlConfig:
+    """MAPoRL, multi-agent post-co-training (``method: maporl``; Park et al., arXiv
+    2502.18439; ``vlcohort/recipes/maporl.py``): a labelled baseline. Every agent answers
+    each problem, then revises over ``maporl.rounds`` rounds seeing every agent's previous
+    answer; each answer is a rollout of its agent, rewarded by its gold correctness (or a
+    learned verifier's score) plus the discounted correctness of the discussion's later
+    rounds and the incentive terms ``maporl.alpha``."""
+
+    rounds: int = 3
+    """Discussion turns per problem (the published GSM8k runs: 3): round 1 every agent
+    answers alone, each later round every agent revises, seeing all agents' previous
+    answers."""
+    discount: float = 0.3
+    """gamma of the influence-aware reward (the published rule_discount 0.3): a turn's
+    reward is [V(own turn) + sum over later rounds r of gamma^(r - t) x the mean V of all
+    agents at r] / sum of those gamma powers (rule discounted_sum, share all)."""
+    alpha: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])
+    """The four incentive coefficients, >= 0, on gold correctness (the published trainer's
+    alpha: default all 0; its sweep 0, 0.5, 1, 2). From round 2, an agent whose answer
+    turns right / wrong gets +/- alpha[0] when its peers' previous answers were right /
+    wrong (it followed them), +/- alpha[1] when they were the other way (it went alone).
+    Before the last round, when its peers turn right in the next round, an agent already
+    right gets -alpha[3], one wrong -alpha[2]; when they turn wrong, one already wrong
+    gets +alpha[3], one right +alpha[2]: the published code's signs (recipes/maporl.py).
+    "Peers right": their mean correctness above 0.5, "wrong": below."""
+    verifier: str | None = None
+    """A local folder holding a learned verifier: a sequence-classification checkpoint
+    with one output (``AutoModelForSequenceClassification``), whose sigmoid scores each
+    answer given its problem and replaces gold correctness as V in the influence-aware
+    reward (the incentive terms stay on gold). None: V is gold correctness (the
+    published no-verifier setting)."""
+    verifier_device: str = "cpu"
+    """Where the verifier runs (cpu, cuda, cuda:N)."""
+    advantage: str = "reinforce_pp"
+    """reinforce_pp: REINFORCE++ over each agent's batch of turns (token-weighted) |
+    reinforce_pp_seq: each turn weighing 1 (the published trainer's PPO critic is not
+    built). grpo.adv_scale is not used."""
+    solution_instruction: str = (
+        "Provide a short but precise reasoning for your solution, and write the final "
+        "answer inside \\boxed{}.")
+    """Round 1: the task after the problem."""
+    revision_instruction: str = (
+        "Weigh your previous solution and the other agents' solutions above, revise your "
+        "answer if you find it wrong without repeating a wrong answer, and give a short but "
+        "precise reasoning with the final answer inside \\boxed{}.")
+    """Later rounds: the task after the problem and the previous round's answers."""
+
+
+@dataclass
 class RunConfig:
     """Bookkeeping of a run."""
 
@@ -839,7 +888,9 @@ class Config:
     peer_vote, ttrl: self_vote, gt_reward: ground_truth, intuitor: self_certainty, rent:
     entropy); or self_play: R-Zero / R-Few challenger-solver phases (``self_play.*``, no
     ``reward.source``); or comas: CoMAS solve / critique / judge discussions among >= 3
-    agents (``comas.*``, no ``reward.source``). Co-rewarding (arXiv 2508.00410):
+    agents (``comas.*``, no ``reward.source``); or maporl: MAPoRL's labelled multi-turn
+    discussions among >= 2 agents, each turn rewarded by gold correctness (or a verifier)
+    and its influence terms (``maporl.*``, no ``reward.source``). Co-rewarding (arXiv 2508.00410):
     co_rewarding_ii (alias co_rewarding): ema_teacher_vote, each agent labelled by the vote
     of an EMA teacher of its own weights (``reward.ema.*``); co_rewarding_i:
     cross_view_vote, each agent answers the question and its rephrasing
@@ -870,6 +921,8 @@ class Config:
     """Challenger / solver self-play settings (``method: self_play`` only)."""
     comas: ComasConfig = field(default_factory=ComasConfig)
     """CoMAS discussion settings (``method: comas`` only)."""
+    maporl: MaporlConfig = field(default_factory=MaporlConfig)
+    """MAPoRL discussion and reward settings (``method: maporl`` only)."""
     arms: list[str] = field(default_factory=list)
     """Methods to compare from the same warm-up and budget (e.g. [co_rl, ttrl]): each arm is
     a full run in <output_dir>/<method>/, then summary.json and comparison.png. Empty: one

@@ -176,6 +176,26 @@ METRIC_DOCS.update({
                            "depend on them",
 })
 
+#: MAPoRL (``method: maporl``, ``vlcohort/recipes/maporl.py``): labelled multi-round discussions.
+METRIC_DOCS.update({
+    "agent/<a>/maporl/turns": "turns of the agent in its update (threads with a skipped turn "
+                              "or no gold left out)",
+    "agent/<a>/maporl/influence": "mean influence-aware part of the agent's turn rewards: its "
+                                  "V and the discounted mean V of later rounds",
+    "agent/<a>/maporl/incentive": "mean incentive part (maporl.alpha) of the agent's turn rewards",
+    "agent/<a>/maporl/verifier_score": "mean learned-verifier score of the agent's answers "
+                                       "(maporl.verifier set)",
+    "agent/<a>/maporl/acc_first": "share of the agent's round-1 answers equal to gold",
+    "agent/<a>/maporl/acc_last": "share of the agent's last-round answers equal to gold",
+    "maporl/round/<r>/acc": "share of all agents' answers of round r equal to gold",
+    "maporl/changed": "share of answers (round >= 2) whose correctness differs from the same "
+                      "agent's answer of the round before",
+    "maporl/skipped_turns": "turns not generated because their prompt did not render (too "
+                            "long, an image for a text-only agent)",
+    "maporl/untrained_threads": "discussions left out of the update: a turn not generated, or "
+                                "a problem without gold",
+})
+
 
 def documented(key: str) -> bool:
     """Whether a logged key matches a documented pattern (README table = this dict)."""

@@ -494,9 +494,11 @@ def update_order(cfg: Config, step: int, i: int, n: int) -> list[int]:
     return round_rng(cfg.run.seed, step, 0, DRAW_BATCH + i).permutation(n).tolist()
 
 
-def update_one(run: Run, i: int, agent, batch: Batch) -> tuple[dict[str, float], torch.Tensor | None]:
-    """Returns (less the reward-side KL) -> ``comas.advantage`` -> one update of agent ``i``;
-    the update's metrics and the advantages [N] (None: no update)."""
+def update_one(run: Run, i: int, agent, batch: Batch, advantage: str | None = None
+               ) -> tuple[dict[str, float], torch.Tensor | None]:
+    """Returns (less the reward-side KL) -> ``advantage`` (a ``grpo.RETURN_NORMALISERS``
+    name; None: ``comas.advantage``) -> one update of agent ``i``; the update's metrics and
+    the advantages [N] (None: no update). MAPoRL (``recipes/maporl.py``) passes its own."""
     cfg = run.cfg
     if batch.rollouts is None:
         return {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}, None
@@ -506,7 +508,7 @@ def update_one(run: Run, i: int, agent, batch: Batch) -> tuple[dict[str, float],
         returns = returns - kr.penalty.to(returns.dtype)  # [N]
         old, extra = kr.old, {"kl": kr.kl}
     tokens = batch.rollouts.lengths().float()  # [N]
-    adv = grpo.RETURN_NORMALISERS[cfg.comas.advantage](returns, tokens, None)  # [N]
+    adv = grpo.RETURN_NORMALISERS[advantage or cfg.comas.advantage](returns, tokens, None)  # [N]
     if not bool((adv != 0).any()) and not trains_without_advantage(cfg.grpo):
         return {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0, **extra}, adv
     out = update_agent(agent, batch.rendered, batch.rollouts, adv, cfg.grpo,
