@@ -302,6 +302,13 @@ class Adapter:
     masks read as packed sequences). Set True only for a family whose packed log-probs and
     gradients are tested equal to the padded ones (``tests/test_packing.py``); a family
     that leaves it False keeps the padded path whatever ``grpo.packing`` says."""
+    shared_prefix: ClassVar[bool] = False
+    """The family's training batches can share a group's prompt
+    (:meth:`encode_shared_prefix`: the prompt once, then each of its completions, kept
+    apart by an explicit 4-D attention mask). Set True only for a family whose shared
+    log-probs and gradients are tested equal to the unshared ones
+    (``tests/test_shared_prefix.py``); a family that leaves it False keeps the unshared
+    path whatever ``grpo.shared_prefix`` says."""
     vllm_tested: ClassVar[bool] = False
     """``vllm_request`` was checked against a real vLLM engine: ``tests/test_rollout_vllm.py``
     runs this family's tiny models. Read through :meth:`vllm_checked`, which takes it from
@@ -673,6 +680,115 @@ class Adapter:
         return TrainingBatch(inputs=packed, completion_ids=batch.completion_ids,
                              completion_mask=batch.completion_mask, prompt_len=P,
                              packed_index=index)
+
+    def can_share_prefix(self, model) -> bool:
+        """Whether :meth:`encode_shared_prefix` serves this ``model``: the family's
+        :attr:`shared_prefix`, an attention that takes an explicit 4-D mask (sdpa, eager;
+        not flash-attention) and full attention in every layer (a sliding window or a
+        layer type of its own would be overridden by the mask)."""
+        if not self.shared_prefix:
+            return False
+        config = unwrap(model).config
+        if getattr(config, "_attn_implementation", "sdpa") not in ("sdpa", "eager"):
+            return False
+        text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+        if any(t != "full_attention" for t in (getattr(text, "layer_types", None) or ())):
+            return False
+        window = getattr(text, "sliding_window", None)
+        return not (window and getattr(text, "use_sliding_window", True))
+
+    def encode_shared_prefix(self, model, prompts: PromptBatch,
+                             completions: Sequence[Sequence[int]],
+                             unit: Sequence[int]) -> TrainingBatch:
+        """A shared-prefix training batch: each prompt once, followed by its completions.
+
+        ``prompts``: U prompts (one row each, left-padded, :meth:`encode_prompts`);
+        ``completions[i]`` the i-th sequence's completion, ``unit[i]`` the prompt row it
+        continues. A *unit* is prompt u's real tokens then the completions of the
+        sequences with ``unit[i] == u``, in sequence order. Units fill rows of the widest
+        unit's width by next fit (several short units share a row), each row padded at
+        its end.
+
+        ``inputs``: ``input_ids`` [R, W], ``position_ids`` [R, W] (a prompt's tokens
+        0..P-1; every completion's continue from P, as if it followed the prompt alone)
+        and ``attention_mask`` [R, 1, W, W], a 4-D mask transformers passes to attention
+        as it is (``masking_utils``: "already prepared, or custom"): a prompt token sees
+        its prompt's earlier tokens, a completion token its prompt and its own earlier
+        tokens, never a sibling's nor another unit's; a pad token sees itself only.
+        Boolean (True: attend) for sdpa, additive (0 / dtype min) for eager.
+        ``packed_index`` [C]: the flat [R x W] index of the hidden state that predicts
+        each real completion token (row-major over ``completion_mask``): for a
+        completion's first token, its prompt's last token, which all its siblings share,
+        so the log-prob pass gathers that hidden state once per sibling and the backward
+        adds every sibling's gradient into it. ``completion_ids`` / ``completion_mask``
+        [N, T] as :meth:`encode_training`'s, so callers read it like a padded batch.
+
+        Text only here: a family with images or multi-dimensional positions overrides it
+        (or keeps :attr:`shared_prefix` False)."""
+        extra = sorted(k for k in prompts.inputs if k not in ("input_ids", "attention_mask"))
+        if extra:
+            raise NotImplementedError(f"{self.family}: shared-prefix encoding of {extra}")
+        ids, pmask = prompts.inputs["input_ids"], prompts.inputs["attention_mask"].bool()
+        N, U = len(completions), ids.shape[0]
+        if len(unit) != N:
+            raise ValueError(f"{len(unit)} unit indices for {N} completions")
+        T = max(1, max((len(c) for c in completions), default=1))
+        pad_id = self.pad_token_id()
+        comp = torch.full((N, T), pad_id, dtype=ids.dtype)  # [N, T]
+        comp_mask = torch.zeros((N, T), dtype=prompts.inputs["attention_mask"].dtype)
+        for i, c in enumerate(completions):
+            if len(c):
+                comp[i, : len(c)] = torch.as_tensor(list(c), dtype=ids.dtype)
+                comp_mask[i, : len(c)] = 1
+        members: list[list[int]] = [[] for _ in range(U)]
+        for i, u in enumerate(unit):
+            members[int(u)].append(i)
+        prompt_ids = [ids[u][pmask[u]] for u in range(U)]
+        lengths = [len(prompt_ids[u]) + sum(len(completions[i]) for i in members[u])
+                   for u in range(U)]
+        rows = next_fit(lengths, max(lengths))
+        W = max(sum(lengths[u] for u in r) for r in rows)
+        R = len(rows)
+        input_ids = torch.full((R, W), pad_id, dtype=ids.dtype)
+        position_ids = torch.zeros((R, W), dtype=torch.long)
+        group = torch.full((R, W), -1, dtype=torch.long)  # unit of each token, -1 on padding
+        segment = torch.full((R, W), -1, dtype=torch.long)  # 0 prompt, i + 1 completion i
+        predictor = [[] for _ in range(N)]  # flat index of the state predicting each token
+        for r, units in enumerate(rows):
+            at = 0
+            for u in units:
+                P = len(prompt_ids[u])
+                input_ids[r, at: at + P] = prompt_ids[u]
+                position_ids[r, at: at + P] = torch.arange(P)
+                group[r, at: at + P] = u
+                segment[r, at: at + P] = 0
+                last = r * W + at + P - 1  # the prompt's last token: every first prediction
+                at += P
+                for i in members[u]:
+                    k = len(completions[i])
+                    input_ids[r, at: at + k] = comp[i, :k]
+                    position_ids[r, at: at + k] = P + torch.arange(k)
+                    group[r, at: at + k] = u
+                    segment[r, at: at + k] = i + 1
+                    predictor[i] = ([last] + [r * W + at + t for t in range(k - 1)])[:k]
+                    at += k
+        causal = torch.ones(W, W, dtype=torch.bool).tril()  # [W, W] key <= query
+        same_unit = (group[:, :, None] == group[:, None, :]) & (group[:, :, None] >= 0)
+        visible = (segment[:, None, :] == 0) | (segment[:, :, None] == segment[:, None, :])
+        allowed = (causal & same_unit & visible) | torch.eye(W, dtype=torch.bool)  # [R, W, W]
+        allowed = allowed[:, None]  # [R, 1, W, W]
+        base = unwrap(model)
+        if getattr(base.config, "_attn_implementation", "sdpa") == "eager":
+            dtype = next(base.parameters()).dtype
+            mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(
+                ~allowed, torch.finfo(dtype).min)
+        else:
+            mask = allowed
+        index = torch.tensor([p for i in range(N) for p in predictor[i]], dtype=torch.long)
+        return TrainingBatch(inputs={"input_ids": input_ids, "attention_mask": mask,
+                                     "position_ids": position_ids},
+                             completion_ids=comp, completion_mask=comp_mask,
+                             prompt_len=int(pmask.sum(1).max()), packed_index=index)
 
     def share_images(self, batch: TrainingBatch, copies: Sequence[int]) -> TrainingBatch:
         """*Family hook*: the batch with one vision-tower input per distinct image.

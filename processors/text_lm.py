@@ -26,6 +26,15 @@ class TextLMAdapter(Adapter):
     stop_tokens = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>")
     vllm_tested = True
     packing = True
+    shared_prefix = True
+
+    def can_share_prefix(self, model) -> bool:
+        """Shared-prefix batches for the model types this adapter names (tested on Qwen2
+        and the real SmolLM2, Llama), with full attention in every layer and sdpa or
+        eager attention (``Adapter.can_share_prefix``); a model type it serves as the
+        causal-LM fallback keeps the unshared path."""
+        return (getattr(unwrap(model).config, "model_type", None) in self.model_types
+                and super().can_share_prefix(model))
 
     def can_pack(self, model) -> bool:
         """Packed only for the model types this adapter names (their transformers models

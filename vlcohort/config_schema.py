@@ -463,6 +463,16 @@ class GRPOConfig:
     per-sequence position ids (the attention kept within each sequence), for the old,
     reference and update passes, where the model's family supports it (others stay
     padded). false: every micro-batch padded to its longest sequence."""
+    shared_prefix: bool = False
+    """Shared-prefix updates: within each micro-batch, a prompt's tokens run once, followed
+    by each of its completions (positions continuing from the prompt's end, an attention
+    mask keeping each completion from its siblings), instead of once per completion, for
+    the old, reference and update passes; log-probs and gradients are the unshared
+    update's. Applies where the family supports it (text models of the qwen2, qwen3, llama
+    and mistral types with full attention, sdpa or eager attention; a micro-batch holding
+    one completion per prompt stays unshared); elsewhere the update is the unshared one.
+    Micro-batches keep the rows micro_batch_seqs / micro_batch_tokens give them, so a
+    micro_batch_seqs that is a multiple of the group size shares each prompt fully."""
     disable_dropout: bool = True
     """Set every dropout of the policy and the reference to 0 at build time (TRL's default),
     so the update's train-mode forward gives the eval-mode log-probs (first ratio 1)."""

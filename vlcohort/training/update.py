@@ -27,6 +27,7 @@ from vlcohort.training import grpo
 from vlcohort.training.agent import Agent, zero_stage
 from vlcohort.training.logprobs import completion_logprobs, completion_token_stats
 from vlcohort.training.row_layout import attention_pair_cost, choose_layout, order_and_width
+from vlcohort.training.shared_prefix import shared_batch
 from vlcohort.typed_yaml import ConfigError
 
 #: A packed micro-batch is used only when its rows hold at most this share of the padded
@@ -38,7 +39,8 @@ PACK_MIN_SAVING = 0.9
 
 def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
                   size: int, device: torch.device | None = None, *, tokens: int = 0,
-                  packing: bool = False, mini: int = 0) -> list[tuple[Any, Any]]:
+                  packing: bool = False, mini: int = 0,
+                  shared_prefix: bool = False) -> list[tuple[Any, Any]]:
     """Training batches, encoded once and reused by every pass: ``(rows, batch)`` pairs.
 
     Row n of the rollouts belongs to prompt n // G. Each micro-batch re-encodes its own
@@ -57,19 +59,27 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
     are then encoded in the layout's order); a batch that packing would shrink by less
     than 1 - :data:`PACK_MIN_SAVING` stays padded, in its own order. ``packing`` False,
     ``tokens`` 0: the padded batches of before packing existed.
+
+    ``shared_prefix``: where the family can (``Adapter.can_share_prefix``), each
+    micro-batch, with the same rows, becomes one unit per distinct prompt (the prompt
+    once, then its completions: ``vlcohort/training/shared_prefix.py``), used when it
+    costs at most :data:`PACK_MIN_SAVING` of the batch it replaces (token positions and
+    attention pairs, ``shared_prefix.use_shared``).
     """
     G = rollouts.group_size
     N = len(rollouts.completions)
     pack = packing and agent.adapter.can_pack(agent.model)
+    share = shared_prefix and agent.adapter.can_share_prefix(agent.model)
     one_row = str(getattr(agent.adapter.options, "attn_implementation", "")).startswith("flash")
     prompt_len = prompt_tokens(agent, rendered, rollouts) if tokens > 0 or (pack and not one_row) else []
     if tokens > 0:
         groups: list = token_micro_batches(row_lengths(prompt_len, rollouts), tokens, mini or N)
     else:
         groups = [slice(start, min(N, start + size)) for start in range(0, N, size)]
-    pair_cost = attention_pair_cost(agent.model.config) if pack and not one_row else 0.0
+    pair_cost = attention_pair_cost(agent.model.config) if (pack and not one_row) or share else 0.0
     out = []
     for rows in groups:
+        own_rows = rows  # the shared batch's rows, in their own order (packing may reorder)
         width = 0  # pack_training's row width: 0, rows no wider than the longest sequence
         if pack and not one_row:
             rows, width = packed_order(rows, prompt_len, rollouts, pair_cost)
@@ -85,6 +95,11 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
             packed = agent.adapter.pack_training(agent.model, batch, None if one_row else width)
             if packed.inputs["input_ids"].numel() <= PACK_MIN_SAVING * batch.inputs["input_ids"].numel():
                 batch = packed
+        shared = (shared_batch(agent.adapter, agent.model, rendered, rollouts,
+                               row_indices(own_rows), batch, pair_cost, PACK_MIN_SAVING)
+                  if share else None)
+        if shared is not None:
+            rows, batch = own_rows, shared
         out.append((rows, batch.to(device) if device is not None else batch))
     return out
 
@@ -129,7 +144,8 @@ def update_micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollo
                           f"{layout.ranks_per_agent} ranks per agent: ranks would form unequal "
                           "numbers of micro-batches; set grpo.micro_batch_tokens=0")
     return micro_batches(agent, rendered, rollouts, g.micro_batch_seqs, device,
-                         tokens=g.micro_batch_tokens, packing=g.packing, mini=g.mini_batch_seqs)
+                         tokens=g.micro_batch_tokens, packing=g.packing, mini=g.mini_batch_seqs,
+                         shared_prefix=getattr(g, "shared_prefix", False))
 
 
 def row_indices(rows) -> list[int]:
