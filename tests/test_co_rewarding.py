@@ -351,7 +351,7 @@ def test_cross_view_round_holds_both_wordings(tmp_path):
                              *RUN, "run.steps=1", f"run.output_dir={tmp_path / 'r'}"])
     run = setup(cfg)
     try:
-        prompts = next_prompts(run)
+        prompts = next_prompts(run.cohort())
         assert prompts.partners == (2, 3, 0, 1)
         assert [p.id for p in prompts.problems[:2]] == [p.id for p in prompts.problems[2:]]
         texts = [r.text for r in prompts.rendered[0]]

@@ -61,15 +61,15 @@ class TallyVote(RewardSource):
     def new_state(self, agent, cfg):
         return Tally()
 
-    def before_step(self, run, step, timing):
+    def before_step(self, cohort, step, timing):
         out = {}
-        for i, agent in zip(run.local, run.agents):
+        for i, agent in zip(cohort.local, cohort.agents):
             agent.source_state.steps += 1
             out[i] = {"tally/steps": float(agent.source_state.steps)}
         return out
 
-    def round_inputs(self, run, step, prompts, plan, round_, timing):
-        return {i: agent.source_state for i, agent in zip(run.local, run.agents)}
+    def round_inputs(self, cohort, step, prompts, plan, round_, timing):
+        return {i: agent.source_state for i, agent in zip(cohort.local, cohort.agents)}
 
     def reward(self, x):
         got = label_reward("self_vote", x)

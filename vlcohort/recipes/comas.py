@@ -123,7 +123,7 @@ from vlcohort.processors import ProblemInputError, RenderedPrompt, format_option
 from vlcohort.processors.base import IMAGE_PLACEHOLDER
 from vlcohort.recipes import cohort
 from vlcohort.recipes.driver import Recipe, TrainingError, drive, step_schedules
-from vlcohort.recipes.step import Run, next_prompts
+from vlcohort.recipes.step import Run, take_prompts
 from vlcohort.rollout.base import Rollouts, SamplingParams
 from vlcohort.seeds import step_rollout_seed
 from vlcohort.training import grpo
@@ -525,7 +525,7 @@ def comas_step(run: Run, step: int) -> dict[str, Any]:
     agent -> the step's metrics record."""
     t_step = time.perf_counter()
     t0 = time.perf_counter()
-    problems = next_prompts(run).problems  # [B] every agent renders them; bad ones counted, replaced
+    problems = take_prompts(run).problems  # [B] every agent renders them; bad ones counted, replaced
     disc = discuss(run, step, problems)
     t_rollout = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -91,7 +91,7 @@ from vlcohort.config import Config
 from vlcohort.data.problems import Problem
 from vlcohort.recipes import cohort, comas
 from vlcohort.recipes.driver import Recipe, TrainingError, drive, step_schedules
-from vlcohort.recipes.step import Run, next_prompts
+from vlcohort.recipes.step import Run, take_prompts
 from vlcohort.training.distributed import launched_rank, launched_world_size
 from vlcohort.training.rewards import extract_all, gold_match
 
@@ -340,7 +340,7 @@ def maporl_step(run: Run, step: int, verifier: Verifier | None = None) -> dict[s
     """One MAPoRL step: B problems -> R rounds of discussion -> grades and rewards -> one
     update per agent -> the step's metrics record."""
     t_step = t0 = time.perf_counter()
-    problems = next_prompts(run).problems  # [B]
+    problems = take_prompts(run).problems  # [B]
     d = discuss(run, step, problems)
     grade(run, d, verifier)
     t_rollout = time.perf_counter() - t0

@@ -106,6 +106,43 @@ class Run:
     def answer_kind(self) -> AnswerKind:
         return answer_kind(self.cfg.reward.answer_kind)
 
+    def cohort(self) -> Cohort:
+        """What the step's phases read of the run, as one frozen view."""
+        return Cohort(cfg=self.cfg, layout=self.layout, agents=tuple(self.agents),
+                      local=tuple(self.local), adapters=tuple(self.adapters),
+                      names=tuple(self.names), grader=self.grader,
+                      streams=tuple(self.shards or [self.stream]), progress=self.progress)
+
+
+@dataclass(frozen=True, eq=False)
+class Cohort:
+    """What a step's phases read, fixed for the step: the config, the process layout, the
+    agents trained here (``local`` their cohort indices), every agent's adapter and name,
+    the grader, the problem streams (one, or one per agent under ``data.decouple``) and the
+    driver's progress line (``console.phase``). Nothing here is written by a phase: each
+    phase takes this and the records it reads, and returns the records it makes; the run's
+    counters are updated by :func:`train_step` alone. The agents' models and optimizers
+    and the streams' positions are the state the phases act on, as a step must."""
+
+    cfg: Config
+    layout: Layout
+    agents: tuple[Agent, ...]
+    local: tuple[int, ...]
+    adapters: tuple
+    names: tuple[str, ...]
+    grader: Grader
+    streams: tuple[ProblemStream, ...]
+    progress: Any = None
+
+    @property
+    def talks(self) -> bool:
+        """Whether this process prints and logs (the layout's logger rank)."""
+        return self.layout.is_logger
+
+    @property
+    def answer_kind(self) -> AnswerKind:
+        return answer_kind(self.cfg.reward.answer_kind)
+
 
 # ------------------------------------------------------------------ the phases' records
 
@@ -210,6 +247,7 @@ class Round:
     generated: tuple[Generated, ...]  # [A]
     answered: tuple[Answered, ...]  # [A]
     rewarded: dict[int, Rewarded]  # local agents
+    skipped: dict[str, int] = field(default_factory=dict)  # records skipped to fill it, by reason
 
     def concat(self, other: Round) -> Round:
         """``self`` then ``other``: P + P' prompts, ``other``'s numbered after ``self``'s."""
@@ -225,7 +263,8 @@ class Round:
         return Round(self.problems + other.problems, plan,
                      tuple(a.concat(b) for a, b in zip(self.generated, other.generated)),
                      tuple(a.concat(b) for a, b in zip(self.answered, other.answered)),
-                     {i: r.concat(other.rewarded[i], off) for i, r in self.rewarded.items()})
+                     {i: r.concat(other.rewarded[i], off) for i, r in self.rewarded.items()},
+                     merged_counts(self.skipped, other.skipped))
 
 
 @dataclass(frozen=True)
@@ -245,47 +284,70 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     votes -> each local agent's rewards and update -> the step's metrics record, the same
     on every rank."""
     t_step = time.perf_counter()
+    cohort = run.cohort()
     timing = {"timing/rollout": 0.0, "timing/grading": 0.0}
     started: dict[int, dict[str, float]] = {}  # each source's start of the step, by agent
     for name in sources_of(run.cfg):
-        for i, m in reward_sources.source(name).before_step(run, step, timing).items():
+        for i, m in reward_sources.source(name).before_step(cohort, step, timing).items():
             started[i] = {**started.get(i, {}), **m}
-    batch = sample_round(run, step, 0, timing)  # next_prompts .. reward
+    batch = sample_round(cohort, step, 0, timing)  # next_prompts .. reward
     dyn: dict[int, dict[str, int]] = {}
     if run.cfg.rollout.dynamic_sampling:  # DAPO: flat groups out, refill rounds in
-        batch, dyn = dynamic_sampling(run, step, batch, timing)
+        batch, dyn = dynamic_sampling(cohort, step, batch, timing)
     for i, m in started.items():
         dyn[i] = {**dyn.get(i, {}), **m}
     t0 = time.perf_counter()
-    updated, timing["timing/weight_push"] = update(run, batch)
+    updated, timing["timing/weight_push"] = update(cohort, batch)
     timing["timing/update"] = time.perf_counter() - t0
     passes = [r.pass_s for r in batch.rewarded.values() if r.pass_s is not None]
     if passes:
         timing["timing/intrinsic"] = sum(passes)
-    return step_record(run, step, batch, updated, dyn, timing, t_step)
+    record = step_record(cohort, step, batch, updated, dyn, timing, t_step)
+    # the run's counters, written here only
+    run.skipped_records = merged_counts(run.skipped_records, batch.skipped)
+    if record["cohort/no_signal"]:
+        run.no_signal_steps += 1
+    return record
 
 
-def sample_round(run: Run, step: int, round_: int, timing: dict[str, float]) -> Round:
+def take_prompts(run: Run) -> Prompts:
+    """:func:`next_prompts` for a recipe holding the run (CoMAS, MAPoRL): the records it
+    skipped are counted in the run's ``skipped_records``."""
+    prompts = next_prompts(run.cohort())
+    run.skipped_records = merged_counts(run.skipped_records, prompts.skipped)
+    return prompts
+
+
+def merged_counts(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    """Counts by reason, ``a`` plus ``b`` (a new dict)."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def sample_round(cohort: Cohort, step: int, round_: int, timing: dict[str, float]) -> Round:
     """The first five phases on the stream's next P prompts: next_prompts -> generate ->
     exchange_answers -> vote -> reward; their seconds are added to ``timing``'s rollout
     and grading."""
-    with phase(run, "next prompts" + _round_note(round_)):
-        prompts = next_prompts(run)
+    with phase(cohort, "next prompts" + _round_note(round_)):
+        prompts = next_prompts(cohort)
     problems, rendered = prompts.problems, prompts.rendered  # [P], [A][P]
-    plan = step_plan(run.layout, len(problems), run.cfg.data.decouple)
+    plan = step_plan(cohort.layout, len(problems), cohort.cfg.data.decouple)
     extras: dict[int, Any] = {}  # each source's extra rollouts of the round, by local agent
-    for name in sources_of(run.cfg):  # every rank: a source's work may hold collectives
-        extras.update(reward_sources.source(name).round_inputs(run, step, prompts, plan,
+    for name in sources_of(cohort.cfg):  # every rank: a source's work may hold collectives
+        extras.update(reward_sources.source(name).round_inputs(cohort, step, prompts, plan,
                                                                round_, timing))
     t0 = time.perf_counter()
-    generated = generate(run, step, rendered, plan, round_)
+    generated = generate(cohort, step, rendered, plan, round_)
     timing["timing/rollout"] += time.perf_counter() - t0
     t0 = time.perf_counter()
-    with phase(run, "answers, votes and rewards" + _round_note(round_)):
-        answered = vote(run, exchange_answers(run, generated, plan, problems), problems)
-        rewarded = reward(run, generated, answered, problems, plan, extras, prompts.partners)
+    with phase(cohort, "answers, votes and rewards" + _round_note(round_)):
+        answered = vote(cohort, exchange_answers(cohort, generated, plan, problems), problems)
+        rewarded = reward(cohort, generated, answered, problems, plan, extras, prompts.partners)
     timing["timing/grading"] += time.perf_counter() - t0
-    return Round(tuple(problems), plan, tuple(generated), tuple(answered), rewarded)
+    return Round(tuple(problems), plan, tuple(generated), tuple(answered), rewarded,
+                 dict(prompts.skipped))
 
 
 def _round_note(round_: int) -> str:
@@ -304,14 +366,15 @@ class Prompts:
     rendered: list[list[RenderedPrompt]]  # [A][P]
     teacher_rendered: list[list[RenderedPrompt]]  # [A][P]
     partners: tuple[int, ...] = ()  # [P]
+    skipped: dict[str, int] = field(default_factory=dict)  # records that failed to render, by reason
 
 
-def next_prompts(run: Run) -> Prompts:
+def next_prompts(cohort: Cohort) -> Prompts:
     """P problems that every agent can render, and each agent's rendering of them [A][P].
 
     A problem that fails to render for any agent (missing or corrupt image, placeholder
     mismatch, empty question, a prompt over ``data.max_prompt_tokens``) is skipped for all
-    agents, counted by reason, and replaced.
+    agents, counted by reason (``Prompts.skipped``), and replaced.
     Each agent renders its own view of the problem (``agents.N.view``; the same text by
     default); the problems, options and gold are shared, so votes compare like with like.
     With ``data.decouple`` the P = A x B problems come B from each agent's shard, in agent
@@ -325,38 +388,39 @@ def next_prompts(run: Run) -> Prompts:
     policy answers the original and those the rephrasing. A problem either wording fails
     to render is skipped.
     """
-    B = run.cfg.rollout.prompts_per_step
-    w = wordings_of(run.cfg)
+    B = cohort.cfg.rollout.prompts_per_step
+    w = wordings_of(cohort.cfg)
     cross, teacher_other = w.both, w.teacher_other
     problems: list[Problem] = []
-    rendered: list[list[RenderedPrompt]] = [[] for _ in run.names]
-    rephrased: list[list[RenderedPrompt]] = [[] for _ in run.names]
-    sources = run.shards or [run.stream]
+    rendered: list[list[RenderedPrompt]] = [[] for _ in cohort.names]
+    rephrased: list[list[RenderedPrompt]] = [[] for _ in cohort.names]
+    sources = cohort.streams
+    skipped: dict[str, int] = {}
     attempts = 0
     while len(problems) < B * len(sources):
         stream = sources[len(problems) // B]
         attempts += 1
-        if attempts > 10 * B * len(sources) + len(run.stream.problems):
+        if attempts > 10 * B * len(sources) + sum(len(s.problems) for s in sources):
             raise TrainingError("could not find renderable problems: every record fails; "
-                                f"skipped so far: {run.skipped_records}")
+                                f"skipped in this round: {skipped}")
         p = stream.next()
-        pr = run.cfg.prompt
+        pr, max_tokens = cohort.cfg.prompt, cohort.cfg.data.max_prompt_tokens
         try:
             if cross or teacher_other:  # the question as asked, and its rephrasings
-                r = [ad.render(p, pr.system_prompt, pr.instruction,
-                               max_tokens=run.cfg.data.max_prompt_tokens) for ad in run.adapters]
+                r = [ad.render(p, pr.system_prompt, pr.instruction, max_tokens=max_tokens)
+                     for ad in cohort.adapters]
                 v = [ad.render(view_of(p, name), pr.system_prompt, pr.instruction,
-                               max_tokens=run.cfg.data.max_prompt_tokens)
-                     for ad, name in zip(run.adapters, run.names)]
+                               max_tokens=max_tokens)
+                     for ad, name in zip(cohort.adapters, cohort.names)]
             else:
                 r = [ad.render(view_of(p, name), pr.system_prompt, pr.instruction,
-                               max_tokens=run.cfg.data.max_prompt_tokens)
-                     for ad, name in zip(run.adapters, run.names)]
+                               max_tokens=max_tokens)
+                     for ad, name in zip(cohort.adapters, cohort.names)]
                 v = r
         except ProblemInputError as e:
             reason = getattr(e, "reason", type(e).__name__)
-            run.skipped_records[reason] = run.skipped_records.get(reason, 0) + 1
-            if run.talks:
+            skipped[reason] = skipped.get(reason, 0) + 1
+            if cohort.talks:
                 print(f"skipped record: {e}", file=sys.stderr)
             continue
         problems.append(p)
@@ -374,90 +438,90 @@ def next_prompts(run: Run) -> Prompts:
         # the EMA teacher (teacher_view=rephrased) answers each prompt's other wording
         teacher = ([[ra[partners[b]] for b in range(len(problems))] for ra in rendered]
                    if teacher_other else rendered)
-        return Prompts(problems, rendered, teacher, partners)
-    return Prompts(problems, rendered, rephrased if teacher_other else rendered)
+        return Prompts(problems, rendered, teacher, partners, skipped)
+    return Prompts(problems, rendered, rephrased if teacher_other else rendered, (), skipped)
 
 
-def generate(run: Run, step: int, rendered: list[list[RenderedPrompt]], plan: StepPlan,
+def generate(cohort: Cohort, step: int, rendered: list[list[RenderedPrompt]], plan: StepPlan,
              round_: int = 0) -> list[Generated]:
     """Every local agent samples G completions for each prompt this rank generates; the
     seed is a pure function of (run seed, step, agent, group rank, dynamic-sampling round),
     so a resumed run samples what the straight run did. Returns [A] records (no rollouts
     for an agent trained in another process)."""
-    cfg = run.cfg
+    cfg = cohort.cfg
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
                               temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
     rollouts: dict[int, Rollouts] = {}
-    for i, agent in zip(run.local, run.agents):
-        seed = step_rollout_seed(cfg.run.seed, step, i, run.layout.group_rank, round_)
-        with phase(run, f"generate {agent.name}" + _round_note(round_)), agent.generation_context():
+    for i, agent in zip(cohort.local, cohort.agents):
+        seed = step_rollout_seed(cfg.run.seed, step, i, cohort.layout.group_rank, round_)
+        with phase(cohort, f"generate {agent.name}" + _round_note(round_)), agent.generation_context():
             rollouts[i] = agent.engine.generate(
                 [rendered[i][b] for b in plan.generated], cfg.rollout.rollouts_per_prompt,
                 sampling, seed=seed)
     return [Generated(tuple(r), rollouts.get(i)) for i, r in enumerate(rendered)]
 
 
-def exchange_answers(run: Run, generated: list[Generated], plan: StepPlan,
+def exchange_answers(cohort: Cohort, generated: list[Generated], plan: StepPlan,
                      problems: list[Problem]) -> list[Answered]:
     """Every agent's answers [P][G], lengths and finished flags [P x G] on every rank: one
     all-gather of each rank's pieces ``{agent: {"prompts", "answers", "lengths",
     "finished"}}``, reassembled in prompt order. An answer is what the run's answer kind
     says (``AnswerKind.answers``); for code, the sandbox runs here, once per program, on
     the rank that generated it, and only the short keys cross."""
-    cfg, G, P = run.cfg, run.cfg.rollout.rollouts_per_prompt, plan.n_prompts
-    mine = run.answer_kind.answers(
-        {i: generated[i].rollouts.texts_by_prompt() for i in run.local},
+    cfg, G, P = cohort.cfg, cohort.cfg.rollout.rollouts_per_prompt, plan.n_prompts
+    mine = cohort.answer_kind.answers(
+        {i: generated[i].rollouts.texts_by_prompt() for i in cohort.local},
         [problems[b] for b in plan.generated], cfg.reward.answer_style,
         workers=cfg.reward.code_workers or None)  # {agent: [P_r][G]}
     local = {i: {"prompts": list(plan.generated), "lengths": generated[i].rollouts.lengths().tolist(),
                  "finished": generated[i].rollouts.finished, "answers": mine[i]}
-             for i in run.local}
+             for i in cohort.local}
     answers = [[None] * P for _ in generated]
     lengths = [[0] * (P * G) for _ in generated]
     finished = [[False] * (P * G) for _ in generated]
-    for piece in run.layout.gather(local, "the step's answers"):
+    for piece in cohort.layout.gather(local, "the step's answers"):
         for i, part in piece.items():
             for j, b in enumerate(part["prompts"]):
                 answers[i][b] = part["answers"][j]
                 lengths[i][b * G:(b + 1) * G] = part["lengths"][j * G:(j + 1) * G]
                 finished[i][b * G:(b + 1) * G] = part["finished"][j * G:(j + 1) * G]
-    missing = [name for name, a in zip(run.names, answers) if any(x is None for x in a)]
+    missing = [name for name, a in zip(cohort.names, answers) if any(x is None for x in a)]
     if missing:
         raise TrainingError(f"answers of agent(s) {missing} are missing after the exchange")
     return [Answered(tuple(a), torch.tensor(n), tuple(f))
             for a, n, f in zip(answers, lengths, finished)]
 
 
-def vote(run: Run, answered: list[Answered], problems: list[Problem]) -> list[Answered]:
+def vote(cohort: Cohort, answered: list[Answered], problems: list[Problem]) -> list[Answered]:
     """Each agent's plurality vote [P] over its G answers (the same on every rank), compared
     by the answer kind's grader (code keys: exactly)."""
-    r = run.cfg.reward
-    grader = run.answer_kind.grader(run.grader)
+    r = cohort.cfg.reward
+    grader = cohort.answer_kind.grader(cohort.grader)
     return [replace(a, votes=tuple(vote_all(a.answers, problems, r.tie, r.min_share, grader,
                                             r.min_share_of)))
             for a in answered]
 
 
-def reward(run: Run, generated: list[Generated], answered: list[Answered],
+def reward(cohort: Cohort, generated: list[Generated], answered: list[Answered],
            problems: list[Problem], plan: StepPlan, extras: dict[int, Any] | None = None,
            partners: tuple[int, ...] = ()) -> dict[int, Rewarded]:
     """Each local agent's reward (its source: ``agents.N.reward_source`` or the method's)
     and group-normalised advantages [P, G] over its own prompts on this rank
     (``extras``: {agent: what its source's ``round_inputs`` made}; ``partners`` [P]: each
     prompt's other wording where the round holds both)."""
-    return {i: reward_agent(run, i, agent, generated[i], answered, problems, plan,
+    return {i: reward_agent(cohort, i, agent, generated[i], answered, problems, plan,
                             (extras or {}).get(i), partners)
-            for i, agent in zip(run.local, run.agents)}
+            for i, agent in zip(cohort.local, cohort.agents)}
 
 
-def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[Answered],
+def reward_agent(cohort: Cohort, i: int, agent: Agent, gen: Generated, answered: list[Answered],
                  problems: list[Problem], plan: StepPlan, extra: Any = None,
                  partners: tuple[int, ...] = ()) -> Rewarded:
     """Local agent ``i``'s :class:`Rewarded`: the source's rewards (plus DAPO's soft
     overlong penalty and the reward-side KL, where set), then the advantages. The batch
     std of ``grpo.adv_scale=batch`` is over the agent's own prompts (``plan.owned``), not
     the step's other shards under ``data.decouple``: the batch it is updated on."""
-    cfg, kind = run.cfg, run.answer_kind
+    cfg, kind = cohort.cfg, cohort.answer_kind
     source = reward_sources.source(agent_reward_source(cfg, i))
     sel = Selection.of(gen, plan, plan.trained(i))
     spent: list[float] = []
@@ -472,7 +536,7 @@ def reward_agent(run: Run, i: int, agent: Agent, gen: Generated, answered: list[
     got = source.reward(RewardInputs(
         agent=i, answers=answered[i].answers, votes=[a.votes for a in answered],
         problems=problems, trained=list(sel.prompts), token_stats=stats,
-        group_size=cfg.rollout.rollouts_per_prompt, grader=kind.grader(run.grader),
+        group_size=cfg.rollout.rollouts_per_prompt, grader=kind.grader(cohort.grader),
         topology=cfg.reward.topology, tie=cfg.reward.tie,
         format_weight=cfg.reward.format_weight, ring=cfg.reward.ring, answer_kind=kind.name,
         trained_texts=kind.texts_for_reward(sel.rollouts), code_workers=cfg.reward.code_workers or None,
@@ -516,14 +580,14 @@ def kl_penalised(agent: Agent, sel: Selection, got: Reward, cfg: Config) -> tupl
 # ------------------------------------------------------------------ dynamic sampling (DAPO)
 
 
-def dynamic_sampling(run: Run, step: int, batch: Round,
+def dynamic_sampling(cohort: Cohort, step: int, batch: Round,
                      timing: dict[str, float]) -> tuple[Round, dict[int, dict[str, int]]]:
     """DAPO's dynamic sampling (Yu et al., arXiv 2503.14476, sec. 3.2; verl's
     ``filter_groups``), ``rollout.dynamic_sampling``: each agent's groups whose G values of
     ``rollout.dynamic_sampling_metric`` are all equal (:func:`filter_values`; by default
     the task verdict: all right or all wrong) are dropped from its update, and extra
     rounds refill it until it holds B groups with a signal or
-    ``rollout.dynamic_sampling_max_rounds`` extra rounds have run. A group of one outcome
+    ``rollout.dynamic_sampling_max_rounds`` extra rounds have cohort. A group of one outcome
     teaches nothing about the task, but its tokens count in the loss's denominator (and
     in a KL term), so it dilutes every other group's step; filtering on the shaped reward
     instead would keep it whenever the overlong penalty or a reward-side KL splits it.
@@ -552,14 +616,14 @@ def dynamic_sampling(run: Run, step: int, batch: Round,
     """
     first = batch
     target = [len(own) for own in first.plan.owned]  # [A] B groups each (its block under decouple)
-    metric = run.cfg.rollout.dynamic_sampling_metric
-    signal = signal_groups(run, batch.rewarded, len(run.names), metric)
+    metric = cohort.cfg.rollout.dynamic_sampling_metric
+    signal = signal_groups(cohort, batch.rewarded, len(cohort.names), metric)
     rounds = 0
-    while rounds < run.cfg.rollout.dynamic_sampling_max_rounds and any(
+    while rounds < cohort.cfg.rollout.dynamic_sampling_max_rounds and any(
             len(found) < want for found, want in zip(signal, target)):
         rounds += 1
-        batch = batch.concat(sample_round(run, step, rounds, timing))
-        signal = signal_groups(run, batch.rewarded, len(run.names), metric)
+        batch = batch.concat(sample_round(cohort, step, rounds, timing))
+        signal = signal_groups(cohort, batch.rewarded, len(cohort.names), metric)
     generated = set(batch.plan.generated)
     rewarded, dyn = {}, {}
     for i, grown in batch.rewarded.items():
@@ -575,7 +639,7 @@ def dynamic_sampling(run: Run, step: int, batch: Round,
             advantages = grown.advantages
         else:
             sel, old = Selection.of(batch.generated[i], batch.plan, kept), None  # [n x G]
-            advantages = kept_advantages(grown, kept, run.cfg.grpo.adv_scale)
+            advantages = kept_advantages(grown, kept, cohort.cfg.grpo.adv_scale)
         rewarded[i] = replace(grown, selection=sel, reward=replace(grown.reward, old=old),
                               advantages=advantages)
     return replace(batch, rewarded=rewarded), dyn
@@ -609,7 +673,7 @@ def filter_values(r: Rewarded, metric: str) -> torch.Tensor:
                          + ", ".join(FILTER_METRICS)) from None
 
 
-def signal_groups(run: Run, rewarded: dict[int, Rewarded], n_agents: int,
+def signal_groups(cohort: Cohort, rewarded: dict[int, Rewarded], n_agents: int,
                   metric: str = "acc") -> list[list[int]]:
     """[A] each agent's trained prompts whose group has a signal (a reward and G values of
     ``metric`` not all equal: :func:`~vlcohort.training.grpo.varied_groups`), in prompt
@@ -619,7 +683,7 @@ def signal_groups(run: Run, rewarded: dict[int, Rewarded], n_agents: int,
         varied = grpo.varied_groups(filter_values(r, metric), r.reward.scored.valid)  # [P]
         local[i] = [b for b in r.selection.prompts if bool(varied[b])]
     found: list[set[int]] = [set() for _ in range(n_agents)]
-    for piece in run.layout.gather(local, "the groups with a learning signal"):
+    for piece in cohort.layout.gather(local, "the groups with a learning signal"):
         for i, prompts in piece.items():
             found[i].update(prompts)
     return [sorted(s) for s in found]
@@ -628,19 +692,19 @@ def signal_groups(run: Run, rewarded: dict[int, Rewarded], n_agents: int,
 # -------------------------------------------------------------------- update and metrics
 
 
-def update(run: Run, batch: Round) -> tuple[dict[int, Updated], float]:
+def update(cohort: Cohort, batch: Round) -> tuple[dict[int, Updated], float]:
     """Each local agent's GRPO update from its selection and advantages; the LR schedule
     follows RL steps, updated or not. The whole agent group takes the update (DeepSpeed
     collectives) or the whole group skips it. Returns the updates and the seconds spent
     pushing updated weights into the rollout engines (part of the update's time)."""
-    cfg = run.cfg
+    cfg = cohort.cfg
     pushed = 0.0
     out: dict[int, Updated] = {}
-    for i, agent in zip(run.local, run.agents):
-        with phase(run, f"update {agent.name}"):
+    for i, agent in zip(cohort.local, cohort.agents):
+        with phase(cohort, f"update {agent.name}"):
             r = batch.rewarded[i]
             own = torch.tensor(batch.plan.owned[i], dtype=torch.long)
-            has_signal = run.layout.group_any(bool((r.advantages[own] != 0).any()),
+            has_signal = cohort.layout.group_any(bool((r.advantages[own] != 0).any()),
                                               "whether the group has a signal")
             if has_signal or trains_without_advantage(cfg.grpo):  # KL term alone: still a step
                 sel = r.selection
@@ -654,36 +718,34 @@ def update(run: Run, batch: Round) -> tuple[dict[int, Updated], float]:
             else:
                 metrics = {"lr": agent.optimizer.param_groups[0]["lr"], "skipped_updates": 0}
         out[i] = Updated(has_signal, metrics)
-    step_schedules(run.agents)
+    step_schedules(cohort.agents)
     return out, pushed
 
 
-def step_record(run: Run, step: int, batch: Round, updated: dict[int, Updated],
+def step_record(cohort: Cohort, step: int, batch: Round, updated: dict[int, Updated],
                 dyn: dict[int, dict[str, int]], timing: dict[str, float],
                 t_step: float) -> dict[str, Any]:
     """The step's metrics: each local agent's from its group's leader, gathered into one
     record on every rank (so every rank takes the same decisions from it), plus the
     cohort's agreement and whether anything learned."""
     parts: dict[str, Any] = dict(timing)
-    if run.layout.group_rank == 0:
-        for i in run.local:
-            name = run.names[i]
-            parts.update(agent_metrics(f"agent/{name}/", batch, i, run.grader, run.answer_kind))
+    if cohort.layout.group_rank == 0:
+        for i in cohort.local:
+            name = cohort.names[i]
+            parts.update(agent_metrics(f"agent/{name}/", batch, i, cohort.grader, cohort.answer_kind))
             parts.update({f"agent/{name}/{k}": v for k, v in updated[i].metrics.items()})
             parts.update({f"agent/{name}/{k}": v for k, v in dyn.get(i, {}).items()})
             parts.update({f"agent/{name}/{k}": v for k, v in batch.rewarded[i].reward.metrics.items()})
             parts[f"_signal/{name}"] = updated[i].has_signal
     record: dict[str, Any] = {"step": step}
-    for piece in run.layout.gather(parts, "the step's metrics"):
+    for piece in cohort.layout.gather(parts, "the step's metrics"):
         for k, v in piece.items():
             record[k] = max(record.get(k, v), v) if k.startswith("timing/") else v
     # every flag popped (a bare any() over the pops stopped at the first True and left the
     # later agents' "_signal/<a>" keys in metrics.jsonl)
-    any_signal = any([record.pop(f"_signal/{n}") for n in run.names])
-    if not any_signal:
-        run.no_signal_steps += 1
+    any_signal = any([record.pop(f"_signal/{n}") for n in cohort.names])
     record["cohort/agreement"] = agreement([a.votes for a in batch.answered], batch.problems,
-                                           run.answer_kind.grader(run.grader))
+                                           cohort.answer_kind.grader(cohort.grader))
     record["cohort/no_signal"] = 0.0 if any_signal else 1.0
     record["timing/step"] = time.perf_counter() - t_step
     return record

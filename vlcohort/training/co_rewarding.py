@@ -133,17 +133,17 @@ class EMATeacherVote(RewardSource):
         # after DeepSpeed: under ZeRO-3 the teacher keeps the EMA of this rank's partitions
         return TeacherState(EMATeacher(agent.model, cfg.reward.ema.device), cfg.reward.ema.device)
 
-    def before_step(self, run, step: int, timing: dict[str, float]) -> dict[int, dict[str, float]]:
+    def before_step(self, cohort, step: int, timing: dict[str, float]) -> dict[int, dict[str, float]]:
         timing.setdefault("timing/teacher", 0.0)
-        return update_teachers(run, step)
+        return update_teachers(cohort, step)
 
-    def round_inputs(self, run, step: int, prompts, plan, round_: int,
+    def round_inputs(self, cohort, step: int, prompts, plan, round_: int,
                      timing: dict[str, float]) -> dict[int, Any]:
         # before the policies generate: a vllm engine then ends on the policy's own
         # generate, asleep as always
         t0 = time.perf_counter()
-        sampled = teacher_generate(run, step, prompts.teacher_rendered, plan, round_)
-        votes = teacher_vote(run, sampled, plan, prompts.problems)  # {agent: [P]}
+        sampled = teacher_generate(cohort, step, prompts.teacher_rendered, plan, round_)
+        votes = teacher_vote(cohort, sampled, plan, prompts.problems)  # {agent: [P]}
         timing["timing/teacher"] = timing.get("timing/teacher", 0.0) + time.perf_counter() - t0
         return votes
 
@@ -215,20 +215,20 @@ def _all_agents_use(cfg, name: str, why: str) -> None:
 # ------------------------------------------------------------------ the EMA teachers' step
 
 
-def update_teachers(run, step: int) -> dict[int, dict[str, float]]:
+def update_teachers(cohort, step: int) -> dict[int, dict[str, float]]:
     """Each local EMA teacher's update of step ``step`` (every ``reward.ema.every`` steps,
     before it samples; ``training/ema.py``), and its ``teacher/*`` metrics: the policy's
     weight ``alpha`` in the update (absent on a step without one) and, on step 1, the
     teacher's memory in bytes (logged once)."""
-    e = run.cfg.reward.ema
+    e = cohort.cfg.reward.ema
     out: dict[int, dict[str, float]] = {}
-    for i, agent in zip(run.local, run.agents):
+    for i, agent in zip(cohort.local, cohort.agents):
         teacher = _teacher(agent)
         if teacher is None:
             continue
         m: dict[str, float] = {}
         if step % e.every == 0:
-            m["teacher/alpha"] = cosine_alpha(step, run.cfg.run.steps, e.alpha_start, e.alpha_end)
+            m["teacher/alpha"] = cosine_alpha(step, cohort.cfg.run.steps, e.alpha_start, e.alpha_end)
             teacher.update(m["teacher/alpha"])
         if step == 1:
             m["teacher/bytes"] = float(teacher.nbytes)
@@ -236,59 +236,59 @@ def update_teachers(run, step: int) -> dict[int, dict[str, float]]:
     return out
 
 
-def teacher_generate(run, step: int, rendered, plan, round_: int = 0) -> dict[int, Rollouts]:
+def teacher_generate(cohort, step: int, rendered, plan, round_: int = 0) -> dict[int, Rollouts]:
     """Each local agent's EMA teacher samples G completions of each prompt this rank
     generates, with the policy's sampling settings and a seed of its own
     (``seeds.TEACHER_SEED_OFFSET``): its weights swapped into the policy module for the call
     and restored after it (``EMATeacher.swapped_in``, the engine's ``generate_with``), so
     no second model or engine exists. ``rendered`` [A][P]: what each teacher answers."""
-    cfg = run.cfg
+    cfg = cohort.cfg
     sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens,
                               temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
     out: dict[int, Rollouts] = {}
-    for i, agent in zip(run.local, run.agents):
+    for i, agent in zip(cohort.local, cohort.agents):
         teacher = _teacher(agent)
         if teacher is None:
             continue
-        seed = (step_rollout_seed(cfg.run.seed, step, i, run.layout.group_rank, round_)
+        seed = (step_rollout_seed(cfg.run.seed, step, i, cohort.layout.group_rank, round_)
                 + TEACHER_SEED_OFFSET) % (2**31 - 1)
         # the teacher's (ZeRO-3: partitions) in first, then gathered for the engine
         weights = contextlib.ExitStack()
         weights.enter_context(teacher.swapped_in())
         weights.enter_context(agent.generation_context())
         note = f" (refill round {round_})" if round_ else ""
-        with phase(run, f"EMA teacher of {agent.name} generates{note}"):
+        with phase(cohort, f"EMA teacher of {agent.name} generates{note}"):
             out[i] = agent.engine.generate_with(
                 weights, agent.model, [rendered[i][b] for b in plan.generated],
                 cfg.rollout.rollouts_per_prompt, sampling, seed=seed)
     return out
 
 
-def teacher_vote(run, sampled: dict[int, Rollouts], plan, problems) -> dict[int, list]:
+def teacher_vote(cohort, sampled: dict[int, Rollouts], plan, problems) -> dict[int, list]:
     """Each EMA teacher's plurality vote [P] over its G answers to each prompt, by the run's
     answer kind, grader and vote rules (``vote_all``, as every other vote): its answers
     to the prompts each rank generated are gathered (one all-gather, every rank takes
     part) and voted where its agent trains. Returns {agent: [P] votes} for local agents."""
-    cfg, G, P = run.cfg, run.cfg.rollout.rollouts_per_prompt, plan.n_prompts
-    mine = run.answer_kind.answers(
+    cfg, G, P = cohort.cfg, cohort.cfg.rollout.rollouts_per_prompt, plan.n_prompts
+    mine = cohort.answer_kind.answers(
         {i: r.texts_by_prompt() for i, r in sampled.items()},
         [problems[b] for b in plan.generated], cfg.reward.answer_style,
         workers=cfg.reward.code_workers or None) if sampled else {}  # {agent: [P_r][G]}
     local = {i: {"prompts": list(plan.generated), "answers": a} for i, a in mine.items()}
     answers: dict[int, list] = {}
-    for piece in run.layout.gather(local, "the EMA teachers' answers"):
+    for piece in cohort.layout.gather(local, "the EMA teachers' answers"):
         for i, part in piece.items():
             row = answers.setdefault(i, [None] * P)
             for j, b in enumerate(part["prompts"]):
                 row[b] = part["answers"][j]
     r = cfg.reward
-    grader = run.answer_kind.grader(run.grader)
+    grader = cohort.answer_kind.grader(cohort.grader)
     out = {}
-    for i in run.local:
+    for i in cohort.local:
         if i not in answers:
             continue
         if any(a is None or len(a) != G for a in answers[i]):
-            raise RunError(f"the EMA teacher of agent {run.names[i]!r} lacks answers to "
+            raise RunError(f"the EMA teacher of agent {cohort.names[i]!r} lacks answers to "
                            "some prompts after the exchange")
         out[i] = vote_all(answers[i], problems, r.tie, r.min_share, grader, r.min_share_of)
     return out

@@ -23,8 +23,8 @@ What a source declares:
 * ``new_state(agent, cfg)``: per-agent state kept across steps (:class:`AgentState`: the
   EMA teacher), saved in the agent's folder of every full checkpoint and restored on
   resume;
-* ``before_step(run, step, timing)`` and ``round_inputs(run, step, prompts, plan, round_,
-  timing)``: work at the start of a step (the EMA update) and extra rollouts per round
+* ``before_step(cohort, step, timing)`` and ``round_inputs(cohort, step, prompts, plan,
+  round_, timing)``: work at the start of a step (the EMA update) and extra rollouts per round
   (the teacher's samples and vote), whose result reaches the agent's ``reward`` as
   ``x.extra``;
 * ``metrics``: the patterns of the keys it logs and their docs, added to
@@ -112,11 +112,13 @@ class RewardSource:
         model and engine), or None."""
         return None
 
-    def before_step(self, run, step: int, timing: dict[str, float]) -> dict[int, dict[str, float]]:
-        """Work at the start of step ``step``, before any sampling; {agent: metrics}."""
+    def before_step(self, cohort, step: int, timing: dict[str, float]) -> dict[int, dict[str, float]]:
+        """Work at the start of step ``step``, before any sampling; {agent: metrics}.
+        ``cohort``: the step's frozen view of the run (``recipes.step.Cohort``: cfg, layout,
+        agents and their ``local`` indices, names, grader, answer kind, progress)."""
         return {}
 
-    def round_inputs(self, run, step: int, prompts, plan, round_: int,
+    def round_inputs(self, cohort, step: int, prompts, plan, round_: int,
                      timing: dict[str, float]) -> dict[int, Any]:
         """Extra work per round before the policies generate (every rank calls it: it may
         hold collectives); {local agent: what its ``reward`` reads as ``x.extra``}."""
