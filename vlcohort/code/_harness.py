@@ -24,6 +24,7 @@ Modes (payload["mode"]), each case reported as one JSON line on the side channel
 import builtins
 import json
 import os
+import signal
 import sys
 import time
 
@@ -187,8 +188,15 @@ def _case(i, fn):
 
 
 def main(p):
+    """One check, in a sandbox of its own (``pair.run_pair``)."""
     rfd, wfd = open_pair_fds(b"H")
     side_fd = int(os.environ.pop("VLCOHORT_SIDE_FD"))
+    judge(p, rfd, wfd, side_fd)
+
+
+def judge(p, rfd, wfd, side_fd):
+    """Run the check ``p`` against the candidate behind (rfd, wfd); verdict lines on
+    ``side_fd``."""
 
     def emit(d):
         os.write(side_fd, (json.dumps(d) + "\n").encode("utf-8"))
@@ -236,3 +244,143 @@ def main(p):
         for i, call in enumerate(p["cases"]):
             emit(_case(i, lambda: json.dumps(canonical(encode(
                 eval(compile(call, "<call>", "eval"), ns))), sort_keys=True)))
+
+
+# ---------------------------------------------------------------------------------------
+# The fork server (``harness_pool.py``): one sandbox serving many checks, one child each
+
+#: A child's exit code when it ran out of memory (the host reports status "memory").
+MEMORY_EXIT = 86
+#: What a check may leave behind in the sandbox's writable folders: emptied after each.
+SCRATCH = ("/tmp/work", "/dev/shm")
+
+
+def _empty(folder):
+    """Remove everything below ``folder`` (not the folder itself); errors ignored."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                _empty(path)
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def _child(p, rfd, wfd, side_fd, ctl_fd):
+    """In the forked child: the check, then ``os._exit`` (never back to the server)."""
+    code = 1
+    try:
+        os.close(ctl_fd)  # the host's control socket: the parent's only
+        os.setpgid(0, 0)  # what the tests start dies with the check (killpg)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # no output shared with later checks (or its cap)
+            os.dup2(null, fd)
+        os.close(null)
+        judge(p, rfd, wfd, side_fd)
+        code = 0
+    except MemoryError:
+        code = MEMORY_EXIT
+    except BaseException:
+        code = 1
+    os._exit(code)
+
+
+def _wait_child(pid, wall_s):
+    """(status, exit code, reason) of the child ``pid``, killed past ``wall_s``."""
+    deadline = time.monotonic() + wall_s
+    try:
+        pfd = os.pidfd_open(pid)
+    except OSError:
+        pfd = None
+    timed_out = False
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            break
+        if pfd is not None:
+            _wait(pfd, select.POLLIN, min(left, 1.0))
+        else:
+            time.sleep(min(left, 0.002))
+    if pfd is not None:
+        os.close(pfd)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # anything the check's tests left running
+    except OSError:
+        pass
+    code = os.waitstatus_to_exitcode(status)
+    if timed_out:
+        return "timeout", None, f"timeout: wall {wall_s:g} s"
+    if code == 0:
+        return "ok", 0, ""
+    if code == MEMORY_EXIT:
+        return "memory", code, "memory: the harness ran out of memory (MemoryError)"
+    if code == -signal.SIGXCPU:
+        return "timeout", code, "timeout: the harness's cpu time (RLIMIT_CPU)"
+    if code < 0:
+        return "killed", code, f"the harness was killed by signal {-code}"
+    return "error", code, f"the harness ended with exit {code}"
+
+
+def serve(_p):
+    """The fork server: on the control socket (``$VLCOHORT_PASS_FDS``), each job is one
+    byte with four fds (a memfd holding the check's JSON payload, the pipe to the
+    candidate, the pipe from it, the verdict pipe); a fresh child forked from this
+    interpreter (which never runs test or candidate code itself) runs the check and
+    exits; once it is reaped (killed past the payload's ``wall_s``) and the scratch
+    folders are emptied, one line ``{"done": n, "status": ..., ...}`` goes back."""
+    import socket
+    ctl = int(os.environ.pop("VLCOHORT_PASS_FDS"))
+    os.environ.pop("VLCOHORT_SIDE_FD", None)
+    sock = socket.socket(fileno=ctl)
+    sock.sendall(b'{"ready": true}\n')
+    n = 0
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, 16, 4)
+        except OSError:
+            break
+        if not msg:
+            break  # the host closed its end: done
+        n += 1
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            sock.sendall((json.dumps({"done": n, "status": "error", "code": None,
+                                      "reason": "a job without its four fds"}) + "\n").encode())
+            continue
+        memfd, wfd, rfd, side_fd = fds
+        t0 = time.monotonic()
+        try:
+            with os.fdopen(memfd, "rb") as f:
+                p = json.loads(f.read())
+            pid = os.fork()
+            if pid == 0:
+                _child(p, rfd, wfd, side_fd, ctl)
+            for fd in (wfd, rfd, side_fd):
+                os.close(fd)
+            status, code, reason = _wait_child(pid, float(p["wall_s"]))
+        except Exception as e:  # a bad payload: this job fails, the server goes on
+            for fd in (wfd, rfd, side_fd):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            status, code, reason = "error", None, f"harness server: {type(e).__name__}: {e}"
+        for folder in SCRATCH:
+            _empty(folder)
+        sock.sendall((json.dumps({"done": n, "status": status, "code": code,
+                                  "reason": reason[:300],
+                                  "wall_s": time.monotonic() - t0}) + "\n").encode())

@@ -24,7 +24,9 @@ Where the verdict is decided, so that the program cannot write it:
 * HumanEval / MBPP: the tests run in a sandbox of their own (``pair.py``, ``_harness.py``)
   and call the program's functions through proxies; the program runs in another sandbox
   (``_server.py``) and answers each call with plain data (``_wire.py``) or an exception's
-  name. The harness reports the verdict on its own side channel. The prompt's helper
+  name. The harness reports the verdict on its own side channel (``check_many``: each
+  worker keeps one harness sandbox, a fork server that runs each check in a fresh child,
+  ``harness_pool.py``; the program still gets a fresh sandbox per check). The prompt's helper
   definitions (HumanEval) and the setup code (MBPP) are the benchmark's, run on the
   harness's side.
 * stdin / functional: the program and its cases run in one sandboxed process
@@ -55,6 +57,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from vlcohort import bounded_json
+from vlcohort.code.harness_pool import HarnessPool
 from vlcohort.code.pair import run_pair
 from vlcohort.code.sandbox import Limits, RunResult, run_python
 
@@ -318,18 +321,22 @@ def _harness_lines(side: str) -> tuple[dict | None, list[dict]]:
 
 
 def run_tests(mode: str, program: str, tests: CodeTests, inputs: Sequence[str],
-              limits: Limits, case_s: float = CASE_S) -> Outcome:
-    """humaneval / mbpp / calls: the program in one sandbox, the tests in another."""
-    runs = run_pair(program, harness_payload(mode, tests, inputs), limits, case_s)
+              limits: Limits, case_s: float = CASE_S, harness=None) -> Outcome:
+    """humaneval / mbpp / calls: the program in one sandbox, the tests in another: a
+    sandbox of their own (``pair.run_pair``), or a fresh child of ``harness``, a
+    long-lived fork-server harness (``harness_pool.HarnessServer`` / ``HarnessPool``)."""
+    run = run_pair if harness is None else harness.run
+    runs = run(program, harness_payload(mode, tests, inputs), limits, case_s)
     load, cases = _harness_lines(runs.harness.side)
     return Outcome(load, cases, "", runs.harness, runs.candidate)
 
 
 def run_cases(mode: str, program: str, tests: CodeTests, inputs: Sequence[str],
-              limits: Limits, case_s: float = CASE_S) -> Outcome:
-    """The right runner for ``mode``."""
-    runner = run_driver if mode in ("stdin", "functional") else run_tests
-    return runner(mode, program, tests, inputs, limits, case_s)
+              limits: Limits, case_s: float = CASE_S, harness=None) -> Outcome:
+    """The right runner for ``mode`` (``harness``: see :func:`run_tests`)."""
+    if mode in ("stdin", "functional"):
+        return run_driver(mode, program, tests, inputs, limits, case_s)
+    return run_tests(mode, program, tests, inputs, limits, case_s, harness)
 
 
 def load_failure(o: Outcome) -> tuple[str, str] | None:
@@ -429,13 +436,17 @@ def functional_output_matches(case: dict, expected: str) -> tuple[bool, str]:
 
 
 def check_program(code: str, tests: CodeTests, limits: Limits = Limits(),
-                  case_s: float = CASE_S) -> Verdict:
+                  case_s: float = CASE_S, harness=None) -> Verdict:
     """Run ``code`` against ``tests`` in the sandbox, as the benchmark's harness does.
 
     ``case_s``: the per-case time limit of stdin / functional cases and of each call of
     the candidate from HumanEval / MBPP tests (LiveCodeBench's 6 s); the run's own wall
     and CPU limits grow to LiveCodeBench's global budget for the number of stdin /
-    functional cases when that is larger than ``limits``."""
+    functional cases when that is larger than ``limits``.
+
+    ``harness``: HumanEval / MBPP tests run in a fresh child of this long-lived harness
+    sandbox (a ``harness_pool.HarnessServer`` or ``HarnessPool``) instead of a sandbox
+    of their own; the program's sandbox is fresh either way."""
     if not code or not code.strip():
         return Verdict(False, "no_code", "empty program")
     if tests.kind == "humaneval":
@@ -448,7 +459,7 @@ def check_program(code: str, tests: CodeTests, limits: Limits = Limits(),
             raise ValueError(f"CodeTests(kind={tests.kind!r}) has no cases: a {tests.kind} "
                              "check needs (input, expected output) pairs")
         mode, program, inputs = tests.kind, code, [i for i, _ in tests.cases]
-    o = run_cases(mode, program, tests, inputs, limits, case_s)
+    o = run_cases(mode, program, tests, inputs, limits, case_s, harness)
     return replace(_verdict(o, mode, tests, len(inputs)), sandbox=o.sandbox)
 
 
@@ -477,8 +488,10 @@ def default_workers() -> int:
 
 def check_many(jobs: Sequence[tuple[str, CodeTests]], workers: int | None = None,
                limits: Limits = Limits()) -> list[Verdict]:
-    """check_program over many (code, tests), a bounded pool of threads each driving
-    one sandboxed process; verdicts in the order of ``jobs``."""
+    """check_program over many (code, tests), a bounded pool of threads, each with a
+    long-lived harness sandbox of its own (``harness_pool``: a fresh forked child per
+    check; each program in a fresh sandbox); verdicts in the order of ``jobs``."""
     workers = workers or default_workers()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda j: check_program(j[0], j[1], limits), jobs))
+    with HarnessPool() as harnesses, ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda j: check_program(j[0], j[1], limits,
+                                                     harness=harnesses), jobs))
