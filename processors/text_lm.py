@@ -42,11 +42,6 @@ class TextLMAdapter(Adapter):
         as the causal-LM fallback keeps the padded path."""
         return getattr(unwrap(model).config, "model_type", None) in self.model_types
 
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(self.path,
-                                             trust_remote_code=self.options.trust_remote_code)
-
     def _model_class(self):
         from transformers import AutoModelForCausalLM
 
