@@ -653,7 +653,10 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
                                       f.largest_layer_params, d.offload_optimizer,
                                       d.offload_params)
             opt_name = f"zero-{d.zero_stage}" + ("+offload" if d.offload_optimizer and d.zero_stage else "")
-        ref = f.params * w if (g.kl_coef > 0 and not lora) else 0
+        # a KL reference copy: a full fine-tune's starting weights; none for LoRA (the base
+        # with the adapters off) or grpo.kl_reference=teacher (the EMA teacher, kept where
+        # reward.ema.device says, is swapped into the policy's own parameters)
+        ref = f.params * w if (g.kl_coef > 0 and not lora and g.kl_reference == "start") else 0
         per_layer = layer_activation_bytes_per_token(f.hidden, f.heads * f.head_dim, f.mlp_width, e)
         act = activation_bytes(tokens, f.layers, per_layer, f.hidden, e, mc.gradient_checkpointing)
         act_off = activation_bytes(tokens, f.layers, per_layer, f.hidden, e, False)
