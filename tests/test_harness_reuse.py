@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_code_forgery import CHANNEL, DOUBLE, MBPP, PATCHES, UNIVERSAL, value_program
+from tests.helpers.forgery import CHANNEL, DOUBLE, MBPP, PATCHES, UNIVERSAL, value_program
 from vlcohort.code.checks import CodeTests, check_many, check_program
 from vlcohort.code.harness_pool import HarnessServer
 from vlcohort.code.sandbox import Limits
