@@ -233,9 +233,11 @@ def test_ema_teacher_samples_on_vllm_and_the_policy_is_pushed_back(tmp_path):
 
 
 # CoMAS (method: comas) on the tiny three-family cohort of configs/comas_tiny.yaml.
+# grpo.is_mode=truncate: the recipe runs the published is_mode=off, but the rollout-vs-policy
+# diagnostics (is/rollout_k3) are what show each engine follows its policy's updates
 COMAS_VLLM = ["rollout.engine=vllm", "rollout.vllm.sleep_mode=false", "rollout.vllm.enforce_eager=true",
               "rollout.vllm.max_num_seqs=16", "rollout.vllm.kv_cache_memory_gib=0.25",
-              "rollout.vllm.dtype=float32"]
+              "rollout.vllm.dtype=float32", "grpo.is_mode=truncate"]
 
 
 def test_comas_discussions_run_on_vllm_and_the_engines_follow_the_updates(tmp_path):
