@@ -785,15 +785,22 @@ def _check_comas_fits(cfg: Config) -> None:
         raise ConfigError(f"distributed.ranks_per_agent={cfg.distributed.ranks_per_agent}: "
                           "method=comas trains each agent on one rank; set it 1 (launch "
                           "--nproc_per_node <agents>) or run in one process")
+    _check_discussion_fits(cfg, "comas", "a judge agent scores each solution")
+
+
+def _check_discussion_fits(cfg: Config, method: str, scored_by: str) -> None:
+    """What the discussion recipes (CoMAS, MAPoRL) share: no single ``reward.source``
+    (``scored_by`` says what rewards a turn), none of the cohort step's options that have
+    nothing to act on, and a batch of every turn an agent wrote, sliced into optimizer
+    steps of ``grpo.mini_batch_seqs``."""
     if cfg.reward.source is not None:
-        raise ConfigError(f"reward.source={cfg.reward.source!r}: method=comas has no single "
-                          "reward source (a judge agent scores each solution); leave "
-                          "reward.source unset")
-    unused = [(cfg.arms, "arms: method=comas runs alone; set arms=[]"),
-              (cfg.data.decouple, "data.decouple: not used by method=comas; set it false"),
+        raise ConfigError(f"reward.source={cfg.reward.source!r}: method={method} has no single "
+                          f"reward source ({scored_by}); leave reward.source unset")
+    unused = [(cfg.arms, f"arms: method={method} runs alone; set arms=[]"),
+              (cfg.data.decouple, f"data.decouple: not used by method={method}; set it false"),
               (cfg.rollout.dynamic_sampling, "rollout.dynamic_sampling: not used by "
-               "method=comas (no groups to filter); set it false"),
-              (cfg.reward.overlong_buffer, "reward.overlong_buffer: not used by method=comas; "
+               f"method={method} (no groups to filter); set it false"),
+              (cfg.reward.overlong_buffer, f"reward.overlong_buffer: not used by method={method}; "
                "set it 0")]
     for value, message in unused:
         if value:
@@ -801,7 +808,7 @@ def _check_comas_fits(cfg: Config) -> None:
     g = cfg.grpo
     if g.micro_batch_seqs < 1 or g.mini_batch_seqs < 0 or g.mini_batch_seqs % g.micro_batch_seqs:
         raise ConfigError(f"grpo.mini_batch_seqs={g.mini_batch_seqs} / micro_batch_seqs="
-                          f"{g.micro_batch_seqs}: method=comas takes one optimizer step per "
+                          f"{g.micro_batch_seqs}: method={method} takes one optimizer step per "
                           "mini_batch_seqs of an agent's shuffled turns (0: one step over all "
                           "of them), a multiple of micro_batch_seqs >= 1")
 
@@ -818,25 +825,8 @@ def _check_maporl_fits(cfg: Config) -> None:
         raise ConfigError(f"distributed.ranks_per_agent={cfg.distributed.ranks_per_agent}: "
                           "method=maporl runs in one process (agents may sit on different "
                           "GPUs, agents.N.device); set it 0")
-    if cfg.reward.source is not None:
-        raise ConfigError(f"reward.source={cfg.reward.source!r}: method=maporl has no single "
-                          "reward source (each turn is graded against gold, plus its influence "
-                          "terms); leave reward.source unset")
-    unused = [(cfg.arms, "arms: method=maporl runs alone; set arms=[]"),
-              (cfg.data.decouple, "data.decouple: not used by method=maporl; set it false"),
-              (cfg.rollout.dynamic_sampling, "rollout.dynamic_sampling: not used by "
-               "method=maporl (no groups to filter); set it false"),
-              (cfg.reward.overlong_buffer, "reward.overlong_buffer: not used by method=maporl; "
-               "set it 0")]
-    for value, message in unused:
-        if value:
-            raise ConfigError(message)
-    g = cfg.grpo
-    if g.micro_batch_seqs < 1 or g.mini_batch_seqs < 0 or g.mini_batch_seqs % g.micro_batch_seqs:
-        raise ConfigError(f"grpo.mini_batch_seqs={g.mini_batch_seqs} / micro_batch_seqs="
-                          f"{g.micro_batch_seqs}: method=maporl takes one optimizer step per "
-                          "mini_batch_seqs of an agent's shuffled turns (0: one step over all "
-                          "of them), a multiple of micro_batch_seqs >= 1")
+    _check_discussion_fits(cfg, "maporl", "each turn is graded against gold, plus its "
+                                          "influence terms")
 
 
 def _check_self_play_training(cfg: Config) -> None:
