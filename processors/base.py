@@ -575,6 +575,19 @@ class Adapter:
         return PromptBatch(inputs=inputs, problem_ids=[r.problem_id for r in rendered],
                            image_token_counts=counts)
 
+    def padded_completions(self, completions, ids_dtype, mask_dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """The completions right-padded with the pad token to the longest (at least 1):
+        ids [N, T] and their 1/0 mask [N, T]."""
+        N = len(completions)
+        T = max(1, max((len(c) for c in completions), default=1))
+        comp = torch.full((N, T), self.pad_token_id(), dtype=ids_dtype)  # [N, T]
+        comp_mask = torch.zeros((N, T), dtype=mask_dtype)
+        for i, c in enumerate(completions):
+            if len(c):
+                comp[i, : len(c)] = torch.as_tensor(list(c), dtype=ids_dtype)
+                comp_mask[i, : len(c)] = 1
+        return comp, comp_mask
+
     def encode_training(self, prompts: PromptBatch,
                         completions: Sequence[Sequence[int]]) -> TrainingBatch:
         """Append completions (token ids, stop token included, no padding) to a prompt batch.
@@ -589,20 +602,14 @@ class Adapter:
         N = ids.shape[0]
         if len(completions) != N:
             raise ValueError(f"{len(completions)} completions for {N} prompt rows")
-        T = max(1, max((len(c) for c in completions), default=1))
-        pad_id = self.pad_token_id()
-        comp = torch.full((N, T), pad_id, dtype=ids.dtype)  # [N, T]
-        comp_mask = torch.zeros((N, T), dtype=prompts.inputs["attention_mask"].dtype)
-        for i, c in enumerate(completions):
-            if len(c):
-                comp[i, : len(c)] = torch.as_tensor(list(c), dtype=ids.dtype)
-                comp_mask[i, : len(c)] = 1
+        comp, comp_mask = self.padded_completions(
+            completions, ids.dtype, prompts.inputs["attention_mask"].dtype)  # [N, T] each
         inputs = dict(prompts.inputs)
         inputs["input_ids"] = torch.cat([ids, comp], dim=1)  # [N, P + T]
         inputs["attention_mask"] = torch.cat([prompts.inputs["attention_mask"], comp_mask], 1)
         for key in self.per_token_keys:
             if key in inputs:
-                inputs[key] = self.extend_per_token(key, inputs[key], T)
+                inputs[key] = self.extend_per_token(key, inputs[key], comp.shape[1])
         return TrainingBatch(inputs=inputs, completion_ids=comp, completion_mask=comp_mask,
                              prompt_len=prompts.prompt_len)
 
@@ -732,14 +739,8 @@ class Adapter:
         N, U = len(completions), ids.shape[0]
         if len(unit) != N:
             raise ValueError(f"{len(unit)} unit indices for {N} completions")
-        T = max(1, max((len(c) for c in completions), default=1))
-        pad_id = self.pad_token_id()
-        comp = torch.full((N, T), pad_id, dtype=ids.dtype)  # [N, T]
-        comp_mask = torch.zeros((N, T), dtype=prompts.inputs["attention_mask"].dtype)
-        for i, c in enumerate(completions):
-            if len(c):
-                comp[i, : len(c)] = torch.as_tensor(list(c), dtype=ids.dtype)
-                comp_mask[i, : len(c)] = 1
+        comp, comp_mask = self.padded_completions(
+            completions, ids.dtype, prompts.inputs["attention_mask"].dtype)  # [N, T] each
         members: list[list[int]] = [[] for _ in range(U)]
         for i, u in enumerate(unit):
             members[int(u)].append(i)
@@ -749,7 +750,7 @@ class Adapter:
         rows = next_fit(lengths, max(lengths))
         W = max(sum(lengths[u] for u in r) for r in rows)
         R = len(rows)
-        input_ids = torch.full((R, W), pad_id, dtype=ids.dtype)
+        input_ids = torch.full((R, W), self.pad_token_id(), dtype=ids.dtype)
         position_ids = torch.zeros((R, W), dtype=torch.long)
         group = torch.full((R, W), -1, dtype=torch.long)  # unit of each token, -1 on padding
         segment = torch.full((R, W), -1, dtype=torch.long)  # 0 prompt, i + 1 completion i
