@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from vlcohort.cli import main
+from tests.helpers.config_cli import config_error as _cli_error
 from vlcohort.config import load_config
 from vlcohort.typed_yaml import (
     MAX_ALIAS_EXPANSION,
@@ -65,16 +65,6 @@ def _one_line_error(result: dict) -> str:
     assert "Traceback" not in result["err"]
     lines = result["err"].strip().splitlines()
     assert len(lines) == 1, result["err"][:2000]
-    return lines[0]
-
-
-def _cli_error(capsys, *args: str) -> str:
-    """``vlcohort config ARGS`` in this process: exit 2, one line on stderr, returned."""
-    assert main(["config", *args]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err[:2000]
     return lines[0]
 
 

@@ -7,18 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from vlcohort.cli import main
+from tests.helpers.config_cli import config_error as _cli_error
 from vlcohort.typed_yaml import QUOTE_LIMIT
-
-
-def _cli_error(capsys, *args: str) -> str:
-    """``vlcohort config ARGS``: exit 2, one line on stderr, returned."""
-    assert main(["config", *args]) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err[:2000]
-    return lines[0]
 
 
 @pytest.mark.parametrize("override, start", [
