@@ -696,9 +696,10 @@ class Adapter:
         if not self.shared_prefix:
             return False
         config = unwrap(model).config
-        if getattr(config, "_attn_implementation", "sdpa") not in ("sdpa", "eager"):
-            return False
         text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+        if any(getattr(c, "_attn_implementation", "sdpa") not in ("sdpa", "eager")
+               for c in (config, text)):
+            return False
         if any(t != "full_attention" for t in (getattr(text, "layer_types", None) or ())):
             return False
         window = getattr(text, "sliding_window", None)
@@ -709,18 +710,25 @@ class Adapter:
                              unit: Sequence[int]) -> TrainingBatch:
         """A shared-prefix training batch: each prompt once, followed by its completions.
 
-        ``prompts``: U prompts (one row each, left-padded, :meth:`encode_prompts`);
-        ``completions[i]`` the i-th sequence's completion, ``unit[i]`` the prompt row it
-        continues. A *unit* is prompt u's real tokens then the completions of the
-        sequences with ``unit[i] == u``, in sequence order. Units fill rows of the widest
-        unit's width by next fit (several short units share a row), each row padded at
-        its end.
+        ``prompts``: U prompts (one row each, left-padded, :meth:`encode_prompts`, images
+        included); ``completions[i]`` the i-th sequence's completion, ``unit[i]`` the
+        prompt row it continues. A *unit* is prompt u's real tokens then the completions
+        of the sequences with ``unit[i] == u``, in sequence order. Units fill rows of the
+        widest unit's width by next fit (several short units share a row, order kept),
+        each row padded at its end.
 
-        ``inputs``: ``input_ids`` [R, W], ``position_ids`` [R, W] (a prompt's tokens
-        0..P-1; every completion's continue from P, as if it followed the prompt alone)
-        and ``attention_mask`` [R, 1, W, W], a 4-D mask transformers passes to attention
-        as it is (``masking_utils``: "already prepared, or custom"): a prompt token sees
-        its prompt's earlier tokens, a completion token its prompt and its own earlier
+        ``inputs``: ``input_ids`` [R, W]; ``position_ids`` [R, W] or [D, R, W], the
+        family's :meth:`packed_position_ids` of each prompt followed by its longest
+        completion, so a prompt's tokens get the positions the model gives them
+        (M-RoPE's temporal / height / width ids included) and every completion continues
+        from its prompt as if it followed the prompt alone; per-token family tensors
+        (:attr:`per_token_keys`) laid out the same way; per-image tensors
+        (``pixel_values``, grids, ...) as :meth:`encode_prompts` gave them, one copy per
+        prompt: units keep the prompts' order row-major, so the i-th image still fills
+        the i-th run of placeholders and the vision tower runs once per prompt's image.
+        ``attention_mask`` [R, 1, W, W], a 4-D mask transformers passes to attention as
+        it is (``masking_utils``: "already prepared, or custom"): a prompt token sees its
+        prompt's earlier tokens, a completion token its prompt and its own earlier
         tokens, never a sibling's nor another unit's; a pad token sees itself only.
         Boolean (True: attend) for sdpa, additive (0 / dtype min) for eager.
         ``packed_index`` [C]: the flat [R x W] index of the hidden state that predicts
@@ -730,13 +738,10 @@ class Adapter:
         adds every sibling's gradient into it. ``completion_ids`` / ``completion_mask``
         [N, T] as :meth:`encode_training`'s, so callers read it like a padded batch.
 
-        Text only here: a family with images or multi-dimensional positions overrides it
-        (or keeps :attr:`shared_prefix` False)."""
-        extra = sorted(k for k in prompts.inputs if k not in ("input_ids", "attention_mask"))
-        if extra:
-            raise NotImplementedError(f"{self.family}: shared-prefix encoding of {extra}")
+        A family whose model adds a mask rule of its own (bidirectional image tokens, a
+        sliding window) keeps :attr:`shared_prefix` False: the 4-D mask replaces it."""
         ids, pmask = prompts.inputs["input_ids"], prompts.inputs["attention_mask"].bool()
-        N, U = len(completions), ids.shape[0]
+        N, (U, P) = len(completions), ids.shape
         if len(unit) != N:
             raise ValueError(f"{len(unit)} unit indices for {N} completions")
         comp, comp_mask = self.padded_completions(
@@ -744,37 +749,62 @@ class Adapter:
         members: list[list[int]] = [[] for _ in range(U)]
         for i, u in enumerate(unit):
             members[int(u)].append(i)
-        prompt_ids = [ids[u][pmask[u]] for u in range(U)]
-        lengths = [len(prompt_ids[u]) + sum(len(completions[i]) for i in members[u])
+        # the model's own positions: each prompt followed by its longest completion
+        longest = [max((completions[i] for i in members[u]), key=len, default=[]) for u in range(U)]
+        probe = self.encode_training(prompts, longest)  # [U, P + T'] per-token tensors
+        pos = self.packed_position_ids(model, probe)  # [U, P + T'] or [D, U, P + T']
+        prompt_cols = [pmask[u].nonzero().flatten() for u in range(U)]
+        lengths = [len(prompt_cols[u]) + sum(len(completions[i]) for i in members[u])
                    for u in range(U)]
         rows = next_fit(lengths, max(lengths))
         W = max(sum(lengths[u] for u in r) for r in rows)
         R = len(rows)
+        # where each laid-out token comes from: probe row, probe column; -1 on padding
+        src_row = torch.full((R, W), -1, dtype=torch.long)
+        src_col = torch.zeros((R, W), dtype=torch.long)
         input_ids = torch.full((R, W), self.pad_token_id(), dtype=ids.dtype)
-        position_ids = torch.zeros((R, W), dtype=torch.long)
-        group = torch.full((R, W), -1, dtype=torch.long)  # unit of each token, -1 on padding
         segment = torch.full((R, W), -1, dtype=torch.long)  # 0 prompt, i + 1 completion i
-        predictor = [[] for _ in range(N)]  # flat index of the state predicting each token
+        predictor: list[list[int]] = [[] for _ in range(N)]  # flat index predicting each token
         for r, units in enumerate(rows):
             at = 0
             for u in units:
-                P = len(prompt_ids[u])
-                input_ids[r, at: at + P] = prompt_ids[u]
-                position_ids[r, at: at + P] = torch.arange(P)
-                group[r, at: at + P] = u
-                segment[r, at: at + P] = 0
-                last = r * W + at + P - 1  # the prompt's last token: every first prediction
-                at += P
+                k = len(prompt_cols[u])
+                src_row[r, at: at + k] = u
+                src_col[r, at: at + k] = prompt_cols[u]
+                input_ids[r, at: at + k] = ids[u, prompt_cols[u]]
+                segment[r, at: at + k] = 0
+                last = r * W + at + k - 1  # the prompt's last token: every first prediction
+                at += k
                 for i in members[u]:
                     k = len(completions[i])
+                    src_row[r, at: at + k] = u
+                    src_col[r, at: at + k] = P + torch.arange(k)
                     input_ids[r, at: at + k] = comp[i, :k]
-                    position_ids[r, at: at + k] = P + torch.arange(k)
-                    group[r, at: at + k] = u
                     segment[r, at: at + k] = i + 1
                     predictor[i] = ([last] + [r * W + at + t for t in range(k - 1)])[:k]
                     at += k
+        real = src_row >= 0  # [R, W]
+
+        def layout(value: torch.Tensor) -> torch.Tensor:
+            """[U, P + T', *rest] probe tensor -> [R, W, *rest]: each laid-out token's
+            value, 0 on padding."""
+            out = value.new_zeros((R, W, *value.shape[2:]))
+            out[real] = value[src_row[real], src_col[real]]
+            return out
+
+        inputs: dict[str, torch.Tensor] = {}
+        for key, value in probe.inputs.items():
+            if key in ("input_ids", "attention_mask"):
+                continue
+            per_token = (key in self.per_token_keys and value.dim() >= 2
+                         and tuple(value.shape[:2]) == tuple(probe.inputs["input_ids"].shape))
+            inputs[key] = layout(value) if per_token else value
+        inputs["input_ids"] = input_ids
+        inputs["position_ids"] = (layout(pos) if pos.dim() == 2  # [R, W] or [D, R, W]
+                                  else torch.stack([layout(p) for p in pos]))
+        group = torch.where(real, src_row, torch.full_like(src_row, -1))  # unit per token
         causal = torch.ones(W, W, dtype=torch.bool).tril()  # [W, W] key <= query
-        same_unit = (group[:, :, None] == group[:, None, :]) & (group[:, :, None] >= 0)
+        same_unit = (group[:, :, None] == group[:, None, :]) & real[:, :, None]
         visible = (segment[:, None, :] == 0) | (segment[:, :, None] == segment[:, None, :])
         allowed = (causal & same_unit & visible) | torch.eye(W, dtype=torch.bool)  # [R, W, W]
         allowed = allowed[:, None]  # [R, 1, W, W]
@@ -785,10 +815,9 @@ class Adapter:
                 ~allowed, torch.finfo(dtype).min)
         else:
             mask = allowed
+        inputs["attention_mask"] = mask
         index = torch.tensor([p for i in range(N) for p in predictor[i]], dtype=torch.long)
-        return TrainingBatch(inputs={"input_ids": input_ids, "attention_mask": mask,
-                                     "position_ids": position_ids},
-                             completion_ids=comp, completion_mask=comp_mask,
+        return TrainingBatch(inputs=inputs, completion_ids=comp, completion_mask=comp_mask,
                              prompt_len=int(pmask.sum(1).max()), packed_index=index)
 
     def share_images(self, batch: TrainingBatch, copies: Sequence[int]) -> TrainingBatch:

@@ -61,6 +61,10 @@ class Gemma3Adapter(Adapter):
     # (masking_utils.remap_positions_for_packed_sequence), so image tokens would attend
     # wrongly; tests/test_packing.py measures the difference.
     packing = False
+    # No shared prefix: a 4-D mask replaces the model's own rules, the image blocks'
+    # bidirectional attention and the sliding window of 5 layers in 6, both measured
+    # in tests/test_shared_prefix.py.
+    shared_prefix = False
 
     @property
     def pan_and_scan(self) -> bool:

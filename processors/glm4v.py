@@ -36,6 +36,7 @@ class Glm4vAdapter(Adapter):
     per_token_keys = ("mm_token_type_ids",)
     takes_video = True
     packing = True  # tests/test_packing.py: packed = padded, with and without images
+    shared_prefix = True  # tests/test_shared_prefix.py: shared = unshared, 3-D RoPE and images
 
     @property
     def _ip(self):

@@ -100,6 +100,7 @@ class Idefics3Adapter(Adapter):
     stop_tokens = ("<end_of_utterance>",)
     image_token = "<image>"
     settings = Idefics3Settings
+    shared_prefix = True  # tests/test_shared_prefix.py: shared = unshared, images included
 
     @property
     def _ip(self):

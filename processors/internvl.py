@@ -42,6 +42,7 @@ class InternVLAdapter(Adapter):
     settings = InternVLSettings
     vllm_tested = True
     packing = True  # tests/test_packing.py: packed = padded (tiles concatenated in order)
+    shared_prefix = True  # tests/test_shared_prefix.py: shared = unshared, tiles once per prompt
     vision_per_distinct_image = True  # share_images: tests/test_packing.py
 
     @property

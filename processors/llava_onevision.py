@@ -60,6 +60,7 @@ class LlavaOnevisionAdapter(Adapter):
     model_types = ("llava_onevision",)
     vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
     packing = True  # tests/test_packing.py: packed = padded (per-image tensors kept in order)
+    shared_prefix = True  # tests/test_shared_prefix.py: shared = unshared, images included
     placeholder_tokens = ("<image>", "<video>")
     stop_tokens = ("<|im_end|>", "<|endoftext|>")
     image_token = "<image>"

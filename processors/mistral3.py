@@ -62,6 +62,7 @@ class Mistral3Adapter(Adapter):
     model_types = ("mistral3",)
     vllm_tested = True  # requests, weight push and generation run on vLLM's CPU build
     packing = True  # tests/test_packing.py: packed = padded (per-image tensors kept in order)
+    shared_prefix = True  # tests/test_shared_prefix.py: shared = unshared, images included
     placeholder_tokens = ("[IMG]", "[IMG_BREAK]", "[IMG_END]")
     stop_tokens = ("</s>",)
     settings = Mistral3Settings

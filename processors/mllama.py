@@ -66,6 +66,7 @@ class MllamaAdapter(Adapter):
     placeholder_tokens = ("<|image|>",)
     stop_tokens = ("<|eot_id|>", "<|eom_id|>", "<|end_of_text|>")
     per_token_keys = ("cross_attention_mask",)
+    shared_prefix = True  # tests/test_shared_prefix.py: shared = unshared, cross-attention rows laid out
 
     @property
     def _ip(self):

@@ -48,6 +48,7 @@ class Qwen2_5_VLAdapter(Adapter):
     settings = Qwen2_5_VLSettings
     vllm_tested = True
     packing = True  # tests/test_packing.py: packed = padded, with and without images
+    shared_prefix = True  # tests/test_shared_prefix.py: shared = unshared, M-RoPE and images
     vision_per_distinct_image = True  # share_images: tests/test_packing.py
 
     @property

@@ -67,6 +67,7 @@ class Qwen3_5Adapter(Qwen3VLAdapter):
     vllm_tested = False  # the request form is inherited, not yet run on a real vLLM
     settings = Qwen3_5Settings
     packing = False  # its linear-attention (Gated DeltaNet) layers would run across packed sequences
+    shared_prefix = False  # the same layers take no attention mask: siblings would mix
 
     def apply_prompt_format(self, msgs: list[dict]) -> str:
         """The chat template (a VLM is always prompted through it), with

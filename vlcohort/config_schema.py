@@ -468,9 +468,9 @@ class GRPOConfig:
     by each of its completions (positions continuing from the prompt's end, an attention
     mask keeping each completion from its siblings), instead of once per completion, for
     the old, reference and update passes; log-probs and gradients are the unshared
-    update's. Applies where the family's adapter declares it (``Adapter.shared_prefix``; for
-    now the text models with full attention in every layer and sdpa or eager attention; a
-    micro-batch holding one completion per prompt stays unshared); elsewhere the update is
+    update's; a prompt's images go to the vision tower once. Applies where the family's
+    adapter declares it (``Adapter.shared_prefix``: text and most VLM families), with sdpa or eager attention and full attention in every layer; a
+    micro-batch holding one completion per prompt stays unshared; elsewhere the update is
     the unshared one (docs/training.md lists the families).
     Micro-batches keep the rows micro_batch_seqs / micro_batch_tokens give them, so a
     micro_batch_seqs that is a multiple of the group size shares each prompt fully."""

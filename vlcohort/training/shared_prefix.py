@@ -6,7 +6,8 @@ completion, so the prompt's tokens go through the model G times. Here a micro-ba
 sequences are regrouped into *units*, one per distinct prompt: the prompt's tokens once,
 then the completions of that prompt which this micro-batch holds, each continuing the
 prompt's positions and kept from its siblings by an explicit 4-D attention mask
-(``Adapter.encode_shared_prefix``). A completion's log-probs are those it has alone
+(``Adapter.encode_shared_prefix``; a prompt's images, and so its vision-tower input,
+once per unit; M-RoPE ids the model's own). A completion's log-probs are those it has alone
 (exact in real arithmetic: its queries see the same keys at the same relative
 positions); the first completion token of every sibling is predicted by the prompt's
 last token, whose hidden state the log-prob pass gathers once per sibling, so the
