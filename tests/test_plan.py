@@ -220,9 +220,10 @@ from vlcohort.rollout.base import Rollouts
 from vlcohort.training.agent import build_agent
 from vlcohort.training.update import update_agent
 G, N, T, words = 2, 8, 128, (200, 150, 200, 150)
-for folder, dtype, ckpt in json.loads(sys.argv[1]):
+for folder, dtype, ckpt, shared in json.loads(sys.argv[1]):
     cfg = load_config(None, ["method=gt_reward", "agents=[{name: A, path: '%s', dtype: %s, "
                              "gradient_checkpointing: %s}]" % (folder, dtype, str(ckpt).lower()),
+                             f"grpo.shared_prefix={str(shared).lower()}",
                              f"rollout.prompts_per_step={N // G}", f"rollout.rollouts_per_prompt={G}",
                              f"rollout.max_new_tokens={T}", f"grpo.micro_batch_seqs={N // 2}",
                              "grpo.max_grad_norm=0", "grpo.packing=false", "optim.warmup_ratio=0",
@@ -241,13 +242,15 @@ for folder, dtype, ckpt in json.loads(sys.argv[1]):
     peak = status("VmHWM")
     P = agent.adapter.encode_prompts([rendered[0]]).inputs["input_ids"].shape[1]
     a = plan(cfg, 1000.0, 1, prompt_tokens=P, suggest=False).agents[0]
-    print(json.dumps({"measured": peak - base, "parts": a.parts}), flush=True)
+    print(json.dumps({"measured": peak - base, "parts": a.parts, "shared": a.shared_prefix}), flush=True)
     del agent
     gc.collect()
 '''
 
-#: (dtype, gradient checkpointing, layers, vocabulary; 0: the tokenizer's) of each measured update.
-MEASURED = [("float32", False, 4, 0), ("bfloat16", True, 4, 0), ("float32", False, 2, 65536)]
+#: (dtype, gradient checkpointing, layers, vocabulary (0: the tokenizer's), grpo.shared_prefix)
+#: of each measured update.
+MEASURED = [("float32", False, 4, 0, False), ("bfloat16", True, 4, 0, False),
+            ("float32", False, 2, 65536, False), ("float32", False, 4, 0, True)]
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +297,8 @@ def measured_updates(small_checkpoint, tmp_path_factory) -> list[dict]:
         pytest.skip("needs Linux /proc (clear_refs resets the peak RSS)")
     script = tmp_path_factory.mktemp("measure") / "measure.py"
     script.write_text(MEASURE)
-    cases = [[str(small_checkpoint(layers, vocab)), dtype, ckpt] for dtype, ckpt, layers, vocab in MEASURED]
+    cases = [[str(small_checkpoint(layers, vocab)), dtype, ckpt, shared]
+             for dtype, ckpt, layers, vocab, shared in MEASURED]
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, str(script), json.dumps(cases)], capture_output=True,
                          text=True, env=env, timeout=600)
@@ -302,20 +306,31 @@ def measured_updates(small_checkpoint, tmp_path_factory) -> list[dict]:
     return [json.loads(line) for line in out.stdout.strip().splitlines()[-len(MEASURED):]]
 
 
-@pytest.mark.parametrize("case", range(len(MEASURED)), ids=["fp32", "bf16-ckpt", "fp32-vocab64k"])
+@pytest.mark.parametrize("case", range(len(MEASURED)),
+                         ids=["fp32", "bf16-ckpt", "fp32-vocab64k", "fp32-shared-prefix"])
 def test_planned_update_against_measured_peak(measured_updates, case):
     """The plan's gradients + activations + logits against the measured peak. The plan is
     an upper bound: it must not fall below the measurement, and it over-counts by at most
     15% (measured: +1.8%, +2.3% and, logits first with a 65,536-token vocabulary, +0.8%;
-    docs/plan.md)."""
-    dtype, ckpt, _, vocab = MEASURED[case]
+    with grpo.shared_prefix, each micro-batch's two prompts once beside their two
+    completions each, +0.9%; docs/plan.md)."""
+    dtype, ckpt, _, vocab, shared = MEASURED[case]
     rec = measured_updates[case]
     parts = rec["parts"]
     planned = parts["grads"] + max(parts["activations"] + parts["logits"], parts["embedding_grad"])
     error = planned / rec["measured"] - 1
-    print(f"{dtype} checkpointing={ckpt} vocab={vocab or 577}: measured {rec['measured'] / 2**20:.0f} MiB, "
-          f"planned {planned / 2**20:.0f} MiB, error {error:+.1%}")
+    print(f"{dtype} checkpointing={ckpt} vocab={vocab or 577} shared_prefix={shared}: measured "
+          f"{rec['measured'] / 2**20:.0f} MiB, planned {planned / 2**20:.0f} MiB, error {error:+.1%}")
     assert 0.0 <= error <= 0.15
+    assert rec["shared"] == shared  # the plan counted each prompt once where the update did
+
+
+def test_shared_prefix_measured_below_the_unshared(measured_updates):
+    """The shared-prefix update's measured peak is below the same update unshared (318 ->
+    199 MiB measured: the update did share), and the plan's activations fall with it."""
+    plain, shared = measured_updates[0], measured_updates[3]
+    assert shared["measured"] < plain["measured"]
+    assert shared["parts"]["activations"] < plain["parts"]["activations"]
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -411,7 +426,7 @@ def test_vision_patches_per_image_token():
     assert patches_per_image_token(NS(vision_config=NS(), downsample_ratio=0.5)) == 4  # InternVL
     gemma = NS(vision_config=NS(image_size=896, patch_size=14), mm_tokens_per_image=256)
     assert patches_per_image_token(gemma) == 16  # 64 x 64 patches pooled to 256 tokens
-    cfg = _cfg()
+    cfg = _cfg("grpo.shared_prefix=false")  # every sequence's images (shared: each prompt's once)
     f = model_facts("tiny:qwen2_5_vl")
     plain, seen = plan(cfg, 80, 1).agents[1], plan(cfg, 80, 1, image_tokens=10).agents[1]
     vpl = layer_activation_bytes_per_token(f.vision_hidden, f.vision_hidden, f.vision_mlp, 4)

@@ -4,7 +4,9 @@ Per GPU and per agent: the policy's weights, gradients and optimizer states (Dee
 ZeRO 0-3 in agent groups, plain ``torch.optim.AdamW`` in one process), the KL reference,
 the vLLM engine (its weights and KV cache within ``rollout.vllm.gpu_memory_utilization``;
 asleep during the update where sleep mode applies), the activations of one micro-batch
-(with and without gradient checkpointing) and the LM head's float32 logits. Everything is
+(with and without gradient checkpointing; under ``grpo.shared_prefix``, where the agent's
+family shares its prompts, each distinct prompt of a micro-batch counted once) and the LM
+head's float32 logits. Everything is
 computed from the checkpoints' ``config.json`` alone: parameter counts come from the real
 model class instantiated on the ``meta`` device (no weight is read or allocated), so
 ``tiny:`` specs, local folders, hub ids in a folder of published config.json copies
@@ -20,7 +22,9 @@ counts and a measured CPU update).
 
 Dimension letters (docs/design.md, rule 5): P parameters, N sequences of a micro-batch,
 L tokens per sequence (prompt + completion), T completion tokens, V vocabulary, h hidden
-size, I MLP width, R ranks per agent.
+size, I MLP width, R ranks per agent; in a shared-prefix micro-batch (as
+``vlcohort/training/shared_prefix.py`` names them) U distinct prompts of P tokens, laid
+out in R rows of W tokens, G completions per prompt in the rollouts.
 """
 
 from __future__ import annotations
@@ -257,7 +261,8 @@ def embedding_grad_bytes(vocab: int, hidden: int, grad_bytes: int, tied: bool, t
     return (3 if tied else 1) * vocab * hidden * grad_bytes
 
 
-def attention_mask_bytes(seqs: int, seq_tokens: int, act_bytes: int, layers_alive: int) -> int:
+def attention_mask_bytes(seqs: int, seq_tokens: int, act_bytes: int, layers_alive: int,
+                         mask_bytes: int = 1) -> int:
     """The attention masks a micro-batch's forward keeps. transformers builds one boolean
     4-D mask, [N, 1, L, L] for a padded batch (a packed batch's rows are no wider than its
     longest sequence, so no more cells); torch's SDPA turns it into an additive mask in the
@@ -265,8 +270,77 @@ def attention_mask_bytes(seqs: int, seq_tokens: int, act_bytes: int, layers_aliv
     ``layers_alive`` copies (every layer without gradient checkpointing, the recomputed
     one with it) in ``act_bytes``, plus the boolean one. Measured on CPU: one float32
     [1, 1, S, S] tensor per layer among the saved activations of a packed float32 forward.
-    A batch without padding needs none (the causal kernel): then this over-counts."""
-    return seqs * seq_tokens * seq_tokens * (layers_alive * act_bytes + 1)
+    A batch without padding needs none (the causal kernel): then this over-counts.
+    ``mask_bytes``: the 4-D mask's own element, 1 (boolean) unless the batch brings an
+    additive one (a shared-prefix batch under eager attention: ``act_bytes``)."""
+    return seqs * seq_tokens * seq_tokens * (layers_alive * act_bytes + mask_bytes)
+
+
+def shared_prefix_refusal(family_shares: bool, full_attention: bool, attn_implementation: str) -> str:
+    """Why ``grpo.shared_prefix`` leaves an agent's update unshared, "" when it applies:
+    the facts ``Adapter.can_share_prefix`` reads, from the config alone. The family's
+    adapter must declare ``shared_prefix`` for this ``model_type`` (a model type the text
+    adapter serves as the causal-LM fallback does not share), the attention must take
+    an explicit 4-D mask (sdpa or eager: flash-attention takes none), and every layer
+    must attend fully (a sliding window or a layer type of its own would be overridden
+    by the mask)."""
+    if not family_shares:
+        return "this model type's adapter does not declare shared_prefix"
+    if attn_implementation not in ("sdpa", "eager"):
+        return f"attn_implementation={attn_implementation} takes no 4-D attention mask"
+    if not full_attention:
+        return "not every layer attends fully (a sliding window or another layer type)"
+    return ""
+
+
+@dataclass(frozen=True)
+class MicroBatchShape:
+    """One micro-batch of ``seqs`` sequences as the language model runs it: ``rows`` x
+    ``width`` positions in its input and 4-D attention mask, ``tokens`` of them counted
+    for the activations (``rows`` x ``width``, or a token budget), ``prompts`` prompt
+    copies (each a vision-tower pass of its images), ``shared``: laid out by prompt
+    (shared prefix)."""
+
+    seqs: int
+    rows: int
+    width: int
+    tokens: int
+    prompts: int
+    shared: bool = False
+
+
+def shared_prefix_shape(prompt_of: list[int], prompt_tokens: int, completion_tokens: int,
+                        pair_cost: float, min_saving: float) -> MicroBatchShape:
+    """The shape of one micro-batch under ``grpo.shared_prefix``, every sequence at its
+    longest (the plan's worst case): ``prompt_of[n]`` is the prompt of its n-th
+    sequence (rollout row n // G).
+
+    As ``vlcohort/training/shared_prefix.py`` lays it out: one unit per distinct
+    prompt, U units, unit u the prompt's P tokens once and then its k_u completions of T
+    tokens, P + k_u T wide; units fill rows of the widest unit's width by next fit
+    (``next_fit``), so R rows of W = max over rows of their units' widths. Shared, the
+    language model runs R x W positions (with N = sum k_u sequences in a micro-batch of
+    consecutive rows, U = ceil(N / G) when it starts at a group's first row; its real
+    tokens are U P + N T against the unshared N (P + T)) and the attention mask is
+    [R, 1, W, W]. The update keeps the unshared [N, P + T] batch when the shared one
+    would cost more than ``min_saving`` x it (``shared_prefix.use_shared``: positions
+    plus ``pair_cost`` per attention pair; one completion per prompt shares nothing),
+    and so does this shape."""
+    from vlcohort.processors.base import next_fit
+    from vlcohort.training.shared_prefix import use_shared
+
+    N, L = len(prompt_of), prompt_tokens + completion_tokens
+    unshared = MicroBatchShape(seqs=N, rows=N, width=L, tokens=N * L, prompts=N)
+    counts: dict[int, int] = {}
+    for p in prompt_of:  # distinct prompts, in order of first appearance
+        counts[p] = counts.get(p, 0) + 1
+    widths = [prompt_tokens + k * completion_tokens for k in counts.values()]  # [U]
+    rows = next_fit(widths, max(widths, default=0))  # R lists of unit indices
+    W = max((sum(widths[u] for u in r) for r in rows), default=0)
+    if not rows or not use_shared((len(rows), W), (N, L), min_saving, pair_cost):
+        return unshared
+    return MicroBatchShape(seqs=N, rows=len(rows), width=W, tokens=len(rows) * W,
+                           prompts=len(counts), shared=True)
 
 
 def lora_params(linear_shapes: list[tuple[str, int, int]], rank: int, targets: str,
@@ -311,6 +385,9 @@ class ModelFacts:
     output_layer: str = ""
     patches_per_image_token: int = 4
     tied_embeddings: bool = False  # the input embedding and the LM head share one weight
+    shares_prefix: bool = False  # the adapter declares shared_prefix for this model_type
+    full_attention: bool = True  # every text layer attends fully (no sliding window)
+    pair_cost: float = 0.0  # row_layout.attention_pair_cost of the config
 
 
 #: The repository's copies of the paper recipes' published config.json files, beside the
@@ -421,6 +498,7 @@ def _facts_from_folder(folder: str, trust_remote_code: bool) -> ModelFacts:
     from transformers import AutoConfig
 
     from vlcohort.processors.registry import adapter_class_for_type, unserved_message
+    from vlcohort.training.row_layout import attention_pair_cost
 
     raw = json.loads((Path(folder) / "config.json").read_text())
     model_type = raw.get("model_type") if isinstance(raw, dict) else None
@@ -450,6 +528,9 @@ def _facts_from_folder(folder: str, trust_remote_code: bool) -> ModelFacts:
     heads = int(text.num_attention_heads)
     head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
     vision = getattr(config, "vision_config", None)
+    window = getattr(text, "sliding_window", None)
+    full = (all(t == "full_attention" for t in (getattr(text, "layer_types", None) or ()))
+            and not (window and getattr(text, "use_sliding_window", True)))
     ckpt_dtype = str(raw.get("dtype") or raw.get("torch_dtype")
                      or (raw.get("text_config") or {}).get("dtype") or "float32")
     return ModelFacts(
@@ -463,7 +544,9 @@ def _facts_from_folder(folder: str, trust_remote_code: bool) -> ModelFacts:
         vision_hidden=int(_first(vision, "hidden_size") or 0),
         vision_mlp=int(_first(vision, "intermediate_size") or 0),
         linear_shapes=linears, output_layer=output_layer,
-        patches_per_image_token=patches_per_image_token(config), tied_embeddings=tied)
+        patches_per_image_token=patches_per_image_token(config), tied_embeddings=tied,
+        shares_prefix=bool(cls.shared_prefix) and str(model_type) in cls.model_types,
+        full_attention=full, pair_cost=attention_pair_cost(config))
 
 
 def patches_per_image_token(config) -> int:
@@ -519,6 +602,9 @@ class AgentPlan:
     parts: dict[str, int] = field(default_factory=dict)
     seq_tokens: int = 0
     micro_seqs: int = 0
+    shared_prefix: bool = False  # grpo.shared_prefix applies: a prompt counted once per micro-batch
+    micro_rows: int = 0  # the largest micro-batch's input: micro_rows x micro_width positions
+    micro_width: int = 0
     kv_seqs: float | None = None  # full-length sequences the vLLM KV cache holds
     engine_sleeps: bool = False
     host: int = 0
@@ -591,6 +677,28 @@ def prompt_tokens_for(cfg) -> int:
     return limit
 
 
+def micro_batch_prompts(seqs: int, group: int, micro: int, micro_tokens: int, seq_tokens: int,
+                        mini: int = 0) -> list[tuple[int, ...]]:
+    """The distinct micro-batches of one rank's update, each as the prompt of each of its
+    sequences (rollout row n belongs to prompt n // ``group``), every sequence
+    ``seq_tokens`` long: ``micro`` consecutive rows each, or with ``micro_tokens`` > 0
+    the update's own token-budget split (``update.token_micro_batches``, within
+    mini-batches of ``mini`` rows). Prompt indices are taken relative to the
+    micro-batch's first, so micro-batches alike count once."""
+    from vlcohort.training.update import token_micro_batches
+
+    if micro_tokens > 0:
+        groups = [b.tolist() for b in token_micro_batches([seq_tokens] * seqs, micro_tokens,
+                                                          mini or seqs)]
+    else:
+        groups = [list(range(s, min(seqs, s + micro))) for s in range(0, seqs, max(1, micro))]
+    out = set()
+    for rows in groups:
+        first = rows[0] // group
+        out.add(tuple(n // group - first for n in rows))
+    return sorted(out)
+
+
 def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
          image_tokens: int = 0, suggest: bool = True, configs: Path | None = None) -> Plan:
     """The memory plan of ``cfg`` on one node of ``gpus`` GPUs of ``gpu_gib`` GiB each;
@@ -617,6 +725,12 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
     else:
         micro = max(1, min(g.micro_batch_seqs, seqs_rank))
         tokens = micro * L
+    from vlcohort.training.update import PACK_MIN_SAVING
+
+    share_asked = bool(getattr(g, "shared_prefix", False))
+    micro_prompts = (micro_batch_prompts(seqs_rank, ro.rollouts_per_prompt, micro, micro_tokens, L,
+                                         getattr(g, "mini_batch_seqs", 0))
+                     if share_asked else [])
     agents: list[AgentPlan] = []
     plan_notes: list[str] = []
     from_configs: list[str] = []  # hub ids whose config.json came from ``configs``
@@ -658,32 +772,58 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
         # reward.ema.device says, is swapped into the policy's own parameters)
         ref = f.params * w if (g.kl_coef > 0 and not lora and g.kl_reference == "start") else 0
         per_layer = layer_activation_bytes_per_token(f.hidden, f.heads * f.head_dim, f.mlp_width, e)
-        act = activation_bytes(tokens, f.layers, per_layer, f.hidden, e, mc.gradient_checkpointing)
-        act_off = activation_bytes(tokens, f.layers, per_layer, f.hidden, e, False)
-        act_on = activation_bytes(tokens, f.layers, per_layer, f.hidden, e, True)
-        mask = attention_mask_bytes(micro, L, e, 1 if mc.gradient_checkpointing else f.layers)
-        mask_off = attention_mask_bytes(micro, L, e, f.layers)
-        mask_on = attention_mask_bytes(micro, L, e, 1)
-        vis_on = vis_off = 0  # the vision tower's, over the patches behind the image tokens
-        if image_tokens and f.vision_layers:
-            patches = micro * image_tokens * f.patches_per_image_token
-            vpl = layer_activation_bytes_per_token(f.vision_hidden, f.vision_hidden, f.vision_mlp, e)
-            vis_on, vis_off = (activation_bytes(patches, f.vision_layers, vpl, f.vision_hidden, e, ck)
-                               for ck in (True, False))
-        vis = vis_on if mc.gradient_checkpointing else vis_off
+        vpl = layer_activation_bytes_per_token(f.vision_hidden, f.vision_hidden, f.vision_mlp, e)
+        shapes = [MicroBatchShape(seqs=micro, rows=micro, width=L, tokens=tokens, prompts=micro)]
+        refusal = (shared_prefix_refusal(f.shares_prefix, f.full_attention, mc.attn_implementation)
+                   if share_asked else "")
+        if share_asked and refusal:
+            notes.append(f"grpo.shared_prefix: not for {f.model_type} ({refusal}); planned unshared")
+        elif share_asked:
+            laid = [shared_prefix_shape(list(q), P_tok, T, f.pair_cost, PACK_MIN_SAVING)
+                    for q in micro_prompts]
+            if any(sh.shared for sh in laid):  # else the unshared plan, as without the option
+                shapes = laid
+        eager = mc.attn_implementation == "eager"
+
+        def micro_bytes(shape: MicroBatchShape, ckpt: bool) -> int:
+            """One micro-batch's activations, attention mask and vision tower (over the
+            patches behind each prompt copy's image tokens)."""
+            act = activation_bytes(shape.tokens, f.layers, per_layer, f.hidden, e, ckpt)
+            mask = attention_mask_bytes(shape.rows, shape.width, e, 1 if ckpt else f.layers,
+                                        e if shape.shared and eager else 1)
+            vis = 0
+            if image_tokens and f.vision_layers:
+                patches = shape.prompts * image_tokens * f.patches_per_image_token
+                vis = activation_bytes(patches, f.vision_layers, vpl, f.vision_hidden, e, ckpt)
+            return act + mask + vis
+
+        worst = max(shapes, key=lambda sh: micro_bytes(sh, mc.gradient_checkpointing))
+        if share_asked and not refusal:
+            if worst.shared:
+                notes.append(
+                    f"grpo.shared_prefix: each prompt counted once per micro-batch: "
+                    f"{worst.prompts} prompt(s) x {P_tok} + {worst.seqs} completions x {T} "
+                    f"tokens in {worst.rows} row(s) x {worst.width} (4-D mask [{worst.rows}, 1, "
+                    f"{worst.width}, {worst.width}]), not {worst.seqs} x {L}")
+            else:
+                notes.append("grpo.shared_prefix: no micro-batch gains by sharing its prompts "
+                             "(one completion per prompt, or the mask outweighs them); planned unshared")
         from vlcohort.training.logprobs import LOGITS_BUDGET_BYTES
 
         logit = logits_bytes(micro, T, f.vocab, mc.logprob_chunk_tokens, e, LOGITS_BUDGET_BYTES,
                              ro.temperature != 1.0)
         parts = {"weights": int(st.weights), "grads": int(st.grads), "optimizer": int(st.optimizer),
                  "zero3_gather": int(st.gather), "reference": int(ref),
-                 "activations": int(act + mask + vis), "activations_no_ckpt": int(act_off + mask_off + vis_off),
-                 "activations_ckpt": int(act_on + mask_on + vis_on), "logits": int(logit),
+                 "activations": int(micro_bytes(worst, mc.gradient_checkpointing)),
+                 "activations_no_ckpt": int(max(micro_bytes(sh, False) for sh in shapes)),
+                 "activations_ckpt": int(max(micro_bytes(sh, True) for sh in shapes)),
+                 "logits": int(logit),
                  "embedding_grad": embedding_grad_bytes(f.vocab, f.hidden, w, f.tied_embeddings,
                                                         trained=not lora)}
         ap = AgentPlan(index=i, name=mc.name, model_class=f.model_class, params=f.params,
                        trainable=trainable, gpu=gpu_idx, ranks=R, optimizer=opt_name, parts=parts,
-                       seq_tokens=L, micro_seqs=micro, notes=notes,
+                       seq_tokens=L, micro_seqs=micro, notes=notes, shared_prefix=worst.shared,
+                       micro_rows=worst.rows, micro_width=worst.width,
                        host=int(st.host) if (not one_process and d.offload_optimizer and d.zero_stage) else 0)
         ap.resident = st.gpu + ref
         # the backward's peak: the activations and logits, or at its very end (activations
