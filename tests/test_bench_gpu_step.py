@@ -65,6 +65,14 @@ def test_flop_count_is_the_documented_formula(bench):
     assert bench.update_flops(p, shared, 1, 0) == 6 * (1000 * 10 + 50 * 3 + 300 * 4 * 1)
 
 
+def test_prompt_copies_per_micro_batch(bench):
+    """A shared prompt runs once per micro-batch holding its G rows (row n: prompt n // G)."""
+    assert bench.prompt_copies(2, 8, 8) == [1, 1] == bench.prompt_copies(2, 8, 16)
+    assert bench.prompt_copies(2, 8, 12) == [1, 2]  # rows 8-15 span micro-batches 0 and 1
+    assert bench.prompt_copies(3, 4, 6) == [1, 2, 1]
+    assert bench.prompt_copies(2, 8, 1) == [8, 8]  # one row a micro-batch: G copies
+
+
 def test_padded_tokenizer_decodes_every_id():
     from vlcohort.processors.tiny import QWEN_VL_SPECIALS, train_byte_level_bpe
 
@@ -83,7 +91,8 @@ def _run(tmp_path, *extra, name="out.json"):
     return proc, out
 
 
-CONFIG_KEYS = {"engine", "packing", "setup_s", "engine_sleeps", "params", "steps", "summary", "plan"}
+CONFIG_KEYS = {"engine", "packing", "shared_prefix", "setup_s", "engine_sleeps", "params", "steps",
+               "summary", "plan"}
 SUMMARY_FIGURES = ("step_s", "rollout_s", "grading_s", "update_s", "other_s", "weight_push_s",
                    "generated_tokens_per_s", "train_tflops_per_s", "mfu", "rollout_share", "update_share")
 GPU_FIGURES = ("peak_mem_generation_gb", "peak_mem_update_gb", "peak_mem_gb", "device_used_generation_gb",
@@ -92,22 +101,33 @@ GPU_FIGURES = ("peak_mem_generation_gb", "peak_mem_update_gb", "peak_mem_gb", "d
 IS_KEYS = {"mean", "min", "max", "rollout_k3", "frac_truncated", "nonfinite_tokens"}
 
 
-def test_tiny_mode_runs_packed_and_padded_and_reports(tmp_path):
-    proc, out = _run(tmp_path)
+def test_tiny_mode_runs_every_encoding_and_reports(tmp_path):
+    """``--packing all``: padded, packed and shared-prefix updates, each with every figure.
+    Under ``shared`` an agent whose adapter shares its prompts runs each prompt once per
+    micro-batch (here one micro-batch of B x G rows: once), and the plan says so."""
+    from vlcohort.processors.registry import adapter_class_for_type
+
+    proc, out = _run(tmp_path, "--packing", "all")
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = proc.stdout
-    for line in ("hf/padded", "hf/packed", "generated tokens / s", "MFU", "peak GPU memory, update (GB)",
+    for line in ("hf/padded", "hf/packed", "hf/shared", "generated tokens / s", "MFU",
+                 "peak GPU memory, update (GB)",
                  "planned peak, generation (GB)", "measured / planned, update", "is/rollout_k3 qwen25vl3b"):
         assert line in text, text
     assert "complete: hf/padded step_s=" in text and f"wrote {out}" in text
     res = json.loads(out.read_text())
     assert res["complete"] is True and res["failure"] is None
     assert res["tiny"] and res["device"] == "cpu" and res["settings"]["engines"] == ["hf"]
-    assert res["requested"] == ["hf/padded", "hf/packed"] == list(res["configurations"])
+    assert res["requested"] == ["hf/padded", "hf/packed", "hf/shared"] == list(res["configurations"])
+    assert res["settings"]["encodings"] == ["padded", "packed", "shared"]
+    family_shares = {"qwen25vl3b": adapter_class_for_type("qwen2_5_vl").shared_prefix,
+              "internvl35_2b": adapter_class_for_type("internvl").shared_prefix}
     B, G, T = (res["settings"][k] for k in ("prompts", "rollouts", "max_new_tokens"))
     for name, conf in res["configurations"].items():
         assert set(conf) == CONFIG_KEYS, name
-        assert conf["engine"] == "hf" and conf["packing"] == (name == "hf/packed")
+        shared = name == "hf/shared"
+        assert conf["engine"] == "hf" and conf["packing"] == (name != "hf/padded")
+        assert conf["shared_prefix"] == shared
         assert set(conf["params"]) == {"qwen25vl3b", "internvl35_2b"}
         s = conf["summary"]
         for key in SUMMARY_FIGURES:
@@ -122,6 +142,7 @@ def test_tiny_mode_runs_packed_and_padded_and_reports(tmp_path):
         plan = conf["plan"]
         assert plan["gpu_gib"] == 139.0 and plan["peak_gb"] == max(plan["peak_generation_gb"],
                                                                      plan["peak_update_gb"]) > 0
+        assert plan["shared_prefix"] == {a: shared and s for a, s in family_shares.items()}, name
         (step,) = conf["steps"]
         assert step["warmup"] is False
         shares = [step[f"{phase}_share"] for phase in ("rollout", "grading", "update", "other")]
@@ -133,6 +154,13 @@ def test_tiny_mode_runs_packed_and_padded_and_reports(tmp_path):
             # (both families share the vision pass)
             copies = G if conf["packing"] else 1
             assert tokens["vision_image"] * copies == tokens["image"], (name, agent)
+            # a shared prompt runs once (one micro-batch holds all B x G rows), else G times
+            assert tokens["shared_prefix"] == (shared and family_shares[agent]), (name, agent)
+            longest = tokens["longest_prompt"]
+            if tokens["shared_prefix"]:
+                assert longest <= tokens["prompt"] <= B * longest, (name, agent)
+            else:
+                assert tokens["prompt"] % G == 0 and G * longest <= tokens["prompt"] <= B * G * longest
         assert step["generated_tokens"] == sum(t["completion"] for t in step["tokens"].values())
         assert step["agents_updated"] == ["qwen25vl3b", "internvl35_2b"]
 
@@ -215,10 +243,14 @@ def test_missing_figure_is_an_error(bench):
 
 def test_engine_and_packing_choices(bench):
     a = bench.parse_args(["--tiny"])
-    assert a.engines == ("hf",) and a.packings == (False, True) and a.processor_dir is None
+    assert a.engines == ("hf",) and a.encodings == ("padded", "packed") and a.processor_dir is None
     a = bench.parse_args(["--tiny", "--engine", "both", "--packing", "on"])
-    assert a.engines == ("hf", "vllm") and a.packings == (True,)
+    assert a.engines == ("hf", "vllm") and a.encodings == ("packed",)
     assert bench.configurations(a) == ["hf/packed", "vllm/packed"]
+    a = bench.parse_args(["--tiny", "--packing", "shared"])
+    assert bench.configurations(a) == ["hf/shared"] and bench.ENCODINGS["shared"] == (True, True)
+    assert bench.configurations(bench.parse_args(["--tiny", "--packing", "all"])) == [
+        "hf/padded", "hf/packed", "hf/shared"]
     with pytest.raises(SystemExit):
         bench.parse_args(["--tiny", "--qwen-processor", "/nonexistent/qwen"])
 
