@@ -249,6 +249,13 @@ class TrainingBatch:
         """Whether ``inputs`` are packed rows (see ``packed_index``)."""
         return self.packed_index is not None
 
+    @property
+    def shares_prefix(self) -> bool:
+        """Whether this is a shared-prefix layout (:meth:`Adapter.encode_shared_prefix`):
+        an explicit [R, 1, W, W] mask, or a dict of them per layer type."""
+        mask = self.inputs.get("attention_mask")
+        return isinstance(mask, dict) or (mask is not None and mask.dim() == 4)
+
     def to(self, device) -> "TrainingBatch":
         """The same batch with its tensors on ``device`` (the model's)."""
         return TrainingBatch(inputs=_tensors_to(self.inputs, device),
@@ -260,7 +267,12 @@ class TrainingBatch:
 
 
 def _tensors_to(inputs: dict, device) -> dict:
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    """``inputs`` with every tensor on ``device``, the per-layer-type mask dict's too."""
+    def move(v):
+        if isinstance(v, dict):
+            return {k: move(x) for k, x in v.items()}
+        return v.to(device) if isinstance(v, torch.Tensor) else v
+    return {k: move(v) for k, v in inputs.items()}
 
 
 class Adapter:
@@ -688,22 +700,20 @@ class Adapter:
                              completion_mask=batch.completion_mask, prompt_len=P,
                              packed_index=index)
 
+    @classmethod
+    def shares_prefix_for(cls, model_type: str) -> bool:
+        """Whether this family's shared-prefix layout is tested for ``model_type``: its
+        :attr:`shared_prefix` (an adapter serving more model types than it tested, as the
+        text adapter's causal-LM fallback, narrows it)."""
+        return bool(cls.shared_prefix)
+
     def can_share_prefix(self, model) -> bool:
         """Whether :meth:`encode_shared_prefix` serves this ``model``: the family's
-        :attr:`shared_prefix`, an attention that takes an explicit 4-D mask (sdpa, eager;
-        not flash-attention) and full attention in every layer (a sliding window or a
-        layer type of its own would be overridden by the mask)."""
-        if not self.shared_prefix:
-            return False
+        :meth:`shares_prefix_for` its model type, and attention the layout's masks
+        rebuild (:func:`prefix_masks_fit`)."""
         config = unwrap(model).config
-        text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-        if any(getattr(c, "_attn_implementation", "sdpa") not in ("sdpa", "eager")
-               for c in (config, text)):
-            return False
-        if any(t != "full_attention" for t in (getattr(text, "layer_types", None) or ())):
-            return False
-        window = getattr(text, "sliding_window", None)
-        return not (window and getattr(text, "use_sliding_window", True))
+        return (bool(self.shared_prefix) and self.shares_prefix_for(str(getattr(config, "model_type", "")))
+                and prefix_masks_fit(config) == "")
 
     def encode_shared_prefix(self, model, prompts: PromptBatch,
                              completions: Sequence[Sequence[int]],
@@ -730,7 +740,10 @@ class Adapter:
         it is (``masking_utils``: "already prepared, or custom"): a prompt token sees its
         prompt's earlier tokens, a completion token its prompt and its own earlier
         tokens, never a sibling's nor another unit's; a pad token sees itself only.
-        Boolean (True: attend) for sdpa, additive (0 / dtype min) for eager.
+        Boolean (True: attend) for sdpa, additive (0 / dtype min) for eager; a dict of
+        one such mask per layer type where the model mixes full and sliding-window
+        layers, and the family's two-way blocks added (:func:`shared_prefix_masks`,
+        :meth:`bidirectional_blocks`).
         ``packed_index`` [C]: the flat [R x W] index of the hidden state that predicts
         each real completion token (row-major over ``completion_mask``): for a
         completion's first token, its prompt's last token, which all its siblings share,
@@ -738,8 +751,8 @@ class Adapter:
         adds every sibling's gradient into it. ``completion_ids`` / ``completion_mask``
         [N, T] as :meth:`encode_training`'s, so callers read it like a padded batch.
 
-        A family whose model adds a mask rule of its own (bidirectional image tokens, a
-        sliding window) keeps :attr:`shared_prefix` False: the 4-D mask replaces it."""
+        The mask replaces the model's own: a family whose model adds a rule the layout
+        does not rebuild keeps :attr:`shared_prefix` False."""
         ids, pmask = prompts.inputs["input_ids"], prompts.inputs["attention_mask"].bool()
         N, (U, P) = len(completions), ids.shape
         if len(unit) != N:
@@ -806,19 +819,23 @@ class Adapter:
         causal = torch.ones(W, W, dtype=torch.bool).tril()  # [W, W] key <= query
         same_unit = (group[:, :, None] == group[:, None, :]) & real[:, :, None]
         visible = (segment[:, None, :] == 0) | (segment[:, :, None] == segment[:, None, :])
-        allowed = (causal & same_unit & visible) | torch.eye(W, dtype=torch.bool)  # [R, W, W]
-        allowed = allowed[:, None]  # [R, 1, W, W]
-        base = unwrap(model)
-        if getattr(base.config, "_attn_implementation", "sdpa") == "eager":
-            dtype = next(base.parameters()).dtype
-            mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(
-                ~allowed, torch.finfo(dtype).min)
-        else:
-            mask = allowed
-        inputs["attention_mask"] = mask
+        allowed = causal & same_unit & visible  # [R, W, W]
+        blocks = self.bidirectional_blocks(model, inputs)  # [R, W] or None
+        if blocks is not None:  # blocks lie within one prompt, so within one unit
+            allowed |= (blocks[:, :, None] == blocks[:, None, :]) & (blocks[:, :, None] >= 0)
+        pos = inputs["position_ids"]
+        text_pos = pos if pos.dim() == 2 else pos[0]  # [R, W]: M-RoPE's row 0 is the text's
+        inputs["attention_mask"] = shared_prefix_masks(model, allowed, text_pos)
         index = torch.tensor([p for i in range(N) for p in predictor[i]], dtype=torch.long)
         return TrainingBatch(inputs=inputs, completion_ids=comp, completion_mask=comp_mask,
                              prompt_len=int(pmask.sum(1).max()), packed_index=index)
+
+    def bidirectional_blocks(self, model, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """*Family hook*: for a shared-prefix layout's ``inputs`` (per-token tensors laid
+        out [R, W]), a block id per token, [R, W], where tokens of one block attend to each
+        other both ways (-1: ordinary causal token), as the family's model adds to its
+        causal mask on its own (Gemma-3's image tokens). None: causal only."""
+        return None
 
     def share_images(self, batch: TrainingBatch, copies: Sequence[int]) -> TrainingBatch:
         """*Family hook*: the batch with one vision-tower input per distinct image.
@@ -946,6 +963,64 @@ class Adapter:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def prefix_masks_fit(config, attn_implementation: str | None = None) -> str:
+    """Why a model of ``config`` cannot take a shared-prefix layout's masks, "" when it
+    can. The attention must take an explicit 4-D mask (sdpa, eager; flash-attention
+    takes none); its layers must be of full or sliding-window attention, which
+    :func:`shared_prefix_masks` rebuilds per layer type (a linear-attention layer takes
+    no mask; a chunked one, or a window applied without ``layer_types``, would be
+    overridden); and no two-way (encoder) attention. ``attn_implementation``: the one the
+    model will load with, else the config's. The one rule ``Adapter.can_share_prefix``
+    and ``vlcohort plan`` read."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    impls = ({attn_implementation} if attn_implementation
+             else {getattr(c, "_attn_implementation", None) or "sdpa" for c in (config, text)})
+    if impls - {"sdpa", "eager"}:
+        return f"attn_implementation={sorted(impls - {'sdpa', 'eager'})[0]} takes no 4-D attention mask"
+    types = set(getattr(text, "layer_types", None) or ())
+    window = getattr(text, "sliding_window", None)
+    if types - {"full_attention", "sliding_attention"}:
+        return f"layer types {sorted(types - {'full_attention', 'sliding_attention'})} take no rebuilt mask"
+    if getattr(text, "use_bidirectional_attention", False):
+        return "the model attends both ways"
+    if "sliding_attention" in types and not window:
+        return "sliding-window layers without a sliding_window"
+    if not types and window and getattr(text, "use_sliding_window", True):
+        return "a sliding window without layer_types"
+    return ""
+
+
+def shared_prefix_masks(model, allowed: torch.Tensor, text_pos: torch.Tensor):
+    """The attention mask(s) a shared-prefix layout hands the model: ``allowed``
+    [R, W, W] (query, key: may attend) as a [R, 1, W, W] mask, boolean for sdpa, additive
+    (0 / dtype min) for eager; each token also sees itself (a pad token sees only itself,
+    so no attention row is empty).
+
+    A model whose layers mix full and sliding-window attention (``layer_types``) gets a
+    dict ``{"full_attention": m, "sliding_attention": m'}``, which transformers' models
+    take as the per-layer masks "already prepared"; ``m'`` also requires query position -
+    key position < ``sliding_window``, measured on ``text_pos`` [R, W], the positions each
+    token has in its own sequence, so a window spans what it spans unshared."""
+    base = unwrap(model)
+    config = base.config
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    R, W, _ = allowed.shape
+    own = torch.eye(W, dtype=torch.bool)
+
+    def finish(a: torch.Tensor) -> torch.Tensor:
+        a = (a | own)[:, None]  # [R, 1, W, W]
+        if getattr(config, "_attn_implementation", "sdpa") != "eager":
+            return a
+        dtype = next(base.parameters()).dtype
+        return torch.zeros(a.shape, dtype=dtype).masked_fill_(~a, torch.finfo(dtype).min)
+
+    types = set(getattr(text, "layer_types", None) or ())
+    if "sliding_attention" not in types:
+        return finish(allowed)
+    near = (text_pos[:, :, None] - text_pos[:, None, :]) < int(text.sliding_window)  # [R, W, W]
+    return {t: finish(allowed & near if t == "sliding_attention" else allowed) for t in types}
 
 
 def mrope_packed_position_ids(model, batch: TrainingBatch) -> torch.Tensor:

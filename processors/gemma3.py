@@ -61,10 +61,9 @@ class Gemma3Adapter(Adapter):
     # (masking_utils.remap_positions_for_packed_sequence), so image tokens would attend
     # wrongly; tests/test_packing.py measures the difference.
     packing = False
-    # No shared prefix: a 4-D mask replaces the model's own rules, the image blocks'
-    # bidirectional attention and the sliding window of 5 layers in 6, both measured
-    # in tests/test_shared_prefix.py.
-    shared_prefix = False
+    # tests/test_shared_prefix.py: shared = unshared, its image blocks' two-way attention
+    # (bidirectional_blocks) and sliding windows rebuilt in the layout's masks
+    shared_prefix = True
 
     @property
     def pan_and_scan(self) -> bool:
@@ -98,6 +97,14 @@ class Gemma3Adapter(Adapter):
 
     def image_token_count(self, width: int, height: int) -> int:
         return int(self.processor.image_seq_length) * (1 + self.crops_for(width, height))
+
+    def bidirectional_blocks(self, model, inputs):
+        """An image's tokens attend to each other both ways: the model's own block ids
+        (``get_block_sequence_ids_for_mask``) of the laid-out ``token_type_ids``."""
+        from transformers.models.gemma3.modeling_gemma3 import get_block_sequence_ids_for_mask
+
+        types = inputs.get("token_type_ids")
+        return None if types is None else get_block_sequence_ids_for_mask(types)
 
     def vllm_processor_kwargs(self) -> dict:
         return self.processor_image_kwargs() if self.pan_and_scan else {}

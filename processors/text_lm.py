@@ -28,13 +28,16 @@ class TextLMAdapter(Adapter):
     packing = True
     shared_prefix = True
 
-    def can_share_prefix(self, model) -> bool:
-        """Shared-prefix batches for the model types this adapter names (tested on Qwen2
-        and the real SmolLM2, Llama), with full attention in every layer and sdpa or
-        eager attention (``Adapter.can_share_prefix``); a model type it serves as the
+    #: model types whose shared-prefix batches are tested equal to the unshared ones
+    #: (tiny Qwen2, the real SmolLM2 as a Llama, the real Gemma-3-270M: sliding windows
+    #: in 5 layers of 6): tests/test_shared_prefix.py
+    shared_prefix_model_types = ("qwen2", "qwen3", "llama", "mistral", "gemma3_text")
+
+    @classmethod
+    def shares_prefix_for(cls, model_type: str) -> bool:
+        """Only :attr:`shared_prefix_model_types`: any other model type it serves as the
         causal-LM fallback keeps the unshared path."""
-        return (getattr(unwrap(model).config, "model_type", None) in self.model_types
-                and super().can_share_prefix(model))
+        return model_type in cls.shared_prefix_model_types
 
     def can_pack(self, model) -> bool:
         """Packed only for the model types this adapter names (their transformers models

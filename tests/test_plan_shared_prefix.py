@@ -106,10 +106,22 @@ def test_micro_batch_prompts_by_rows_and_by_token_budget():
 
 
 def test_refusals_mirror_can_share_prefix():
-    assert shared_prefix_refusal(True, True, "sdpa") == shared_prefix_refusal(True, True, "eager") == ""
-    assert "does not declare" in shared_prefix_refusal(False, True, "sdpa")
-    assert "4-D" in shared_prefix_refusal(True, True, "flash_attention_2")
-    assert "sliding window" in shared_prefix_refusal(True, False, "sdpa")
+    """The planner and ``Adapter.can_share_prefix`` read one rule,
+    ``processors.base.prefix_masks_fit``."""
+    from transformers import Qwen2Config
+
+    from vlcohort.processors.base import prefix_masks_fit
+
+    assert shared_prefix_refusal(True, "", "sdpa") == shared_prefix_refusal(True, "", "eager") == ""
+    assert "does not declare" in shared_prefix_refusal(False, "", "sdpa")
+    assert "4-D" in shared_prefix_refusal(True, "", "flash_attention_2")
+    linear = Qwen2Config(num_hidden_layers=2, layer_types=["full_attention", "linear_attention"])
+    why = prefix_masks_fit(linear, "sdpa")
+    assert "linear_attention" in why and shared_prefix_refusal(True, why, "sdpa") == why
+    windowed = Qwen2Config(num_hidden_layers=2, layer_types=["full_attention", "sliding_attention"])
+    assert "sliding_window" in prefix_masks_fit(windowed, "sdpa")
+    windowed.sliding_window = 64
+    assert prefix_masks_fit(windowed, "sdpa") == ""  # rebuilt per layer type
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -120,7 +132,7 @@ def test_text_model_counts_the_prompt_once():
     of one prompt: 1 row of P + 8 T = 5,120 positions instead of 8 x 3,328 = 26,624, and
     the mask [1, 1, 5120, 5120] instead of [8, 1, 3328, 3328]."""
     f = model_facts("Qwen/Qwen2.5-3B-Instruct", configs=CONFIGS)
-    assert f.shares_prefix and f.full_attention
+    assert f.shares_prefix and f.prefix_masks == ""
     off, on = _plan("Qwen/Qwen2.5-3B-Instruct", False), _plan("Qwen/Qwen2.5-3B-Instruct", True)
     assert not off.shared_prefix and (off.micro_rows, off.micro_width) == (8, P + T)
     assert on.shared_prefix and (on.micro_rows, on.micro_width) == (1, P + G * T)
@@ -135,37 +147,28 @@ def test_text_model_counts_the_prompt_once():
 
 
 def test_vision_language_model_follows_its_adapter():
-    """Qwen2.5-VL-3B with a 2,048-image-token prompt and G = 8: where its adapter declares
-    ``shared_prefix``, the language model's positions and the vision tower's images fall
-    to one prompt per micro-batch, by the formula; where it does not, nothing changes."""
-    from vlcohort.processors.registry import adapter_class_for_type
-
-    path = "Qwen/Qwen2.5-VL-3B-Instruct"
-    f = model_facts(path, configs=CONFIGS)
-    assert f.full_attention and f.vision_layers
-    off = _plan(path, False, image_tokens=IMAGE)
-    on = _plan(path, True, image_tokens=IMAGE)
-    assert off.parts["activations"] == _micro_bytes(f, 8, P + T, 8, IMAGE)
-    if adapter_class_for_type("qwen2_5_vl").shared_prefix:
+    """Qwen2.5-VL-3B and Gemma-3-12B (sliding-window layers, their masks rebuilt per
+    layer type) with a 2,048-image-token prompt and G = 8: the language model's
+    positions and the vision tower's images fall to one prompt per micro-batch, by the
+    formula."""
+    for path in ("Qwen/Qwen2.5-VL-3B-Instruct", "google/gemma-3-12b-it"):
+        f = model_facts(path, configs=CONFIGS)
+        assert f.shares_prefix and f.prefix_masks == "" and f.vision_layers
+        off = _plan(path, False, image_tokens=IMAGE)
+        on = _plan(path, True, image_tokens=IMAGE)
+        assert off.parts["activations"] == _micro_bytes(f, 8, P + T, 8, IMAGE)
         assert on.shared_prefix
         assert on.parts["activations"] == _micro_bytes(f, 1, P + G * T, 1, IMAGE)
         assert off.parts["activations"] - on.parts["activations"] > 0
-    else:
-        assert not on.shared_prefix and on.parts == off.parts
-        assert any("does not declare shared_prefix" in n for n in on.notes)
 
 
-@pytest.mark.parametrize("path, why", [("google/gemma-3-12b-it", "sliding"),
-                                       ("Qwen/Qwen2.5-3B-Instruct", "flash")])
-def test_no_change_where_the_update_would_not_share(path, why):
-    """Gemma-3 (sliding-window layers) and a flash-attention agent keep the unshared plan."""
-    extra = ("agents.0.attn_implementation=flash_attention_2",) if why == "flash" else ()
-    f = model_facts(path, configs=CONFIGS)
-    if why == "sliding":
-        assert not f.full_attention
+def test_no_change_where_the_update_would_not_share():
+    """A flash-attention agent keeps the unshared plan, and says why."""
+    path = "Qwen/Qwen2.5-3B-Instruct"
+    extra = ("agents.0.attn_implementation=flash_attention_2",)
     off, on = _plan(path, False, *extra), _plan(path, True, *extra)
     assert on.parts == off.parts and not on.shared_prefix
-    assert any("planned unshared" in n for n in on.notes)
+    assert any("planned unshared" in n and "4-D" in n for n in on.notes)
 
 
 def test_micro_batch_of_one_completion_per_prompt_is_unshared():

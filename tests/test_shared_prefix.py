@@ -5,8 +5,9 @@ tiny real model: the shared batch's log-probs, token statistics and gradients (f
 fine-tune; LoRA for the headline families) equal the unshared padded batch's, with
 prompts of two images, one image and none; the vision tower runs once per prompt's
 image; a completion never sees a sibling (with a control showing the check can fail);
-families and models that cannot share fall back (Gemma-3's own mask rules, measured);
-and a 3-step training run with it on equals one with it off, text and Qwen2.5-VL.
+Gemma-3's own mask rules (two-way image blocks, sliding windows; the real Gemma-3-270M in
+fp64) are rebuilt; models that cannot share fall back; and a 3-step training run with it
+on equals one with it off, text and Qwen2.5-VL.
 
 The real SmolLM2 (a Llama) is compared in ``bench/shared_prefix.py``."""
 
@@ -43,7 +44,8 @@ FAMILIES = {"tiny:qwen2": "TextLMAdapter", "tiny:qwen2_5_vl": "Qwen2_5_VLAdapter
             "tiny:qwen3_vl_moe": "Qwen3VLMoeAdapter", "tiny:glm4v": "Glm4vAdapter",
             "tiny:internvl3_5": "InternVLAdapter", "tiny:llava_onevision": "LlavaOnevisionAdapter",
             "tiny:mistral3": "Mistral3Adapter", "tiny:idefics3": "Idefics3Adapter",
-            "tiny:smolvlm": "SmolVLMAdapter", "tiny:mllama": "MllamaAdapter"}
+            "tiny:smolvlm": "SmolVLMAdapter", "tiny:mllama": "MllamaAdapter",
+            "tiny:gemma3": "Gemma3Adapter"}
 HEADLINE = ["tiny:qwen2", "tiny:qwen2_5_vl", "tiny:internvl3_5"]
 #: Families whose padded reference itself moves with left padding: a prompt padded to
 #: another's length gets log-probs up to 1.1e-5 (Mistral-3; 1.3e-5 in fp64), 2.8e-5
@@ -142,7 +144,8 @@ def test_shared_logprobs_and_gradients_equal_unshared(spec, attn):
     padded = _padded(adapter, rendered, comps)
     shared = _shared(adapter, model, rendered, comps)
     mask = shared.inputs["attention_mask"]
-    assert mask.dim() == 4 and mask.dtype == (torch.bool if attn == "sdpa" else torch.float32)
+    for m in (mask.values() if isinstance(mask, dict) else [mask]):
+        assert m.dim() == 4 and m.dtype == (torch.bool if attn == "sdpa" else torch.float32)
     # each prompt once: the shared rows hold every real token but (G - 1) prompts' fewer
     prompt = [int(adapter.encode_prompts([r]).inputs["attention_mask"].sum()) for r in rendered]
     assert int((shared.inputs["input_ids"] != adapter.pad_token_id()).sum()) <= sum(prompt) + sum(LENGTHS)
@@ -267,12 +270,12 @@ def test_micro_batches_share_only_when_asked_supported_and_worth_it():
     # the same rows per micro-batch, in their own order; each a one-prompt unit
     assert [rows for rows, _ in on] == [slice(0, 3), slice(3, 6), slice(6, 9)]
     assert [sorted(row_indices(r)) for r, _ in off] == [row_indices(r) for r, _ in on]
-    assert all(tb.inputs["attention_mask"].dim() == 4 for _, tb in on)
+    assert all(tb.shares_prefix for _, tb in on)
     # one completion per prompt (G = 1): nothing to share, the unshared batch
     ro1 = Rollouts(prompts=None, completions=_completions((4, 4, 4)), logprobs=torch.zeros(3, 4),
                    texts=[""] * 3, finished=[True] * 3, group_size=1)
     (_, tb), = micro_batches(agent, rendered, ro1, 3, shared_prefix=True)
-    assert tb.inputs["attention_mask"].dim() == 2
+    assert not tb.shares_prefix and tb.inputs["attention_mask"].dim() == 2
     # a family that cannot share keeps the unshared path whatever grpo.shared_prefix says
     adapter.shared_prefix = False
     kept = micro_batches(agent, rendered, ro, 3, packing=True, shared_prefix=True)
@@ -284,31 +287,80 @@ def test_micro_batches_share_only_when_asked_supported_and_worth_it():
 def test_where_a_model_cannot_share_it_falls_back():
     adapter, model, _ = _setup()
     assert adapter.can_share_prefix(model)
-    model.config.model_type = "gemma3_text"  # served as the causal-LM fallback: unshared
+    model.config.model_type = "phi3"  # served as the causal-LM fallback, untested: unshared
     assert not adapter.can_share_prefix(model)
     model.config.model_type = "qwen2"
-    model.config.layer_types = ["full_attention", "sliding_attention"]  # a window the mask would lose
+    model.config.layer_types = ["full_attention", "linear_attention"]  # takes no mask
     assert not adapter.can_share_prefix(model)
-    model.config.layer_types = ["full_attention"] * 2
+    model.config.layer_types = ["full_attention", "chunked_attention"]  # a rule not rebuilt
+    assert not adapter.can_share_prefix(model)
+    model.config.layer_types = ["full_attention", "sliding_attention"]
+    assert not adapter.can_share_prefix(model)  # sliding layers without a window size
+    model.config.sliding_window = 64
+    assert adapter.can_share_prefix(model)  # rebuilt per layer type
+    model.config.layer_types = None
+    model.config.use_sliding_window = True  # a window every layer applies, no layer types
+    assert not adapter.can_share_prefix(model)
+    model.config.use_sliding_window = False
     model.config._attn_implementation = "flash_attention_2"  # takes no 4-D mask
     assert not adapter.can_share_prefix(model)
 
 
-def test_gemma3_own_mask_rules_are_why_it_falls_back():
-    """Gemma-3's model adds its own rules to the mask: an image's tokens attend to each
-    other both ways, and most layers use a sliding window. A 4-D mask replaces both, so
-    the family declares no shared prefix (and its model, with sliding layers, could not
-    share anyway). Measured here: forced through the shared layout, its log-probs leave
-    the padded ones by far more than float noise."""
+def test_gemma3_image_blocks_attend_both_ways():
+    """Gemma-3's model adds to its causal mask that an image's tokens attend to each
+    other both ways; the layout rebuilds it (``Gemma3Adapter.bidirectional_blocks``).
+    Control: the layout without it leaves the padded log-probs by far more than noise."""
     adapter, model, rendered = _setup("sdpa", "tiny:gemma3")
-    assert not type(adapter).shared_prefix and not adapter.can_share_prefix(model)
     comps = _completions(LENGTHS)
     padded = _padded(adapter, rendered, comps)
-    forced = _shared(adapter, model, rendered, comps)
+    _check_same(adapter, model, padded, _shared(adapter, model, rendered, comps))
+    adapter.bidirectional_blocks = lambda model, inputs: None
     with torch.no_grad():
         a = completion_logprobs(adapter, model, padded)
-        b = completion_logprobs(adapter, model, forced)
+        b = completion_logprobs(adapter, model, _shared(adapter, model, rendered, comps))
     assert float((a - b).abs().max()) > 100 * ATOL
+
+
+def test_sliding_window_layers_keep_their_window():
+    """Gemma-3's layers are sliding-window layers: with a window of 6 tokens (shorter
+    than every prompt, so it matters), the sliding layers' mask of the layout spans what
+    the window spans unshared. Control: the same model without the window moves."""
+    adapter, model, rendered = _setup("sdpa", "tiny:gemma3")
+    text = model.config.get_text_config()
+    assert set(text.layer_types) == {"sliding_attention"}
+    text.sliding_window = 6
+    comps = _completions(LENGTHS)
+    padded = _padded(adapter, rendered, comps)
+    shared = _shared(adapter, model, rendered, comps)
+    assert set(shared.inputs["attention_mask"]) == {"sliding_attention"}
+    _check_same(adapter, model, padded, shared)
+    with torch.no_grad():
+        a = completion_logprobs(adapter, model, padded)
+        text.sliding_window = 10_000
+        assert float((completion_logprobs(adapter, model, padded) - a).abs().max()) > 1e-2
+
+
+@pytest.mark.slow
+def test_real_gemma3_270m_mixed_window_layers_fp64():
+    """The real Gemma-3-270M (sliding windows in 5 layers of 6, 262k vocabulary), in
+    fp64 with a window of 16 so it matters: the layout's per-layer-type masks give every
+    completion exactly the log-probs of its group encoded alone (the padded batch itself
+    moves by ~1e-5 with left padding on this model)."""
+    adapter = adapter_for("gguf:gemma3-270m")
+    model = adapter.load_model().eval().double()
+    assert adapter.can_share_prefix(model)
+    model.config.sliding_window = 16
+    rendered = [adapter.render(p) for p in _problems(False)]
+    comps = _completions((5, 17, 0, 9, 2, 12, 1, 12, 7))
+    shared = _shared(adapter, model, rendered, comps)
+    assert set(shared.inputs["attention_mask"]) == {"full_attention", "sliding_attention"}
+    with torch.no_grad():
+        b = completion_logprobs(adapter, model, shared)
+        for p, r in enumerate(rendered):
+            rows = list(range(p * G, (p + 1) * G))
+            alone = adapter.encode_training(adapter.encode_prompts([r] * G), [comps[n] for n in rows])
+            c = completion_logprobs(adapter, model, alone)
+            assert float((b[rows, : c.shape[1]] - c).abs().max()) < 1e-9, p
 
 
 def test_every_declaring_family_is_tested_here():

@@ -276,21 +276,19 @@ def attention_mask_bytes(seqs: int, seq_tokens: int, act_bytes: int, layers_aliv
     return seqs * seq_tokens * seq_tokens * (layers_alive * act_bytes + mask_bytes)
 
 
-def shared_prefix_refusal(family_shares: bool, full_attention: bool, attn_implementation: str) -> str:
+def shared_prefix_refusal(family_shares: bool, prefix_masks: str, attn_implementation: str) -> str:
     """Why ``grpo.shared_prefix`` leaves an agent's update unshared, "" when it applies:
     the facts ``Adapter.can_share_prefix`` reads, from the config alone. The family's
-    adapter must declare ``shared_prefix`` for this ``model_type`` (a model type the text
-    adapter serves as the causal-LM fallback does not share), the attention must take
-    an explicit 4-D mask (sdpa or eager: flash-attention takes none), and every layer
-    must attend fully (a sliding window or a layer type of its own would be overridden
-    by the mask)."""
+    adapter must share for this ``model_type`` (``Adapter.shares_prefix_for``: a model
+    type the text adapter serves as the causal-LM fallback does not), the attention must
+    take an explicit 4-D mask (sdpa or eager: flash-attention takes none), and the
+    layers must take the layout's masks (``prefix_masks``:
+    ``processors.base.prefix_masks_fit``'s reason, "" when they do)."""
     if not family_shares:
         return "this model type's adapter does not declare shared_prefix"
     if attn_implementation not in ("sdpa", "eager"):
         return f"attn_implementation={attn_implementation} takes no 4-D attention mask"
-    if not full_attention:
-        return "not every layer attends fully (a sliding window or another layer type)"
-    return ""
+    return prefix_masks
 
 
 @dataclass(frozen=True)
@@ -386,7 +384,7 @@ class ModelFacts:
     patches_per_image_token: int = 4
     tied_embeddings: bool = False  # the input embedding and the LM head share one weight
     shares_prefix: bool = False  # the adapter declares shared_prefix for this model_type
-    full_attention: bool = True  # every text layer attends fully (no sliding window)
+    prefix_masks: str = ""  # why its layers take no shared-prefix masks ("" : they do)
     pair_cost: float = 0.0  # row_layout.attention_pair_cost of the config
 
 
@@ -528,9 +526,9 @@ def _facts_from_folder(folder: str, trust_remote_code: bool) -> ModelFacts:
     heads = int(text.num_attention_heads)
     head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
     vision = getattr(config, "vision_config", None)
-    window = getattr(text, "sliding_window", None)
-    full = (all(t == "full_attention" for t in (getattr(text, "layer_types", None) or ()))
-            and not (window and getattr(text, "use_sliding_window", True)))
+    from vlcohort.processors.base import prefix_masks_fit
+
+    masks = prefix_masks_fit(config, "sdpa")  # the layer rules; the agent's attention later
     ckpt_dtype = str(raw.get("dtype") or raw.get("torch_dtype")
                      or (raw.get("text_config") or {}).get("dtype") or "float32")
     return ModelFacts(
@@ -545,8 +543,8 @@ def _facts_from_folder(folder: str, trust_remote_code: bool) -> ModelFacts:
         vision_mlp=int(_first(vision, "intermediate_size") or 0),
         linear_shapes=linears, output_layer=output_layer,
         patches_per_image_token=patches_per_image_token(config), tied_embeddings=tied,
-        shares_prefix=bool(cls.shared_prefix) and str(model_type) in cls.model_types,
-        full_attention=full, pair_cost=attention_pair_cost(config))
+        shares_prefix=cls.shares_prefix_for(str(model_type)),
+        prefix_masks=masks, pair_cost=attention_pair_cost(config))
 
 
 def patches_per_image_token(config) -> int:
@@ -774,7 +772,7 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
         per_layer = layer_activation_bytes_per_token(f.hidden, f.heads * f.head_dim, f.mlp_width, e)
         vpl = layer_activation_bytes_per_token(f.vision_hidden, f.vision_hidden, f.vision_mlp, e)
         shapes = [MicroBatchShape(seqs=micro, rows=micro, width=L, tokens=tokens, prompts=micro)]
-        refusal = (shared_prefix_refusal(f.shares_prefix, f.full_attention, mc.attn_implementation)
+        refusal = (shared_prefix_refusal(f.shares_prefix, f.prefix_masks, mc.attn_implementation)
                    if share_asked else "")
         if share_asked and refusal:
             notes.append(f"grpo.shared_prefix: not for {f.model_type} ({refusal}); planned unshared")
