@@ -97,12 +97,17 @@ def test_shape_stays_unshared_where_the_update_would():
 
 def test_micro_batch_prompts_by_rows_and_by_token_budget():
     """Consecutive rows: ceil(micro / G) prompts when the micro-batch starts a group, one
-    more where it straddles two. The token-budget split deals equal-length rows round
-    robin, so its micro-batches hold one completion per prompt: nothing to share."""
+    more where it straddles two. The unshared token-budget split deals equal-length rows
+    round robin, one completion per prompt each; the shared-prefix update's split
+    (``prompt_tokens`` given) keeps a prompt's rows together at their shared cost."""
     assert micro_batch_prompts(32, 8, 16, 0, 100) == [(0,) * 8 + (1,) * 8]
     assert micro_batch_prompts(32, 8, 4, 0, 100) == [(0,) * 4]
     assert micro_batch_prompts(24, 8, 12, 0, 100) == [(0,) * 8 + (1,) * 4, (0,) * 4 + (1,) * 8]
     assert micro_batch_prompts(16, 4, 0, 400, 100) == [(0, 1, 2, 3)]
+    # shared: 4 prompts of 60 + 4 x 40 = 220 tokens each, budget 400: one group each
+    assert micro_batch_prompts(16, 4, 0, 400, 100, prompt_tokens=60) == [(0,) * 4]
+    # budget 500: two whole groups per micro-batch (440 tokens), balanced: prompts 0 + 2, 1 + 3
+    assert micro_batch_prompts(16, 4, 0, 500, 100, prompt_tokens=60) == [(0,) * 4 + (2,) * 4]
 
 
 def test_refusals_mirror_can_share_prefix():

@@ -5,8 +5,8 @@ tiny real model: the shared batch's log-probs, token statistics and gradients (f
 fine-tune; LoRA for the headline families) equal the unshared padded batch's, with
 prompts of two images, one image and none; the vision tower runs once per prompt's
 image; a completion never sees a sibling (with a control showing the check can fail);
-Gemma-3's own mask rules (two-way image blocks, sliding windows; the real Gemma-3-270M in
-fp64) are rebuilt; models that cannot share fall back; and a 3-step training run with it
+Gemma-3's own mask rules (two-way image blocks, sliding windows, layers mixing full and
+sliding attention) are rebuilt; models that cannot share fall back; and a 3-step training run with it
 on equals one with it off, text and Qwen2.5-VL.
 
 The real SmolLM2 (a Llama) is compared in ``bench/shared_prefix.py``."""
@@ -284,6 +284,31 @@ def test_micro_batches_share_only_when_asked_supported_and_worth_it():
         assert torch.equal(x.inputs["input_ids"], y.inputs["input_ids"])
 
 
+def test_token_budget_keeps_each_prompts_rows_together():
+    """``shared_token_micro_batches``: every row once, within its mini-batch; a prompt's
+    rows together while its shared cost (prompt once + completions) fits the budget,
+    else cut in row order into parts that fit; the per-row split, for contrast, deals a
+    group's equal rows round robin."""
+    from vlcohort.training.update import shared_token_micro_batches, token_micro_batches
+
+    G, prompt = 4, [50, 80, 20, 60]
+    comps = [10, 30, 20, 40, 5, 5, 5, 5, 60, 70, 80, 90, 25, 25, 25, 25]
+    mbs = [b.tolist() for b in shared_token_micro_batches(prompt, comps, G, 200, 8)]
+    assert sorted(n for b in mbs for n in b) == list(range(16))
+    assert all(len({n // 8 for n in b}) == 1 for b in mbs)  # never across a mini-batch
+    for b in mbs:
+        cost = sum(prompt[p] + sum(comps[n] for n in b if n // G == p) for p in {n // G for n in b})
+        assert cost <= 200, b
+    groups = [tuple(n for n in range(p * G, p * G + G)) for p in range(4)]
+    whole = [g for g in groups if prompt[g[0] // G] + sum(comps[n] for n in g) <= 200]
+    assert whole and all(any(set(g) <= set(b) for b in mbs) for g in whole)
+    cut = list(range(8, 12))  # prompt 2: 20 + 300 > 200, cut in order: 20 + 130, 20 + 170
+    assert sorted(sorted(set(b) & set(cut)) for b in mbs if set(b) & set(cut)) == [[8, 9], [10, 11]]
+    per_row = [b.tolist() for b in token_micro_batches([prompt[n // G] + comps[n] for n in range(16)], 200, 8)]
+    assert any(len({n // G for n in b}) > 1 and all(sum(1 for m in b if m // G == n // G) == 1 for n in b)
+               for b in per_row)
+
+
 def test_where_a_model_cannot_share_it_falls_back():
     adapter, model, _ = _setup()
     assert adapter.can_share_prefix(model)
@@ -340,18 +365,24 @@ def test_sliding_window_layers_keep_their_window():
         assert float((completion_logprobs(adapter, model, padded) - a).abs().max()) > 1e-2
 
 
-@pytest.mark.slow
-def test_real_gemma3_270m_mixed_window_layers_fp64():
-    """The real Gemma-3-270M (sliding windows in 5 layers of 6, 262k vocabulary), in
-    fp64 with a window of 16 so it matters: the layout's per-layer-type masks give every
-    completion exactly the log-probs of its group encoded alone (the padded batch itself
-    moves by ~1e-5 with left padding on this model)."""
-    adapter = adapter_for("gguf:gemma3-270m")
-    model = adapter.load_model().eval().double()
+def test_mixed_full_and_sliding_layers_fp64():
+    """A Gemma-3 text model whose layers mix sliding-window and full attention (as the
+    real Gemma-3-270M's 5 in 6; random weights here, the tiny Qwen2 tokenizer's
+    prompts), in fp64 with a window of 6 so it matters: the layout's per-layer-type
+    masks give every completion exactly the log-probs of its group encoded alone. The
+    real Gemma-3-270M: ``bench/shared_prefix.py --fp64``."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    adapter, _, rendered = _setup()
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(vocab_size=len(adapter.tokenizer), hidden_size=64,
+                              intermediate_size=128, num_hidden_layers=4, num_attention_heads=2,
+                              num_key_value_heads=1, head_dim=32, sliding_window=6,
+                              layer_types=["sliding_attention"] * 3 + ["full_attention"],
+                              pad_token_id=adapter.pad_token_id(), attn_implementation="sdpa")
+    model = sharpen(Gemma3ForCausalLM(config).eval(), 5).double()
     assert adapter.can_share_prefix(model)
-    model.config.sliding_window = 16
-    rendered = [adapter.render(p) for p in _problems(False)]
-    comps = _completions((5, 17, 0, 9, 2, 12, 1, 12, 7))
+    comps = _completions(LENGTHS)
     shared = _shared(adapter, model, rendered, comps)
     assert set(shared.inputs["attention_mask"]) == {"full_attention", "sliding_attention"}
     with torch.no_grad():
@@ -361,6 +392,9 @@ def test_real_gemma3_270m_mixed_window_layers_fp64():
             alone = adapter.encode_training(adapter.encode_prompts([r] * G), [comps[n] for n in rows])
             c = completion_logprobs(adapter, model, alone)
             assert float((b[rows, : c.shape[1]] - c).abs().max()) < 1e-9, p
+        config.sliding_window = 10_000  # control: the window matters at these lengths
+        c = completion_logprobs(adapter, model, alone)
+        assert float((b[rows, : c.shape[1]] - c).abs().max()) > 1e-3
 
 
 def test_every_declaring_family_is_tested_here():
@@ -376,7 +410,7 @@ def test_every_declaring_family_is_tested_here():
     assert {adapter_for(tiny_model_path(s)).__class__.__name__ for s in FAMILIES} == sharing
 
 
-def _train(tmp_path, shared: bool, spec: str = "tiny:qwen2"):
+def _train(tmp_path, shared: bool, spec: str = "tiny:qwen2", extra: tuple = ()):
     """3 steps of a run (self-certainty rewards: every step updates; a text file for a
     text model, the built-in drawn image set for a VLM), its records and final weights."""
     import vlcohort.recipes.step as step_mod
@@ -394,7 +428,7 @@ def _train(tmp_path, shared: bool, spec: str = "tiny:qwen2"):
                              "rollout.rollouts_per_prompt=4", "rollout.max_new_tokens=12",
                              "grpo.micro_batch_seqs=4", "grpo.kl_coef=0.1", "run.seed=3",
                              f"grpo.shared_prefix={str(shared).lower()}",
-                             "checkpoint.at_end=false",
+                             "checkpoint.at_end=false", *extra,
                              f"run.output_dir={tmp_path / spec.replace(':', '-') / ('on' if shared else 'off')}"])
     run = setup(cfg)
     adapter = run.agents[0].adapter
@@ -412,10 +446,14 @@ def _train(tmp_path, shared: bool, spec: str = "tiny:qwen2"):
     return records, [p.detach().clone() for p in run.agents[0].model.parameters()]
 
 
-@pytest.mark.parametrize("spec", ["tiny:qwen2", "tiny:qwen2_5_vl"])
-def test_three_training_steps_with_shared_prefix_equal_without(tmp_path, spec):
-    off, w_off = _train(tmp_path, False, spec)
-    on, w_on = _train(tmp_path, True, spec)
+@pytest.mark.parametrize("spec,extra", [
+    ("tiny:qwen2", ()), ("tiny:qwen2_5_vl", ()),
+    # token-budget micro-batches, split differently on and off (whole groups when shared);
+    # the token-mean loss's normaliser is the step's, so the gradient is the same
+    ("tiny:qwen2", ("grpo.micro_batch_tokens=120", "grpo.loss_agg=token_mean"))])
+def test_three_training_steps_with_shared_prefix_equal_without(tmp_path, spec, extra):
+    off, w_off = _train(tmp_path, False, spec, extra)
+    on, w_on = _train(tmp_path, True, spec, extra)
     for a, b in zip(off, on):
         for key in a:
             if key.startswith("timing/") or not isinstance(a[key], (int, float)):

@@ -676,16 +676,23 @@ def prompt_tokens_for(cfg) -> int:
 
 
 def micro_batch_prompts(seqs: int, group: int, micro: int, micro_tokens: int, seq_tokens: int,
-                        mini: int = 0) -> list[tuple[int, ...]]:
+                        mini: int = 0, prompt_tokens: int | None = None) -> list[tuple[int, ...]]:
     """The distinct micro-batches of one rank's update, each as the prompt of each of its
     sequences (rollout row n belongs to prompt n // ``group``), every sequence
     ``seq_tokens`` long: ``micro`` consecutive rows each, or with ``micro_tokens`` > 0
-    the update's own token-budget split (``update.token_micro_batches``, within
-    mini-batches of ``mini`` rows). Prompt indices are taken relative to the
-    micro-batch's first, so micro-batches alike count once."""
-    from vlcohort.training.update import token_micro_batches
+    the update's own token-budget split within mini-batches of ``mini`` rows
+    (``update.token_micro_batches``; with ``prompt_tokens``, the shared-prefix update's,
+    ``update.shared_token_micro_batches``, which keeps a prompt's rows together at
+    ``prompt_tokens`` once plus their completions). Prompt indices are taken relative to
+    the micro-batch's first, so micro-batches alike count once."""
+    from vlcohort.training.update import shared_token_micro_batches, token_micro_batches
 
-    if micro_tokens > 0:
+    if micro_tokens > 0 and prompt_tokens is not None:
+        n_prompts = -(-seqs // max(1, group))
+        groups = [b.tolist() for b in shared_token_micro_batches(
+            [prompt_tokens] * n_prompts, [seq_tokens - prompt_tokens] * seqs, group, micro_tokens,
+            mini or seqs)]
+    elif micro_tokens > 0:
         groups = [b.tolist() for b in token_micro_batches([seq_tokens] * seqs, micro_tokens,
                                                           mini or seqs)]
     else:
@@ -727,7 +734,7 @@ def plan(cfg, gpu_gib: float, gpus: int, prompt_tokens: int | None = None,
 
     share_asked = bool(getattr(g, "shared_prefix", False))
     micro_prompts = (micro_batch_prompts(seqs_rank, ro.rollouts_per_prompt, micro, micro_tokens, L,
-                                         getattr(g, "mini_batch_seqs", 0))
+                                         getattr(g, "mini_batch_seqs", 0), prompt_tokens=P_tok)
                      if share_asked else [])
     agents: list[AgentPlan] = []
     plan_notes: list[str] = []

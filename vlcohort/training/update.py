@@ -64,7 +64,8 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
     micro-batch, with the same rows, becomes one unit per distinct prompt (the prompt
     once, then its completions: ``vlcohort/training/shared_prefix.py``), used when it
     costs at most :data:`PACK_MIN_SAVING` of the batch it replaces (token positions and
-    attention pairs, ``shared_prefix.use_shared``).
+    attention pairs, ``shared_prefix.use_shared``); token-budget micro-batches then keep
+    each prompt's rows together, at their shared cost (:func:`shared_token_micro_batches`).
     """
     G = rollouts.group_size
     N = len(rollouts.completions)
@@ -72,8 +73,11 @@ def micro_batches(agent: Agent, rendered: Sequence[RenderedPrompt], rollouts: Ro
     share = shared_prefix and agent.adapter.can_share_prefix(agent.model)
     one_row = str(getattr(agent.adapter.options, "attn_implementation", "")).startswith("flash")
     prompt_len = prompt_tokens(agent, rendered, rollouts) if tokens > 0 or (pack and not one_row) else []
-    if tokens > 0:
-        groups: list = token_micro_batches(row_lengths(prompt_len, rollouts), tokens, mini or N)
+    if tokens > 0 and share:
+        groups: list = shared_token_micro_batches(prompt_len, [len(c) for c in rollouts.completions],
+                                                  G, tokens, mini or N)
+    elif tokens > 0:
+        groups = token_micro_batches(row_lengths(prompt_len, rollouts), tokens, mini or N)
     else:
         groups = [slice(start, min(N, start + size)) for start in range(0, N, size)]
     pair_cost = attention_pair_cost(agent.model.config) if (pack and not one_row) or share else 0.0
@@ -191,25 +195,63 @@ def token_micro_batches(lengths: Sequence[int], budget: int, mini: int) -> list[
     room (longest-processing-time-first scheduling). A sequence longer than the budget
     gets a micro-batch of its own. Returns each micro-batch's rows (ascending, so a
     prompt's rollouts stay together), in order of their first row."""
-    out: list[list[int]] = []
     N = len(lengths)
+    return _by_first_row([b for start in range(0, N, mini)
+                          for b in _balanced([(lengths[n], [n]) for n in range(start, min(N, start + mini))],
+                                             budget)])
+
+
+def shared_token_micro_batches(prompt_len: Sequence[int], completion_len: Sequence[int], G: int,
+                               budget: int, mini: int) -> list[torch.Tensor]:
+    """:func:`token_micro_batches` for shared-prefix updates: a prompt's rows of a
+    mini-batch stay together, costing what the shared layout runs, the prompt's
+    ``prompt_len[p]`` tokens once plus its completions' ``completion_len[n]`` (row n
+    belongs to prompt n // G). A group over the budget is cut, in row order, into parts
+    that each fit (each part pays the prompt again; a row over the budget alone goes
+    alone); the parts are then balanced as rows are. The per-row split would deal a
+    group's equal-length rows round robin, one completion per prompt in each micro-batch,
+    leaving nothing to share."""
+    N = len(completion_len)
+    out: list[list[int]] = []
     for start in range(0, N, mini):
-        rows = range(start, min(N, start + mini))
-        k = max(1, math.ceil(sum(lengths[n] for n in rows) / budget))
-        bins: list[list[int]] = [[] for _ in range(k)]
-        loads = [0] * k
-        for n in sorted(rows, key=lambda r: -lengths[r]):
-            fits = [b for b in range(len(bins)) if not bins[b] or loads[b] + lengths[n] <= budget]
-            if not fits:
-                bins.append([])
-                loads.append(0)
-                fits = [len(bins) - 1]
-            b = min(fits, key=lambda i: loads[i])
-            bins[b].append(n)
-            loads[b] += lengths[n]
-        out.extend(sorted(b) for b in bins if b)
-    out.sort(key=lambda b: b[0])
-    return [torch.tensor(b, dtype=torch.long) for b in out]
+        parts: list[tuple[int, list[int]]] = []  # (shared cost, rows)
+        rows = list(range(start, min(N, start + mini)))
+        for p in dict.fromkeys(n // G for n in rows):
+            cost, part = prompt_len[p], []
+            for n in (r for r in rows if r // G == p):
+                if part and cost + completion_len[n] > budget:
+                    parts.append((cost, part))
+                    cost, part = prompt_len[p], []
+                part.append(n)
+                cost += completion_len[n]
+            parts.append((cost, part))
+        out.extend(_balanced(parts, budget))
+    return _by_first_row(out)
+
+
+def _balanced(items: list[tuple[int, list[int]]], budget: int) -> list[list[int]]:
+    """Items (cost, rows) into bins of at most ``budget`` cost, longest-processing-time
+    first: ceil(total / budget) bins to start with, items taken costliest first (ties in
+    their order), each into the least-loaded bin it fits in, a new bin when none has
+    room; an item over the budget alone gets a bin of its own. Each bin's rows ascending."""
+    k = max(1, math.ceil(sum(c for c, _ in items) / budget))
+    bins: list[list[int]] = [[] for _ in range(k)]
+    loads = [0] * k
+    for cost, rows in sorted(items, key=lambda it: -it[0]):
+        fits = [b for b in range(len(bins)) if not bins[b] or loads[b] + cost <= budget]
+        if not fits:
+            bins.append([])
+            loads.append(0)
+            fits = [len(bins) - 1]
+        b = min(fits, key=lambda i: loads[i])
+        bins[b].extend(rows)
+        loads[b] += cost
+    return [sorted(b) for b in bins if b]
+
+
+def _by_first_row(bins: list[list[int]]) -> list[torch.Tensor]:
+    """Micro-batches as LongTensors, in order of their first row."""
+    return [torch.tensor(b, dtype=torch.long) for b in sorted(bins, key=lambda b: b[0])]
 
 
 def pad_to(t: torch.Tensor, T: int) -> torch.Tensor:
