@@ -215,8 +215,7 @@ def set_cpu_threads(requested: int = 0) -> int:
     the full suite). Setting it from the config every time makes a run depend on its
     config and the machine only."""
     n = cpu_threads(requested)
-    if torch.get_num_threads() != n:
-        torch.set_num_threads(n)
+    torch.set_num_threads(n)  # even when torch reports n already: MKL and OpenMP may not
     return n
 
 
