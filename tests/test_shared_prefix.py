@@ -370,7 +370,7 @@ def test_mixed_full_and_sliding_layers_fp64():
     real Gemma-3-270M's 5 in 6; random weights here, the tiny Qwen2 tokenizer's
     prompts), in fp64 with a window of 6 so it matters: the layout's per-layer-type
     masks give every completion exactly the log-probs of its group encoded alone. The
-    real Gemma-3-270M: ``bench/shared_prefix.py --fp64``."""
+    real Gemma-3-270M: ``bench/shared_prefix.py``, its setup (d)."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     adapter, _, rendered = _setup()
@@ -463,3 +463,34 @@ def test_three_training_steps_with_shared_prefix_equal_without(tmp_path, spec, e
     assert losses and all(on[i][k] != 0 for i in range(3) for k in losses), losses
     for x, y in zip(w_off, w_on):
         assert float((x - y).abs().max()) <= 1e-5
+
+
+def test_units_split_a_prompt_only_where_attention_outweighs_it():
+    """``units_per_prompt``: every completion of a prompt in one unit when completions
+    are short next to the prompt; with long ones and a costly attention pair, units of
+    fewer completions (the prompt copied per unit) cost less than one wide row; and a
+    batch laid out so still equals the unshared one."""
+    from vlcohort.training.shared_prefix import units_per_prompt
+
+    assert units_per_prompt([300, 300], [[48] * 8, [48] * 8], 0.001)[0] == 8
+    # 1,000-token prompt, 8 x 300: one unit 3,400 wide costs 3,400 + 11,560 (x 0.001
+    # per pair); two of 4 completions 2 x 2,200 + 9,680; four of 2, 6,400 + 10,240
+    assert units_per_prompt([1000], [[300] * 8], 0.001) == (4, (2, 2200))
+    assert units_per_prompt([60], [[400] * 8], 0.01)[0] == 1  # a short prompt: one copy each
+    adapter, model, rendered = _setup()
+    # fp64, and each group encoded alone as the reference: a left-padded prompt's shifted
+    # positions change RoPE's float32 angles by ~1e-5 over 200 tokens, the layout's do not
+    model = model.double()
+    comps = _completions([200] * 9)
+    from vlcohort.training.shared_prefix import shared_batch
+
+    split = shared_batch(adapter, model, rendered, _rollouts(comps), list(range(9)), pair_cost=1.0)
+    prompt = [int(adapter.encode_prompts([r]).inputs["attention_mask"].sum()) for r in rendered]
+    real = int((split.inputs["input_ids"] != adapter.pad_token_id()).sum())
+    assert real == G * sum(prompt) + sum(map(len, comps))  # k = 1: a prompt copy per completion
+    with torch.no_grad():
+        b = completion_logprobs(adapter, model, split)
+        for p, r in enumerate(rendered):
+            rows = list(range(p * G, (p + 1) * G))
+            alone = adapter.encode_training(adapter.encode_prompts([r] * G), [comps[n] for n in rows])
+            assert float((b[rows] - completion_logprobs(adapter, model, alone)).abs().max()) < 1e-9
