@@ -212,8 +212,11 @@ class Setup:
         self.agent.optimizer.load_state_dict(self.opt_start)
 
     def grpo(self, share_images: bool | None = None, **changes) -> Mode:
+        """A mode: the run's ``grpo`` settings with ``changes``; shared-prefix updates off
+        unless asked (this bench measures packing; ``bench/shared_prefix.py`` measures them)."""
         from dataclasses import replace
 
+        changes.setdefault("shared_prefix", False)
         return Mode(replace(self.cfg.grpo, **changes), share_images)
 
     def use(self, mode: Mode):

@@ -301,11 +301,16 @@ def _update(overrides):
                                                     marks=SLOW)])
 def test_token_budget_and_packing_give_the_fixed_split_update(extra):
     """One update from the same rollouts (completions cut to lengths 1..40): padded
-    micro-batches of 3 sequences, packed ones, and packed token-budget micro-batches move
-    the weights the same (the loss normaliser is the mini-batch's in every split)."""
-    ref_m, packed, ref = _update(["grpo.packing=false", "grpo.micro_batch_seqs=3", *extra])
+    micro-batches of 3 sequences, packed ones, packed token-budget micro-batches and
+    shared-prefix token-budget ones move the weights the same (the loss normaliser is the
+    mini-batch's in every split)."""
+    ref_m, packed, ref = _update(["grpo.packing=false", "grpo.shared_prefix=false",
+                                  "grpo.micro_batch_seqs=3", *extra])
     assert not any(packed)
-    for over in (["grpo.micro_batch_seqs=3"], ["grpo.micro_batch_tokens=200", "grpo.micro_batch_seqs=3"]):
+    for over in (["grpo.micro_batch_seqs=3", "grpo.shared_prefix=false"],
+                 ["grpo.micro_batch_tokens=200", "grpo.micro_batch_seqs=3", "grpo.shared_prefix=false"],
+                 # shared prefix: its token-budget split keeps a prompt's rows together
+                 ["grpo.micro_batch_tokens=200", "grpo.micro_batch_seqs=3"]):
         m, packed, got = _update([*over, *extra])
         assert any(packed)
         assert abs(m["loss"] - ref_m["loss"]) < 1e-5

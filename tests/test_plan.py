@@ -401,10 +401,11 @@ def test_plan_names_the_first_knob():
 
 def test_token_budget_micro_batches_and_their_knob():
     """grpo.micro_batch_tokens sets the forward's tokens (a longer sequence alone), and the
-    knob halves it rather than switching to micro_batch_seqs."""
+    knob halves it rather than switching to micro_batch_seqs (unshared; the shared split:
+    tests/test_plan_shared_prefix.py)."""
     cfg = load_config(None, ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2', device: cuda}]",
                              "rollout.max_new_tokens=64", "data.max_prompt_tokens=192",
-                             "grpo.micro_batch_tokens=1024"])
+                             "grpo.micro_batch_tokens=1024", "grpo.shared_prefix=false"])
     a = plan(cfg, 80, 1).agents[0]
     f = model_facts("tiny:qwen2")
     per_layer = layer_activation_bytes_per_token(f.hidden, f.heads * f.head_dim, f.mlp_width, 4)

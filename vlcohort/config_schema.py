@@ -463,17 +463,19 @@ class GRPOConfig:
     per-sequence position ids (the attention kept within each sequence), for the old,
     reference and update passes, where the model's family supports it (others stay
     padded). false: every micro-batch padded to its longest sequence."""
-    shared_prefix: bool = False
+    shared_prefix: bool = True
     """Shared-prefix updates: within each micro-batch, a prompt's tokens run once, followed
     by each of its completions (positions continuing from the prompt's end, an attention
     mask keeping each completion from its siblings), instead of once per completion, for
     the old, reference and update passes; log-probs and gradients are the unshared
     update's; a prompt's images go to the vision tower once. Applies where the family's
-    adapter declares it (``Adapter.shared_prefix``: text and most VLM families), with sdpa or eager attention and full attention in every layer; a
-    micro-batch holding one completion per prompt stays unshared; elsewhere the update is
-    the unshared one (docs/training.md lists the families).
-    Micro-batches keep the rows micro_batch_seqs / micro_batch_tokens give them, so a
-    micro_batch_seqs that is a multiple of the group size shares each prompt fully."""
+    adapter declares it (``Adapter.shared_prefix``: the text and VLM families but one),
+    with sdpa or eager attention and layers of full or sliding-window attention; a
+    micro-batch the layout would not make cheaper (one completion per prompt) stays
+    unshared; elsewhere the update is the unshared one (docs/training.md lists the
+    families). false: the unshared update. Micro-batches of micro_batch_seqs keep their
+    rows, so a multiple of the group size shares each prompt fully; token-budget
+    micro-batches (micro_batch_tokens) keep each prompt's rows together."""
     disable_dropout: bool = True
     """Set every dropout of the policy and the reference to 0 at build time (TRL's default),
     so the update's train-mode forward gives the eval-mode log-probs (first ratio 1)."""

@@ -52,7 +52,8 @@ for ckpt in json.loads(sys.argv[2]):
                              "gradient_checkpointing: %s}]" % (folder, str(ckpt).lower()),
                              f"rollout.prompts_per_step={N // G}", f"rollout.rollouts_per_prompt={G}",
                              f"rollout.max_new_tokens={T}", f"grpo.micro_batch_seqs={N // 2}",
-                             "grpo.max_grad_norm=0", "grpo.packing=false", "optim.warmup_ratio=0",
+                             "grpo.max_grad_norm=0", "grpo.packing=false", "grpo.shared_prefix=false",
+                             "optim.warmup_ratio=0",
                              "optim.schedule=constant", "data.max_prompt_tokens=0"])
     agent = build_agent(cfg.agents[0], cfg)
     rendered = [RenderedPrompt(f"p{b}", " ".join(["apple"] * w), []) for b, w in enumerate(words)]
