@@ -815,9 +815,8 @@ class Adapter:
         inputs["input_ids"] = input_ids
         inputs["position_ids"] = (layout(pos) if pos.dim() == 2  # [R, W] or [D, R, W]
                                   else torch.stack([layout(p) for p in pos]))
-        group = torch.where(real, src_row, torch.full_like(src_row, -1))  # unit per token
         causal = torch.ones(W, W, dtype=torch.bool).tril()  # [W, W] key <= query
-        same_unit = (group[:, :, None] == group[:, None, :]) & real[:, :, None]
+        same_unit = (src_row[:, :, None] == src_row[:, None, :]) & real[:, :, None]  # src_row: the unit
         visible = (segment[:, None, :] == 0) | (segment[:, :, None] == segment[:, None, :])
         allowed = causal & same_unit & visible  # [R, W, W]
         blocks = self.bidirectional_blocks(model, inputs)  # [R, W] or None

@@ -35,6 +35,7 @@ from typing import Sequence
 from vlcohort.processors import RenderedPrompt
 from vlcohort.processors.base import next_fit
 from vlcohort.rollout.base import Rollouts
+from vlcohort.training.row_layout import layout_cost
 
 
 def shared_batch(adapter, model, rendered: Sequence[RenderedPrompt], rollouts: Rollouts,
@@ -84,10 +85,9 @@ def units_per_prompt(prompt_len: Sequence[int], completion_len: Sequence[Sequenc
         lengths = [p + sum(c[j: j + k]) for p, c in zip(prompt_len, completion_len)
                    for j in range(0, max(1, len(c)), k)]
         rows = next_fit(lengths, max(lengths))
-        R, W = len(rows), max(sum(lengths[u] for u in r) for r in rows)
-        cost = R * W + pair_cost * R * W * W
+        cost, positions, _ = layout_cost(rows, lengths, pair_cost)
         if best is None or cost < best[0]:
-            best = (cost, k, (R, W))
+            best = (cost, k, (len(rows), positions // len(rows)))
     return best[1], best[2]
 
 
