@@ -13,16 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.bench import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "gpu_step.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("gpu_step", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gpu_step")
 
 
 def test_full_size_configs_are_the_published_models(bench):

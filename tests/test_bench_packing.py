@@ -4,23 +4,17 @@ padding accounting are."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import statistics
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "bench" / "packing.py"
+from tests.helpers.bench import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_packing", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("packing")
 
 
 @pytest.fixture(autouse=True)

@@ -3,23 +3,17 @@ own problem file. Cheap checks only; the benchmark itself is run by hand, not ti
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+
+from tests.helpers.bench import load_script
 
 pytest.importorskip("trl")  # the peer; not a vlcohort dependency
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "bench" / "real_step.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("real_step", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("real_step")
 
 
 def test_arguments(bench):

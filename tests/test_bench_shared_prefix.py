@@ -4,27 +4,17 @@ shared, on fewer positions, with the packed mode's log-probs, is."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "bench" / "shared_prefix.py"
+from tests.helpers.bench import load_script
+from tests.helpers.cache import _tiny_cache  # noqa: F401 - an autouse fixture, imported to apply here
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_shared_prefix", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(autouse=True)
-def _tiny_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("VLCOHORT_CACHE", str(tmp_path_factory.getbasetemp() / "vlcohort-cache"))
+    return load_script("shared_prefix")
 
 
 def _rows(out: str, setup: str) -> dict[str, tuple[int, str]]:

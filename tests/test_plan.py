@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers.bench import load_script
 from vlcohort.cli import main
 from vlcohort.config import load_config
 from vlcohort.plan import (
@@ -489,7 +490,6 @@ def test_bench_gpu_step_full_size_configs_plan_at_the_published_counts(tmp_path)
     config.json files: the planner's meta counts are the published models' (Qwen2.5-VL-3B
     3,754,622,976, as its model card; InternVL3.5-2B 2.35 B) and equal a meta-device
     instantiation of the real classes."""
-    import importlib.util
 
     import torch
     from transformers import (
@@ -499,10 +499,7 @@ def test_bench_gpu_step_full_size_configs_plan_at_the_published_counts(tmp_path)
         Qwen2_5_VLForConditionalGeneration,
     )
 
-    bench_file = Path(__file__).resolve().parents[1] / "bench" / "gpu_step.py"
-    spec = importlib.util.spec_from_file_location("gpu_step", bench_file)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("gpu_step")
     q, i = bench.QWEN2_5_VL_3B, bench.INTERNVL3_5_2B
     configs = {
         "qwen": (Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLConfig(

@@ -8,7 +8,6 @@ prints is, row for row, the one README.md shows.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from tests.helpers.bench import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "plan_recipes.py"
@@ -34,10 +35,7 @@ CARD_BILLIONS = {
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("plan_recipes", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("plan_recipes")
 
 
 def test_every_recipe_checkpoint_has_its_published_config(script):
@@ -81,9 +79,7 @@ def test_gpu_step_models_are_the_published_configs():
         Qwen2_5_VLForConditionalGeneration,
     )
 
-    spec = importlib.util.spec_from_file_location("gpu_step", ROOT / "bench" / "gpu_step.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("gpu_step")
     q, iv = bench.QWEN2_5_VL_3B, bench.INTERNVL3_5_2B
     ours = {
         "Qwen--Qwen2.5-VL-3B-Instruct": (Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLConfig(
