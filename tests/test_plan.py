@@ -387,11 +387,12 @@ def test_plan_sums_its_parts_and_places_agents():
 
 
 def test_plan_names_the_first_knob():
-    """An agent whose activations overflow the GPU gets gradient checkpointing first."""
+    """An agent whose activations overflow the GPU gets gradient checkpointing first
+    (the unshared plan: shared prefixes shrink the need this test scales from)."""
     cfg = load_config(None, ["method=gt_reward", "agents=[{name: A, path: 'tiny:qwen2', device: cuda}]",
                              "rollout.prompts_per_step=8", "rollout.rollouts_per_prompt=8",
                              "grpo.micro_batch_seqs=64", "rollout.max_new_tokens=1024",
-                             "data.max_prompt_tokens=3072"])
+                             "data.max_prompt_tokens=3072", "grpo.shared_prefix=false"])
     need = plan(cfg, 1000, 1).gpu_peaks[0]
     p = plan(cfg, need / GIB * 0.9, 1)
     assert not p.fits

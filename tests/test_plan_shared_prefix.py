@@ -95,6 +95,14 @@ def test_shape_stays_unshared_where_the_update_would():
     assert not shared_prefix_shape([0] * 8, 100, 1000, 0.0, 0.9).shared  # 8,100 > 0.9 x 8,800
 
 
+def test_shape_follows_the_updates_units_per_prompt():
+    """A 1,000-token prompt with 8 completions of 300 at 0.001 per pair: the update lays
+    it out as two units of 4 (``shared_prefix.units_per_prompt``), two prompt copies in 2
+    rows of 2,200, not one 3,400-wide row; the plan counts that layout."""
+    sh = shared_prefix_shape([0] * 8, 1000, 300, 0.001, 0.9)
+    assert sh.shared and (sh.rows, sh.width, sh.prompts, sh.tokens) == (2, 2200, 2, 4400)
+
+
 def test_micro_batch_prompts_by_rows_and_by_token_budget():
     """Consecutive rows: ceil(micro / G) prompts when the micro-batch starts a group, one
     more where it straddles two. The unshared token-budget split deals equal-length rows

@@ -313,10 +313,11 @@ def shared_prefix_shape(prompt_of: list[int], prompt_tokens: int, completion_tok
     longest (the plan's worst case): ``prompt_of[n]`` is the prompt of its n-th
     sequence (rollout row n // G).
 
-    As ``vlcohort/training/shared_prefix.py`` lays it out: one unit per distinct
-    prompt, U units, unit u the prompt's P tokens once and then its k_u completions of T
-    tokens, P + k_u T wide; units fill rows of the widest unit's width by next fit
-    (``next_fit``), so R rows of W = max over rows of their units' widths. Shared, the
+    As ``vlcohort/training/shared_prefix.py`` lays it out (``units_per_prompt``): a
+    prompt's k_u completions in units of at most k, each the prompt's P tokens then its
+    completions of T tokens (k all of them, unless long completions make one wide row's
+    attention cost more than prompt copies); units fill rows of the widest unit's width
+    by next fit, so R rows of W = max over rows of their units' widths. Shared, the
     language model runs R x W positions (with N = sum k_u sequences in a micro-batch of
     consecutive rows, U = ceil(N / G) when it starts at a group's first row; its real
     tokens are U P + N T against the unshared N (P + T)) and the attention mask is
@@ -324,21 +325,21 @@ def shared_prefix_shape(prompt_of: list[int], prompt_tokens: int, completion_tok
     would cost more than ``min_saving`` x it (``shared_prefix.use_shared``: positions
     plus ``pair_cost`` per attention pair; one completion per prompt shares nothing),
     and so does this shape."""
-    from vlcohort.processors.base import next_fit
-    from vlcohort.training.shared_prefix import use_shared
+    from vlcohort.training.shared_prefix import units_per_prompt, use_shared
 
     N, L = len(prompt_of), prompt_tokens + completion_tokens
     unshared = MicroBatchShape(seqs=N, rows=N, width=L, tokens=N * L, prompts=N)
+    if not N:
+        return unshared
     counts: dict[int, int] = {}
     for p in prompt_of:  # distinct prompts, in order of first appearance
         counts[p] = counts.get(p, 0) + 1
-    widths = [prompt_tokens + k * completion_tokens for k in counts.values()]  # [U]
-    rows = next_fit(widths, max(widths, default=0))  # R lists of unit indices
-    W = max((sum(widths[u] for u in r) for r in rows), default=0)
-    if not rows or not use_shared((len(rows), W), (N, L), min_saving, pair_cost):
+    k, (R, W) = units_per_prompt([prompt_tokens] * len(counts),
+                                 [[completion_tokens] * c for c in counts.values()], pair_cost)
+    if not use_shared((R, W), (N, L), min_saving, pair_cost):
         return unshared
-    return MicroBatchShape(seqs=N, rows=len(rows), width=W, tokens=len(rows) * W,
-                           prompts=len(counts), shared=True)
+    copies = sum(-(-c // k) for c in counts.values())  # units: a prompt copy each
+    return MicroBatchShape(seqs=N, rows=R, width=W, tokens=R * W, prompts=copies, shared=True)
 
 
 def lora_params(linear_shapes: list[tuple[str, int, int]], rank: int, targets: str,
